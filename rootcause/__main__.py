@@ -1,0 +1,5 @@
+import sys
+
+from rootcause.cli import main
+
+sys.exit(main())

@@ -1,0 +1,60 @@
+"""The `rootcause` command line: one sub-command per pipeline entry point.
+
+Each sub-command lives in its own module, which exports `add_arguments(parser)` and
+`run(args) -> int`. Exit status: 0 done, 1 the variants' outputs differ, 2 bad input
+(one line on stderr naming the file, the place and what is wrong; never a traceback).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from parsers import ParseError
+from rootcause.errors import OutputsDiffer, UsageError
+
+# name -> (module, one-line help). Modules are imported only when their command runs, so
+# `rootcause inspect` does not pay for importing TVM.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "inspect": ("rootcause.inspect", "per-kernel resources of binaries, bundles and modules"),
+    "build": ("rootcause.build", "build one variant spec into a self-contained bundle"),
+    "run": ("rootcause.run", "verify, measure and profile bundles on this host"),
+    "compare": ("rootcause.compare", "attribute the delta between two captured profiles"),
+    "report": ("rootcause.report", "render attribution.json as HTML, Markdown or JSON"),
+    "analyze": ("rootcause.analyze", "build, run, attribute, confirm and report A against B"),
+}
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rootcause", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (module_name, help_text) in COMMANDS.items():
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as err:
+            if err.name != module_name:
+                raise
+            continue  # not built yet: the command is absent from --help, not faked
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        module.add_arguments(p)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args._run(args) or 0)
+    except (ParseError, UsageError) as err:
+        print(f"rootcause {args.command}: {err}", file=sys.stderr)
+        return 2
+    except OutputsDiffer as err:
+        print(f"rootcause {args.command}: outputs differ: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,28 @@
+"""Writing results so that a crash or a bad input never leaves a half-written file."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def write_atomic(path: str | os.PathLike, data: bytes | str) -> Path:
+    """Write data to path via a temporary file in the same directory, then rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mode = "wb" if isinstance(data, bytes) else "w"
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, mode, **({} if mode == "wb" else {"encoding": "utf-8"})) as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_json(path: str | os.PathLike, obj: Any) -> Path:
+    return write_atomic(path, json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
