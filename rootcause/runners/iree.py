@@ -1,0 +1,106 @@
+"""Run an IREE bundle (module.vmfb) through iree.runtime on cuda, hip or local-task (CPU).
+
+Only iree-base-runtime is needed (no compiler). A call through the Python binding returns
+after the function's work completes (IREE's default coarse-fences ABI waits on the
+function's signal fence before returning), so wall-clock timing around calls is synchronised.
+`benchmark()` is the alternative timer: iree-benchmark-module, the tool IREE ships for this.
+"""
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from rootcause.errors import UsageError
+from rootcause.runners import Bundle
+
+DRIVERS = {"cuda": "cuda", "rocm": "hip", "hip": "hip", "cpu": "local-task", "local-task": "local-task"}
+
+
+def _ireert():
+    try:
+        import iree.runtime as ireert
+    except ImportError as err:
+        raise UsageError(f"iree.runtime not importable (pip install iree-base-runtime): {err}") from None
+    return ireert
+
+
+class IreeSession:
+    def __init__(self, bundle: Bundle, device: str):
+        if device not in DRIVERS:
+            raise UsageError(f"{bundle.path}: device {device!r}: IREE runner supports {', '.join(DRIVERS)}")
+        ireert = _ireert()
+        self.ireert = ireert
+        self.bundle = bundle
+        self.device = device
+        self.driver = DRIVERS[device]
+        try:
+            self.config = ireert.Config(self.driver)
+            self.context = ireert.SystemContext(config=self.config)
+            self.vm_module = ireert.VmModule.mmap(self.config.vm_instance, str(bundle.module_path))
+            self.context.add_vm_module(self.vm_module)
+        except (RuntimeError, ValueError) as err:
+            raise UsageError(f"{bundle.module_path}: IREE cannot load it on {self.driver}: "
+                             f"{str(err).splitlines()[0]}") from None
+        functions = [f for f in self.vm_module.function_names if f != "__init"]
+        if bundle.entry not in functions:
+            raise UsageError(f"{bundle.module_path}: no function {bundle.entry!r} (has {', '.join(functions)})")
+        self.entry = bundle.entry
+        self.function = self.context.modules[self.vm_module.name][self.entry]
+        self._host_inputs: list[np.ndarray] = []
+        self._inputs: list = []
+        self._result = None
+
+    def set_inputs(self, arrays: list[np.ndarray]) -> None:
+        self._host_inputs = [np.ascontiguousarray(a) for a in arrays]
+        self._inputs = [self.ireert.asdevicearray(self.config.device, a) for a in self._host_inputs]
+
+    def call(self) -> None:
+        self._result = self.function(*self._inputs)
+
+    def outputs(self) -> list[np.ndarray]:
+        if self._result is None:
+            raise UsageError(f"{self.bundle.path}: outputs() before call()")
+        results = self._result if isinstance(self._result, (tuple, list)) else [self._result]
+        return [np.asarray(r.to_host() if hasattr(r, "to_host") else r) for r in results]
+
+    def timer(self, number: int = 10) -> Callable[[], float]:
+        """Seconds per call: wall clock around `number` synchronous calls."""
+        def sample() -> float:
+            start = time.perf_counter()
+            for _ in range(number):
+                self.function(*self._inputs)
+            return (time.perf_counter() - start) / number
+        return sample
+
+    def benchmark(self, repetitions: int = 5, timeout: float | None = 600) -> list[float]:
+        """Seconds per call from iree-benchmark-module, one value per repetition."""
+        from iree.runtime.benchmark import BenchmarkToolError, benchmark_module
+
+        with tempfile.TemporaryDirectory() as tmp:
+            files = []
+            for i, array in enumerate(self._host_inputs):
+                np.save(Path(tmp) / f"{i}.npy", array)
+                files.append(f"@{Path(tmp) / f'{i}.npy'}")
+            try:
+                rows = benchmark_module(str(self.bundle.module_path), self.entry, files, timeout=timeout,
+                                        device=self.driver, benchmark_repetitions=repetitions,
+                                        benchmark_report_aggregates_only=False)
+            except BenchmarkToolError as err:
+                raise UsageError(f"{self.bundle.module_path}: iree-benchmark-module failed: "
+                                 f"{err.message.strip().splitlines()[-1] if err.message.strip() else err}") from None
+        return [_seconds(row.report) for row in rows if row.report.get("run_type") == "iteration"]
+
+
+_UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+
+
+def _seconds(report: dict) -> float:
+    return float(report["real_time"]) * _UNITS[report["time_unit"]]
+
+
+def load(bundle: Bundle, device: str) -> IreeSession:
+    return IreeSession(bundle, device)

@@ -1,0 +1,115 @@
+"""Run a TVM Relax bundle (module.so) through the runtime's VirtualMachine, on cuda or cpu.
+
+Works with the full apache-tvm install and in runtime-only mode (TVM_USE_RUNTIME_LIB=1, the
+package without libtvm_compiler.so, as on the GPU host). In runtime-only mode `import tvm`
+does not load CUDA support, so libtvm_runtime_cuda.so is loaded here with ctypes, after its
+libcudart (from the PyPI nvidia-cuda-runtime package when the system has none).
+"""
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+import sys
+from typing import Callable
+
+import numpy as np
+
+from rootcause.errors import UsageError
+from rootcause.runners import Bundle
+
+_DEVICES = ("cuda", "cpu", "rocm")
+
+
+def _tvm():
+    try:
+        import tvm
+        import tvm.runtime.vm  # noqa: F401  the VM is not imported by `import tvm` alone
+    except ImportError as err:
+        raise UsageError(f"TVM runtime not importable: {err}") from None
+    return tvm
+
+
+def _load_global(path_or_name: str) -> None:
+    ctypes.CDLL(path_or_name, mode=ctypes.RTLD_GLOBAL)
+
+
+def _preload_cudart() -> None:
+    """Make libcudart.so.13 loadable: system first, then PyPI nvidia/*/lib/ on sys.path."""
+    try:
+        _load_global("libcudart.so.13")
+        return
+    except OSError:
+        pass
+    for entry in sys.path:
+        for lib in sorted(glob.glob(os.path.join(entry, "nvidia", "*", "lib", "libcudart.so.13*"))):
+            _load_global(lib)
+            return
+
+
+def _ensure_device_api(tvm, device: str) -> None:
+    """Load the CUDA (or ROCm) runtime library when `import tvm` did not (runtime-only mode)."""
+    import tvm_ffi
+
+    if device == "cpu" or f"device_api.{device}" in tvm_ffi.registry.list_global_func_names():
+        return
+    lib = os.path.join(os.path.dirname(tvm.__file__), "lib", f"libtvm_runtime_{device}.so")
+    if not os.path.isfile(lib):
+        raise UsageError(f"TVM {device} runtime missing: {lib} not found")
+    if device == "cuda":
+        _preload_cudart()
+    try:
+        _load_global(lib)
+    except OSError as err:
+        raise UsageError(f"{lib}: cannot load: {err}") from None
+
+
+class TvmSession:
+    def __init__(self, bundle: Bundle, device: str):
+        if device not in _DEVICES:
+            raise UsageError(f"{bundle.path}: device {device!r}: TVM runner supports {', '.join(_DEVICES)}")
+        tvm = _tvm()
+        _ensure_device_api(tvm, device)
+        self.tvm = tvm
+        self.bundle = bundle
+        self.device = device
+        self.dev = tvm.device(device, 0)
+        if not self.dev.exist:
+            raise UsageError(f"{bundle.path}: no {device} device on this host")
+        try:
+            self.lib = tvm.runtime.load_module(str(bundle.module_path))
+            self.vm = tvm.runtime.vm.VirtualMachine(self.lib, self.dev)
+        except Exception as err:  # TVM raises its own error types from C++
+            raise UsageError(f"{bundle.module_path}: TVM cannot load it: {str(err).splitlines()[0]}") from None
+        self.entry = bundle.entry
+        self._inputs = None
+
+    def set_inputs(self, arrays: list[np.ndarray]) -> None:
+        self._inputs = [self.tvm.runtime.tensor(np.ascontiguousarray(a), device=self.dev) for a in arrays]
+        self.vm.set_input(self.entry, *self._inputs)
+        self.dev.sync()
+
+    def call(self) -> None:
+        self.vm.invoke_stateful(self.entry)
+        self.dev.sync()
+
+    def outputs(self) -> list[np.ndarray]:
+        return _flatten(self.vm.get_outputs(self.entry))
+
+    def timer(self, number: int = 10) -> Callable[[], float]:
+        """Seconds per call: TVM's time_evaluator (device-synchronised, `number` calls per sample)."""
+        evaluator = self.vm.time_evaluator("invoke_stateful", self.dev, number=number, repeat=1)
+        return lambda: float(evaluator(self.entry).mean)
+
+
+def _flatten(value) -> list[np.ndarray]:
+    if hasattr(value, "numpy"):
+        return [value.numpy()]
+    out: list[np.ndarray] = []
+    for item in value:  # a tuple of outputs (ffi Array), possibly nested
+        out.extend(_flatten(item))
+    return out
+
+
+def load(bundle: Bundle, device: str) -> TvmSession:
+    return TvmSession(bundle, device)
