@@ -10,27 +10,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 # Columns of a KernelEvents table (pandas.DataFrame), one row per kernel launch, the same for
-# every profiler import. Times are nanoseconds on the profiler's own clock.
-KERNEL_EVENT_COLUMNS: dict[str, str] = {
-    "kernel": "kernel (function) name as launched, demangled where the profiler demangles",
-    "start_ns": "launch start, ns (int64)",
-    "end_ns": "launch end, ns (int64)",
-    "duration_ns": "end_ns - start_ns (int64)",
-    "grid_x": "grid (blocks / workgroups) x; NA where the profiler has none",
-    "grid_y": "grid y",
-    "grid_z": "grid z",
-    "block_x": "block (threads / workgroup size) x",
-    "block_y": "block y",
-    "block_z": "block z",
-    "registers": "registers per thread (VGPRs on AMD), NA when not recorded",
-    "shared_bytes": "static + dynamic shared memory (LDS) per block, bytes",
-    "local_bytes": "local (scratch) memory per thread, bytes",
-    "stream": "stream / queue id",
-    "device": "device id",
-    "correlation_id": "host-side launch correlation id, NA when absent",
-    "call": "graph call index (0..n-1) after splitting into graph calls, -1 when not split",
-    "source": "which importer produced the row: cupti, ncu, rocprof, nsys, chrome, iree-profile",
-}
+# every profiler import. Times are nanoseconds on the profiler's own clock. The list lives in
+# parsers/events.py (pure parsers cannot import rootcause); this is the same object.
+from parsers.events import EVENT_COLUMNS as KERNEL_EVENT_COLUMNS  # noqa: E402
 
 
 @dataclass

@@ -1,0 +1,153 @@
+"""The KernelEvents table every profiler reader returns: its columns and one way to build it.
+
+One row per kernel launch. Times are nanoseconds on the profiler's own clock. This module is
+the single source of truth for the column list; rootcause.model re-exports it as
+KERNEL_EVENT_COLUMNS so stages outside parsers/ see the same names.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Iterable
+
+from parsers.base import ParseError
+
+if TYPE_CHECKING:  # pandas is imported where a table is built, so rootcause.model stays light
+    import pandas as pd
+
+EVENT_COLUMNS: dict[str, str] = {
+    "kernel": "kernel (function) name as launched, demangled where the profiler demangles",
+    "start_ns": "launch start, ns (int64); ncu has no timeline: its rows are laid back to back",
+    "end_ns": "launch end, ns (int64)",
+    "duration_ns": "end_ns - start_ns (int64)",
+    "grid_x": "grid (blocks / workgroups) x; NA where the profiler has none",
+    "grid_y": "grid y",
+    "grid_z": "grid z",
+    "block_x": "block (threads / workgroup size) x",
+    "block_y": "block y",
+    "block_z": "block z",
+    "registers": "registers per thread (VGPRs on AMD), NA when not recorded",
+    "shared_bytes": "static + dynamic shared memory (LDS) per block, bytes",
+    "local_bytes": "local (scratch) memory per thread, bytes",
+    "stream": "stream / queue id",
+    "device": "device id",
+    "correlation_id": "host-side launch correlation id, NA when absent",
+    "call": "graph call index (0..n-1) after splitting into graph calls, -1 when not split",
+    "source": "which importer produced the row: cupti, ncu, rocprof, nsys, chrome, iree-profile",
+}
+
+# Required, never NA: a launch without a name or an interval is not an event.
+TIME_COLUMNS = ("start_ns", "end_ns", "duration_ns")
+# Nullable integers (pandas Int64): absent in some formats.
+OPTIONAL_INT_COLUMNS = (
+    "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers",
+    "shared_bytes", "local_bytes", "stream", "device", "correlation_id",
+)
+
+
+def empty() -> pd.DataFrame:
+    return frame({"kernel": [], "start_ns": [], "end_ns": []}, source="")
+
+
+def frame(columns: dict[str, Any], source: str) -> pd.DataFrame:
+    """A KernelEvents table from column arrays; missing optional columns become NA.
+
+    `columns` needs kernel, start_ns and end_ns (duration_ns is derived when absent). Integer
+    arrays may hold None/NaN for absent values. Rows keep the given order.
+    """
+    import numpy as np
+    import pandas as pd
+
+    n = len(columns["kernel"])
+    out: dict[str, Any] = {"kernel": pd.array(columns["kernel"], dtype=object)}
+    start = np.asarray(columns["start_ns"], dtype=np.int64)
+    end = np.asarray(columns["end_ns"], dtype=np.int64)
+    out["start_ns"] = start
+    out["end_ns"] = end
+    dur = columns.get("duration_ns")
+    out["duration_ns"] = end - start if dur is None else np.asarray(dur, dtype=np.int64)
+    for name in OPTIONAL_INT_COLUMNS:
+        values = columns.get(name)
+        out[name] = pd.array([pd.NA] * n if values is None else _ints(values), dtype="Int64")
+    out["call"] = np.full(n, -1, dtype=np.int64)
+    out["source"] = pd.array([source] * n, dtype=object)
+    return pd.DataFrame(out, columns=list(EVENT_COLUMNS))
+
+
+def _ints(values: Any) -> Any:
+    """Values for an Int64 array: floats with NaN (from CSV readers) become ints with NA."""
+    import numpy as np
+    import pandas as pd
+
+    if isinstance(values, pd.Series):
+        values = values.to_numpy()
+    if isinstance(values, np.ndarray) and values.dtype.kind == "f":
+        mask = np.isnan(values)
+        return pd.arrays.IntegerArray(np.where(mask, 0, values).astype(np.int64), mask)
+    return values
+
+
+def to_int(value: Any, file: str, where: str, column: str, optional: bool = True) -> int | None:
+    """One record's integer field, or a ParseError naming the file, record and column."""
+    if value is None:
+        if optional:
+            return None
+        raise ParseError(file, where, f"column {column!r}: missing")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ParseError(file, where, f"column {column!r}: expected an integer, got {value!r}")
+    if isinstance(value, float):
+        if value != value or value != int(value):
+            raise ParseError(file, where, f"column {column!r}: expected an integer, got {value!r}")
+        value = int(value)
+    return value
+
+
+def require_columns(present: Iterable[str], required: Iterable[str], file: str, where: str) -> None:
+    missing = [c for c in required if c not in set(present)]
+    if missing:
+        raise ParseError(file, where, f"missing required column(s): {', '.join(missing)}")
+
+
+def check_intervals(df: pd.DataFrame, file: str, unit: str = "record",
+                    labels: list[int] | None = None) -> pd.DataFrame:
+    """end >= start for every row; the first bad row is named (labels[i] when given)."""
+    import numpy as np
+
+    bad = np.flatnonzero(df["end_ns"].to_numpy() < df["start_ns"].to_numpy())
+    if bad.size:
+        i = int(bad[0])
+        raise ParseError(file, f"{unit} {labels[i] if labels else i}", f"end {df['end_ns'].iat[i]} before start {df['start_ns'].iat[i]}")
+    return df
+
+
+def int_column(values: list, labels: list[int], unit: str, file: str, column: str,
+               optional: bool = True) -> Any:
+    """An int64 array (required) or pandas Int64 array (optional) from one field of records.
+
+    The fast path converts the whole list at once; only when that fails is the list walked to
+    name the first bad record (`f"{unit} {labels[i]}"`) and its value.
+    """
+    import numpy as np
+    import pandas as pd
+
+    arr = np.array(values) if values else np.zeros(0, dtype=np.int64)
+    if arr.dtype.kind in "iu" and arr.ndim == 1:
+        return arr.astype(np.int64)
+    ints, mask = [], []
+    for label, value in zip(labels, values):
+        got = to_int(value, file, f"{unit} {label}", column, optional)
+        ints.append(0 if got is None else got)
+        mask.append(got is None)
+    if not optional:
+        return np.array(ints, dtype=np.int64)
+    return pd.arrays.IntegerArray(np.array(ints, dtype=np.int64), np.array(mask, dtype=bool))
+
+
+def str_column(values: list, labels: list[int], unit: str, file: str, column: str) -> list:
+    """A required string field of records; equal names share one object (a million launches
+    of a few kernels cost a few strings, not a million)."""
+    seen: dict[str, str] = {}
+    for i, value in enumerate(values):
+        if not isinstance(value, str):
+            what = "missing" if value is None else f"expected a string, got {value!r}"
+            raise ParseError(file, f"{unit} {labels[i]}", f"column {column!r}: {what}")
+        values[i] = seen.setdefault(value, value)
+    return values

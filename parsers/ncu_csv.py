@@ -1,0 +1,230 @@
+"""Nsight Compute CSV: `ncu --csv --page raw` (one row per kernel) and `--page details`
+(one row per kernel and metric: Section Name, Metric Name, Metric Unit, Metric Value).
+
+Raw page layout: the profiled program's output and `==PROF==` lines, a header row ("ID",
+"Process ID", ..., "Kernel Name", ..., metric names), a units row (first field empty), then one
+row per kernel launch; numbers carry thousands separators ("145,696").
+
+ncu replays each kernel in isolation, so there is no timeline: gpu__time_duration.sum (raw) or
+Duration (details) gives the duration, and the events are laid back to back in ID order
+(start_ns = sum of earlier durations). Every other metric is kept in a wide metrics table
+(one row per kernel, indexed like the events) for the diagnose stage.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from parsers.base import ParseError
+from parsers.events import frame
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+SOURCE = "ncu"
+RAW_REQUIRED = ("ID", "Kernel Name", "gpu__time_duration.sum")
+DETAILS_REQUIRED = ("ID", "Kernel Name", "Metric Name", "Metric Value")
+_TIME_UNITS = {"ns": 1, "nsecond": 1, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6,
+               "s": 1e9, "second": 1e9}
+# raw metric -> event column (launch__* are the launch configuration as ncu saw it)
+_RAW_LAUNCH = {
+    "grid_x": "launch__grid_dim_x", "grid_y": "launch__grid_dim_y", "grid_z": "launch__grid_dim_z",
+    "block_x": "launch__block_dim_x", "block_y": "launch__block_dim_y", "block_z": "launch__block_dim_z",
+    "registers": "launch__registers_per_thread", "stream": "Stream", "device": "Device",
+}
+_RAW_SHARED = ("launch__shared_mem_per_block_static", "launch__shared_mem_per_block_dynamic")
+# details metric name -> event column
+_DETAILS_LAUNCH = {"registers": "Registers Per Thread"}
+_DETAILS_SHARED = ("Static Shared Memory Per Block", "Dynamic Shared Memory Per Block")
+_TRIPLE = re.compile(r"^\(\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\)$")
+
+
+@dataclass
+class NcuReport:
+    """events: KernelEvents; metrics: one row per kernel (same index), a column per metric,
+    numeric where every value parses; units: metric -> unit as ncu printed it."""
+
+    events: "pd.DataFrame"
+    metrics: "pd.DataFrame"
+    units: dict[str, str] = field(default_factory=dict)
+    page: str = "raw"
+
+
+def matches(data: bytes) -> bool:
+    return _header_line(data[:1 << 20]) is not None
+
+
+def events(data: bytes, file: str = "<bytes>") -> "pd.DataFrame":
+    return read(data, file, metrics=False).events
+
+
+def read(data: bytes, file: str = "<bytes>", metrics: bool = True) -> NcuReport:
+    """Parse either page; metrics=False skips the wide table (faster on huge raw files)."""
+    found = _header_line(data)
+    if found is None:
+        raise ParseError(file, "line 1", 'no ncu CSV header ("ID",...,"Kernel Name",...) found')
+    offset, lineno, header = found
+    if "Metric Name" in header:
+        return _details(data, offset, lineno, header, file)
+    return _raw(data, offset, lineno, header, file, metrics)
+
+
+def _header_line(data: bytes) -> tuple[int, int, list[str]] | None:
+    """(byte offset, 1-based line, column names) of the first line that is an ncu header."""
+    offset = 0
+    for lineno, line in enumerate(data.split(b"\n", 2000)[:2000], 1):
+        if line.startswith(b'"ID",') and b'"Kernel Name"' in line:
+            text = line.decode("utf-8", "replace").rstrip("\r")
+            return offset, lineno, next(csv.reader([text]))
+        offset += len(line) + 1
+    return None
+
+
+def _read_csv(data: bytes, offset: int, lineno: int, file: str, skip_units: bool,
+              usecols: list[str] | None = None) -> "pd.DataFrame":
+    import pandas as pd
+
+    try:
+        return pd.read_csv(io.BytesIO(data[offset:]) if offset else io.BytesIO(data), header=0,
+                           skiprows=[1] if skip_units else None, thousands=",", usecols=usecols,
+                           dtype={"Kernel Name": str}, na_values=["", "n/a", "N/A"],
+                           keep_default_na=False, low_memory=False)
+    except pd.errors.ParserError as err:
+        # pandas counts lines from the header; report lines of the file.
+        msg = re.sub(r"line (\d+)", lambda m: f"line {int(m.group(1)) + lineno - 1}", str(err).strip())
+        raise ParseError(file, f"line {lineno}+", f"bad CSV: {msg}") from None
+    except (UnicodeDecodeError, ValueError) as err:
+        raise ParseError(file, f"line {lineno}+", f"bad CSV: {err}") from None
+
+
+def _raw(data: bytes, offset: int, lineno: int, header: list[str], file: str,
+         metrics: bool) -> NcuReport:
+    import pandas as pd
+
+    missing = [c for c in RAW_REQUIRED if c not in header]
+    if missing:
+        raise ParseError(file, f"line {lineno}", f"missing required column(s): {', '.join(missing)}")
+    units_line = data[offset:].split(b"\n", 2)[1:2]
+    units_row = next(csv.reader([units_line[0].decode("utf-8", "replace")])) if units_line else []
+    if not units_row or units_row[0] != "":
+        raise ParseError(file, f"line {lineno + 1}", "expected the units row (first field empty) after the header")
+    units = {name: unit for name, unit in zip(header, units_row) if unit}
+    wanted = None if metrics else [c for c in header if c in set(RAW_REQUIRED) | set(_RAW_LAUNCH.values())
+                                   | set(_RAW_SHARED) | {"Grid Size", "Block Size"}]
+    table = _read_csv(data, offset, lineno, file, True, wanted)
+    first = lineno + 2  # file line of table row 0
+    scale = _time_scale(units.get("gpu__time_duration.sum", "ns"), file, lineno + 1)
+    duration = _numeric(table, "gpu__time_duration.sum", file, first, required=True) * scale
+    cols = {c: _numeric(table, m, file, first) for c, m in _RAW_LAUNCH.items() if m in table}
+    _fill_triples(cols, table, file, first)
+    shared = [_numeric(table, m, file, first) for m in _RAW_SHARED if m in table]
+    if shared:
+        cols["shared_bytes"] = sum(shared)
+    ev = _events(table, duration, cols, file, first)
+    return NcuReport(ev, table if metrics else pd.DataFrame(index=table.index), units, "raw")
+
+
+def _details(data: bytes, offset: int, lineno: int, header: list[str], file: str) -> NcuReport:
+    import pandas as pd
+
+    missing = [c for c in DETAILS_REQUIRED if c not in header]
+    if missing:
+        raise ParseError(file, f"line {lineno}", f"missing required column(s): {', '.join(missing)}")
+    long = _read_csv(data, offset, lineno, file, False)
+    first = lineno + 1
+    _numeric(long, "ID", file, first, required=True)
+    bad = long["Metric Name"].isna()
+    if bad.any():
+        raise ParseError(file, f"line {first + int(bad.to_numpy().argmax())}", "column 'Metric Name': missing")
+    units = {}
+    if "Metric Unit" in long:
+        units = dict(zip(long["Metric Name"], long["Metric Unit"].fillna("")))
+    values = long["Metric Value"].astype(str).str.replace(",", "", regex=False)
+    long = long.assign(**{"Metric Value": pd.to_numeric(values, errors="coerce").where(
+        lambda v: v.notna(), long["Metric Value"])})
+    wide = long.pivot_table(index="ID", columns="Metric Name", values="Metric Value",
+                            aggfunc="first", sort=False)
+    launch_cols = [c for c in header if c not in ("Section Name", "Metric Name", "Metric Unit",
+                                                  "Metric Value") and not c.startswith(("Rule ", "Estimated "))]
+    per_kernel = long.drop_duplicates("ID")[launch_cols].set_index("ID")
+    table = per_kernel.join(wide).reset_index()
+    table.columns = [str(c) for c in table.columns]
+    if "Duration" not in table and "gpu__time_duration.sum" not in table:
+        raise ParseError(file, f"line {lineno}", "no 'Duration' or 'gpu__time_duration.sum' metric")
+    name = "Duration" if "Duration" in table else "gpu__time_duration.sum"
+    scale = _time_scale(units.get(name, "ns"), file, lineno)
+    duration = _numeric(table, name, file, first, required=True) * scale
+    cols = {c: _numeric(table, m, file, first) for c, m in _DETAILS_LAUNCH.items() if m in table}
+    for c in ("Stream", "Device"):
+        if c in table:
+            cols[c.lower()] = _numeric(table, c, file, first)
+    _fill_triples(cols, table, file, first)
+    shared = [_numeric(table, m, file, first) for m in _DETAILS_SHARED if m in table]
+    if shared:
+        scales = [_byte_scale(units.get(m, "byte")) for m in _DETAILS_SHARED if m in table]
+        cols["shared_bytes"] = sum(s * k for s, k in zip(shared, scales))
+    return NcuReport(_events(table, duration, cols, file, first), table, units, "details")
+
+
+def _events(table: "pd.DataFrame", duration, cols: dict, file: str, first: int) -> "pd.DataFrame":
+    import numpy as np
+
+    names = table["Kernel Name"]
+    if names.isna().any():
+        raise ParseError(file, f"line {first + int(names.isna().to_numpy().argmax())}", "column 'Kernel Name': missing")
+    dur = np.rint(duration.to_numpy(dtype=float)).astype(np.int64)
+    end = np.cumsum(dur)
+    cols.update(kernel=names.tolist(), start_ns=end - dur, end_ns=end, duration_ns=dur)
+    return frame(cols, SOURCE)
+
+
+def _numeric(table: "pd.DataFrame", column: str, file: str, first: int, required: bool = False):
+    """A column as float64 (NaN where empty); a non-number names its line."""
+    import pandas as pd
+
+    col = table[column]
+    if col.dtype == object or str(col.dtype).startswith(("str", "string")):
+        text = col.astype(str).str.replace(",", "", regex=False)
+        parsed = pd.to_numeric(text.where(col.notna()), errors="coerce")
+        bad = parsed.isna() & col.notna()
+        if bad.any():
+            i = int(bad.to_numpy().argmax())
+            raise ParseError(file, f"line {first + i}", f"column {column!r}: not a number: {col.iat[i]!r}")
+        col = parsed
+    if col.dtype == bool:
+        raise ParseError(file, f"line {first}", f"column {column!r}: not a number")
+    if required and col.isna().any():
+        i = int(col.isna().to_numpy().argmax())
+        raise ParseError(file, f"line {first + i}", f"column {column!r}: missing (truncated row?)")
+    return col.astype(float)
+
+
+def _fill_triples(cols: dict, table: "pd.DataFrame", file: str, first: int) -> None:
+    """Grid/block from the '(x, y, z)' columns where the launch__ metrics were not collected."""
+    import numpy as np
+
+    for prefix, column in (("grid", "Grid Size"), ("block", "Block Size")):
+        if f"{prefix}_x" in cols or column not in table:
+            continue
+        xyz = np.full((len(table), 3), np.nan)
+        for i, text in enumerate(table[column]):
+            if isinstance(text, str):
+                m = _TRIPLE.match(text.strip())
+                if not m:
+                    raise ParseError(file, f"line {first + i}", f"column {column!r}: expected '(x, y, z)', got {text!r}")
+                xyz[i] = [int(g) for g in m.groups()]
+        for k, axis in enumerate("xyz"):
+            cols[f"{prefix}_{axis}"] = xyz[:, k]
+
+
+def _time_scale(unit: str, file: str, lineno: int) -> float:
+    if unit not in _TIME_UNITS:
+        raise ParseError(file, f"line {lineno}", f"unknown duration unit {unit!r}")
+    return _TIME_UNITS[unit]
+
+
+def _byte_scale(unit: str) -> float:
+    return {"byte": 1, "Kbyte": 1e3, "KB": 1e3, "Mbyte": 1e6, "KiB": 1024, "MiB": 1 << 20}.get(unit, 1)
