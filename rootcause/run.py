@@ -1,0 +1,204 @@
+"""`rootcause run BUNDLE... --out DIR`: verify, measure and profile bundles on this host.
+
+1. load every bundle with its runner (runtimes only: no compiler is imported);
+2. verify: the same inputs for every variant, outputs equal to each other and to the
+   reference (exit 1 with the errors per output when not);
+3. measure whole-graph latency, variants interleaved, with NVML state before and after;
+4. profile each variant in its own child process: CUPTI activity records, or ncu (opt-in).
+
+Writes into DIR, each file atomically: measurement.json, env.json, <variant>.cupti.json,
+<variant>.ncu.csv. A profiler that is missing or fails is named in measurement.json, never
+silently skipped.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from rootcause import env
+from rootcause.errors import OutputsDiffer, UsageError
+from rootcause.fileio import write_atomic, write_json
+from rootcause.runners import Bundle, load, read_bundle
+from rootcause.verify import common_inputs, verify
+
+# The ncu sections a diagnosis reads: duration, achieved occupancy and its limiters, memory
+# throughput against peak, registers and shared memory as launched.
+NCU_METRICS = (
+    "gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,"
+    "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed,"
+    "dram__bytes_read.sum,dram__bytes_write.sum,sm__warps_active.avg.pct_of_peak_sustained_active,"
+    "launch__occupancy_limit_registers,launch__occupancy_limit_shared_mem,launch__occupancy_limit_blocks,"
+    "launch__occupancy_limit_warps,launch__registers_per_thread,launch__grid_size,launch__block_size,"
+    "launch__shared_mem_per_block_static,launch__shared_mem_per_block_dynamic,"
+    "sm__maximum_warps_per_active_cycle_pct"
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("bundles", nargs="+", metavar="BUNDLE", help="bundle directories (rootcause build)")
+    parser.add_argument("--out", required=True, type=Path, help="directory for the results")
+    parser.add_argument("--profile", choices=("cupti", "ncu", "none"), default="cupti",
+                        help="profiler for per-kernel records (default cupti; ncu is opt-in, slow)")
+    parser.add_argument("--budget-s", type=float, default=20.0, help="seconds for the timing loop (all variants)")
+    parser.add_argument("--device", help="cuda | rocm | cpu (default: from each bundle's target)")
+    parser.add_argument("--profile-calls", type=int, default=5, help="graph calls recorded per profile")
+    parser.add_argument("--ncu-metrics", default=NCU_METRICS, help="comma-separated ncu metrics")
+    parser.add_argument("--ncu", default="ncu", help="ncu executable")
+
+
+# ---- measurement ----------------------------------------------------------------------
+# The one place the protocol is chosen: rootcause.measure (engineer F) once it provides
+# measure_interleaved(timers, budget_s), else the minimal loop below.
+
+def _calibrate(timer_for: Callable[[int], Callable[[], float]], target_s: float = 2e-3) -> tuple[int, Callable[[], float]]:
+    """Calls per sample so one sample lasts about target_s (launch noise averages out)."""
+    number = 1
+    while True:
+        timer = timer_for(number)
+        t = timer()
+        if t * number >= target_s or number >= 1 << 16:
+            return number, timer
+        number = min(1 << 16, max(number * 2, int(target_s / max(t, 1e-9)) + 1))
+
+
+def minimal_measure(sessions: list, budget_s: float) -> dict[str, Any]:
+    """Warm up each variant, then rounds of one sample per variant, order rotated each round."""
+    names = [s.bundle.name for s in sessions]
+    warm_end = time.monotonic() + min(2.0, budget_s * 0.1)
+    while time.monotonic() < warm_end:  # the GPU idles at low clocks: bring it up first
+        for s in sessions:
+            s.call()
+    timers, numbers = {}, {}
+    for s in sessions:
+        numbers[s.bundle.name], timers[s.bundle.name] = _calibrate(s.timer)
+    samples: dict[str, list[float]] = {n: [] for n in names}
+    deadline = time.monotonic() + budget_s
+    rounds = 0
+    while rounds < 5 or (time.monotonic() < deadline and rounds < 10000):
+        order = names[rounds % len(names):] + names[:rounds % len(names)]
+        for name in order:
+            samples[name].append(timers[name]())
+        rounds += 1
+    variants = {}
+    for name in names:
+        xs = samples[name]
+        q = statistics.quantiles(xs, n=4) if len(xs) > 1 else [xs[0]] * 3
+        variants[name] = {"median_s": statistics.median(xs), "mean_s": statistics.fmean(xs),
+                          "min_s": min(xs), "q1_s": q[0], "q3_s": q[2],
+                          "cv": statistics.stdev(xs) / statistics.fmean(xs) if len(xs) > 1 else None,
+                          "calls_per_sample": numbers[name], "samples_s": xs}
+    return {"protocol": "rootcause.run.minimal_measure: warm-up, calibrated samples, interleaved rotated rounds",
+            "rounds": rounds, "budget_s": budget_s, "variants": variants}
+
+
+def measure(sessions: list, budget_s: float) -> dict[str, Any]:
+    try:
+        from rootcause.measure import measure_interleaved  # type: ignore[attr-defined]
+    except ImportError:
+        return minimal_measure(sessions, budget_s)
+    return measure_interleaved({s.bundle.name: s.timer for s in sessions}, budget_s=budget_s)
+
+
+# ---- profiling ------------------------------------------------------------------------
+
+def _child_env() -> dict[str, str]:
+    # The child must import rootcause from where this process did (no install on the GPU host).
+    root = str(Path(__file__).resolve().parents[1])
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
+
+
+def _capture_summary(stderr: str) -> dict[str, Any] | None:
+    for line in reversed(stderr.splitlines()):
+        if line.startswith("ROOTCAUSE_CAPTURE "):
+            return json.loads(line.split(" ", 1)[1])
+    return None
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else "(no output)"
+
+
+def profile_cupti(bundle: Bundle, out: Path, calls: int, device: str | None) -> dict[str, Any]:
+    file = out / f"{bundle.name}.cupti.json"
+    cmd = [sys.executable, "-m", "rootcause.runners.capture", "cupti", str(bundle.path), "--out", str(file),
+           "--calls", str(calls)] + (["--device", device] if device else [])
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=_child_env())
+    if proc.returncode != 0:
+        return {"profiler": "cupti", "ok": False, "error": _last_line(proc.stderr)}
+    return {"profiler": "cupti", "ok": True, **(_capture_summary(proc.stderr) or {})}
+
+
+def profile_ncu(bundle: Bundle, out: Path, calls: int, device: str | None, ncu: str, metrics: str) -> dict[str, Any]:
+    file = out / f"{bundle.name}.ncu.csv"
+    cmd = [ncu, "--csv", "--page", "raw", "--metrics", metrics, "--profile-from-start", "off",
+           "--clock-control", "none", "--target-processes", "all",
+           sys.executable, "-m", "rootcause.runners.capture", "ncu", str(bundle.path), "--calls", str(calls),
+           "--warmup", "3"] + (["--device", device] if device else [])
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=_child_env())
+    except FileNotFoundError:
+        return {"profiler": "ncu", "ok": False, "error": f"{ncu} not found"}
+    if proc.returncode != 0 or '"ID"' not in proc.stdout:
+        return {"profiler": "ncu", "ok": False,
+                "error": _last_line(proc.stderr if proc.returncode else proc.stdout + proc.stderr)}
+    write_atomic(file, proc.stdout)
+    return {"profiler": "ncu", "ok": True, "file": file.name, "calls": calls, "metrics": metrics.split(","),
+            "clock_control": "none"}
+
+
+# ---- the command ----------------------------------------------------------------------
+
+def run(args: argparse.Namespace) -> int:
+    if args.budget_s <= 0:
+        raise UsageError(f"--budget-s: must be > 0, got {args.budget_s}")
+    bundles = [read_bundle(p) for p in args.bundles]
+    names = [b.name for b in bundles]
+    if len(set(names)) != len(names):
+        raise UsageError(f"bundles: variant names repeat ({', '.join(names)}); each bundle needs its own name")
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    before = env.snapshot()
+    sessions = [load(b, args.device) for b in bundles]
+    result: dict[str, Any] = {"bundles": {b.name: str(b.path) for b in bundles},
+                              "devices": {s.bundle.name: s.device for s in sessions}}
+    try:
+        result["verification"] = verify(sessions, common_inputs(bundles))
+    except OutputsDiffer as err:
+        result["verification"] = getattr(err, "record", {"ok": False, "error": str(err)})
+        write_json(out / "measurement.json", result)
+        write_json(out / "env.json", {"before": before, "after": env.snapshot(), "warnings": []})
+        raise
+    during = env.snapshot()
+    result["measurement"] = measure(sessions, args.budget_s)
+    after = env.snapshot()
+    warnings = env.drift(during, after)
+    result["env_warnings"] = warnings
+    write_json(out / "env.json", {"before": before, "measure_start": during, "after": after, "warnings": warnings})
+    for warning in warnings:
+        print(f"rootcause run: warning: {warning}", file=sys.stderr)
+    del sessions  # free device memory before the profiling children start
+    profiles = {}
+    for bundle in bundles:
+        if args.profile == "cupti":
+            profiles[bundle.name] = profile_cupti(bundle, out, args.profile_calls, args.device)
+        elif args.profile == "ncu":
+            profiles[bundle.name] = profile_ncu(bundle, out, args.profile_calls, args.device, args.ncu,
+                                                args.ncu_metrics)
+        else:
+            profiles[bundle.name] = {"profiler": "none", "ok": True}
+        if not profiles[bundle.name]["ok"]:
+            print(f"rootcause run: {bundle.name}: {args.profile} failed: {profiles[bundle.name]['error']}",
+                  file=sys.stderr)
+    result["profiles"] = profiles
+    write_json(out / "measurement.json", result)
+    for name, v in result["measurement"]["variants"].items():
+        print(f"{name}: median {v['median_s'] * 1e6:.2f} us over {len(v['samples_s'])} samples")
+    return 0

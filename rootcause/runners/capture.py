@@ -1,0 +1,123 @@
+"""Profile a bundle in its own process: CUPTI activity records, or a run under ncu.
+
+Each profile runs separately from the timing run (a profiler perturbs timing) and from the
+other variants (a fresh CUDA context each). `rootcause run` starts this module as a child:
+
+    python -m rootcause.runners.capture cupti BUNDLE --out FILE.json [--calls N] [--warmup N]
+    ncu --csv --page raw --profile-from-start off ... python -m rootcause.runners.capture ncu BUNDLE
+
+cupti mode writes the kernel activity records (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) of
+the profiled calls as a JSON list, every field cupti-python exposes, as
+parsers/cupti_json.py reads. ncu mode brackets the profiled calls with cuProfilerStart/Stop
+so ncu (started with --profile-from-start off) sees them and not the warm-up.
+The child prints nothing on stdout (ncu's CSV goes there); its summary goes to stderr as JSON.
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from rootcause.fileio import write_json
+from rootcause.runners import bundle_inputs, load, read_bundle
+
+
+def _plain(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, bytes):
+        return value.decode(errors="replace")
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return str(value)
+
+
+def record_dict(activity: Any) -> dict[str, Any]:
+    """Every public, non-callable attribute of a cupti-python activity record."""
+    out = {}
+    for name in dir(activity):
+        if name.startswith("_"):
+            continue
+        try:
+            value = getattr(activity, name)
+        except Exception:  # some union members raise for records of another layout
+            continue
+        if not callable(value):
+            out[name] = _plain(value)
+    return out
+
+
+def cupti_capture(bundle_dir: str, out: Path, calls: int, warmup: int, device: str | None) -> dict[str, Any]:
+    from cupti import cupti
+
+    records: list[dict[str, Any]] = []
+
+    def requested():
+        return 8 * 1024 * 1024, 0
+
+    def completed(activities):
+        records.extend(record_dict(a) for a in activities)
+
+    bundle = read_bundle(bundle_dir)
+    session = load(bundle, device)
+    session.set_inputs(bundle_inputs(bundle))
+    for _ in range(warmup):  # module load, lazy kernel loading and first-touch stay out
+        session.call()
+    cupti.activity_register_callbacks(requested, completed)
+    cupti.activity_enable(cupti.ActivityKind.CONCURRENT_KERNEL)
+    call_starts = []
+    for _ in range(calls):
+        call_starts.append(cupti.get_timestamp())
+        session.call()
+    end = cupti.get_timestamp()
+    cupti.activity_flush_all(1)
+    cupti.activity_disable(cupti.ActivityKind.CONCURRENT_KERNEL)
+    kernels = [r for r in records if r.get("kind") in (3, 10) and r.get("start", 0) >= call_starts[0]]
+    kernels.sort(key=lambda r: r["start"])
+    write_json(out, kernels)
+    return {"variant": bundle.name, "file": out.name, "calls": calls, "warmup": warmup,
+            "records": len(kernels), "call_starts_ns": call_starts, "end_ns": end}
+
+
+def _profiler_api():
+    """cuProfilerStart/Stop from the driver: ncu's --profile-from-start off waits for them."""
+    cuda = ctypes.CDLL("libcuda.so.1")
+    return cuda.cuProfilerStart, cuda.cuProfilerStop
+
+
+def ncu_target(bundle_dir: str, calls: int, warmup: int, device: str | None) -> dict[str, Any]:
+    bundle = read_bundle(bundle_dir)
+    session = load(bundle, device)
+    session.set_inputs(bundle_inputs(bundle))
+    for _ in range(warmup):
+        session.call()
+    start, stop = _profiler_api()
+    start()
+    for _ in range(calls):
+        session.call()
+    stop()
+    return {"variant": bundle.name, "calls": calls, "warmup": warmup}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="profile one bundle (child of `rootcause run`)")
+    parser.add_argument("mode", choices=("cupti", "ncu"))
+    parser.add_argument("bundle")
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--calls", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--device")
+    args = parser.parse_args(argv)
+    if args.mode == "cupti":
+        summary = cupti_capture(args.bundle, args.out, args.calls, args.warmup, args.device)
+    else:
+        summary = ncu_target(args.bundle, args.calls, args.warmup, args.device)
+    print("ROOTCAUSE_CAPTURE " + json.dumps(summary), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

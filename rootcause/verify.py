@@ -1,0 +1,99 @@
+"""Verify variants compute the same thing: same inputs, outputs equal to each other and to the
+reference when the bundle has one. A mismatch raises OutputsDiffer with the errors per output.
+
+Closeness is NumPy's allclose rule, |got - want| <= atol + rtol * |want|, elementwise; NaN
+never passes. Between two variants the looser of their two tolerances applies.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from rootcause.errors import OutputsDiffer, UsageError
+from rootcause.runners import Bundle, Session, bundle_inputs, bundle_reference
+
+
+def compare(got: list[np.ndarray], want: list[np.ndarray], rtol: float, atol: float) -> list[dict[str, Any]]:
+    """One row per output: shape, dtype, max_abs, max_rel, ok. Lengths must match."""
+    rows = []
+    for i, (g, w) in enumerate(zip(got, want)):
+        row: dict[str, Any] = {"output": i, "shape": list(g.shape), "dtype": str(g.dtype)}
+        if g.shape != w.shape:
+            rows.append({**row, "ok": False, "problem": f"shape {list(g.shape)} vs {list(w.shape)}"})
+            continue
+        g64, w64 = g.astype(np.float64), w.astype(np.float64)
+        diff = np.abs(g64 - w64)
+        rel = diff / np.maximum(np.abs(w64), np.finfo(np.float64).tiny)
+        finite_same = np.array_equal(np.isnan(g64), np.isnan(w64)) and not np.isnan(g64).any()
+        ok = bool(finite_same and np.all(diff <= atol + rtol * np.abs(w64)))
+        rows.append({**row, "ok": ok, "max_abs": float(np.nanmax(diff)) if diff.size else 0.0,
+                     "max_rel": float(np.nanmax(rel)) if rel.size else 0.0,
+                     "nan": int(np.isnan(g64).sum())})
+    if len(got) != len(want):
+        rows.append({"output": min(len(got), len(want)), "ok": False,
+                     "problem": f"{len(got)} outputs vs {len(want)}"})
+    return rows
+
+
+def _tolerance(bundle: Bundle) -> tuple[float, float]:
+    m = bundle.manifest
+    return float(m.get("rtol") if m.get("rtol") is not None else 1e-5), \
+        float(m.get("atol") if m.get("atol") is not None else 1e-6)
+
+
+def common_inputs(bundles: list[Bundle]) -> list[np.ndarray]:
+    """The inputs every variant is called with: the first bundle's, checked against the others' specs."""
+    first = bundles[0]
+    inputs = bundle_inputs(first)
+    for other in bundles[1:]:
+        specs = other.manifest["inputs"]
+        if len(specs) != len(inputs):
+            raise UsageError(f"{other.path}: {len(specs)} inputs, {first.path} has {len(inputs)}")
+        for i, (spec, array) in enumerate(zip(specs, inputs)):
+            if list(spec.get("shape", array.shape)) != list(array.shape) or \
+                    np.dtype(spec.get("dtype", array.dtype)) != array.dtype:
+                raise UsageError(f"{other.path}: inputs[{i}]: {spec.get('shape')} {spec.get('dtype')} differs "
+                                 f"from {first.path}: {list(array.shape)} {array.dtype}")
+    return inputs
+
+
+def _summary(rows: list[dict[str, Any]]) -> str:
+    bad = [r for r in rows if not r["ok"]]
+    return "; ".join(r.get("problem") or f"output {r['output']}: max abs {r['max_abs']:.3g}, max rel {r['max_rel']:.3g}"
+                     + (f", {r['nan']} NaN" if r.get("nan") else "") for r in bad)
+
+
+def verify(sessions: list[Session], inputs: list[np.ndarray]) -> dict[str, Any]:
+    """Call every session once on `inputs`; compare to the reference and to the first variant.
+
+    Returns the record of every check (for measurement.json); raises OutputsDiffer on the
+    first failing check, after all checks are recorded in its `record` attribute.
+    """
+    outputs = {}
+    for s in sessions:
+        s.set_inputs(inputs)
+        s.call()
+        outputs[s.bundle.name] = s.outputs()
+    checks = []
+    for s in sessions:
+        ref = bundle_reference(s.bundle)
+        if ref is not None:
+            rtol, atol = _tolerance(s.bundle)
+            checks.append({"variant": s.bundle.name, "against": "reference", "rtol": rtol, "atol": atol,
+                           "outputs": compare(outputs[s.bundle.name], ref, rtol, atol)})
+    base = sessions[0]
+    for s in sessions[1:]:
+        rtol = max(_tolerance(base.bundle)[0], _tolerance(s.bundle)[0])
+        atol = max(_tolerance(base.bundle)[1], _tolerance(s.bundle)[1])
+        checks.append({"variant": s.bundle.name, "against": base.bundle.name, "rtol": rtol, "atol": atol,
+                       "outputs": compare(outputs[s.bundle.name], outputs[base.bundle.name], rtol, atol)})
+    record = {"inputs": [{"shape": list(a.shape), "dtype": str(a.dtype)} for a in inputs], "checks": checks,
+              "ok": all(r["ok"] for c in checks for r in c["outputs"])}
+    failed = [c for c in checks if not all(r["ok"] for r in c["outputs"])]
+    if failed:
+        err = OutputsDiffer("; ".join(f"{c['variant']} vs {c['against']} (rtol {c['rtol']:g}, atol {c['atol']:g}): "
+                                      f"{_summary(c['outputs'])}" for c in failed))
+        err.record = record  # type: ignore[attr-defined]
+        raise err
+    return record
