@@ -79,7 +79,8 @@ def _iter_array(stream: BinaryIO, file: str, chunk_size: int = 1 << 22) -> Itera
                     break
             except json.JSONDecodeError as err:
                 if eof:
-                    what = "truncated JSON" if err.pos >= len(buf) - 1 else "bad JSON"
+                    cut = err.msg.startswith("Unterminated") or err.pos >= len(buf.rstrip()) - 1
+                    what = "truncated JSON" if cut else "bad JSON"
                     raise ParseError(file, where(err.pos, index), f"{what}: {err.msg}") from None
             refill()
         yield index, obj

@@ -94,8 +94,11 @@ def _read_csv(data: bytes, offset: int, lineno: int, file: str, skip_units: bool
                            keep_default_na=False, low_memory=False)
     except pd.errors.ParserError as err:
         # pandas counts lines from the header; report lines of the file.
-        msg = re.sub(r"line (\d+)", lambda m: f"line {int(m.group(1)) + lineno - 1}", str(err).strip())
-        raise ParseError(file, f"line {lineno}+", f"bad CSV: {msg}") from None
+        msg = str(err).strip()
+        where = re.search(r"line (\d+)", msg)  # 1-based from the header line
+        row = re.search(r"row (\d+)", msg)  # 0 = the header line
+        at = int(where.group(1)) + lineno - 1 if where else int(row.group(1)) + lineno if row else lineno
+        raise ParseError(file, f"line {at}", f"bad CSV: {msg.split('. ', 1)[-1]}") from None
     except (UnicodeDecodeError, ValueError) as err:
         raise ParseError(file, f"line {lineno}+", f"bad CSV: {err}") from None
 

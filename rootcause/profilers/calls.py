@@ -1,0 +1,169 @@
+"""Split a trace of repeated graph calls into calls, and summarise each call.
+
+A profiled run calls the compiled graph many times, often for several variants in one process
+(the H200 CUPTI capture holds 20 calls of FuseOps ON, 3 kernels each, then 20 calls of OFF,
+19 kernels each). With neither `calls` nor `kernels_per_call` given, the kernel-name sequence
+is cut greedily into *segments*: at each position the period p is chosen whose repetition
+covers the most launches (ties: the smallest p), so 'add add add concat ...' inside one OFF call
+(period 1, 5) loses to the whole 19-kernel call that repeats 20 times. Each repetition is one
+call; a segment is one run of identical calls, i.e. one variant signature. A stretch that does
+not repeat becomes a single call of its own segment. Calls are numbered 0..n-1 across the trace.
+"""
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pandas as pd
+
+from rootcause.errors import UsageError
+
+MAX_PERIOD = 4096  # launches per call searched by the automatic split
+
+
+def split_calls(events: pd.DataFrame, calls: int | None = None,
+                kernels_per_call: int | None = None, max_period: int = MAX_PERIOD) -> pd.DataFrame:
+    """Events sorted by start with 'call', 'segment' and 'signature' filled.
+
+    calls / kernels_per_call force equal calls (the launch count must divide evenly);
+    otherwise periods are detected as the module docstring says.
+    """
+    ev = events.sort_values("start_ns", kind="stable").reset_index(drop=True)
+    n = len(ev)
+    if calls is not None or kernels_per_call is not None:
+        k = _fixed_period(n, calls, kernels_per_call)
+        bounds = [(i, k, 1) for i in range(0, n, k)] if n else []
+        bounds = _merge_runs(ev, bounds)
+    else:
+        codes = pd.factorize(ev["kernel"])[0]
+        bounds = _auto_segments(codes, max_period)
+    call = np.full(n, -1, dtype=np.int64)
+    segment = np.full(n, -1, dtype=np.int64)
+    signature = np.empty(n, dtype=object)
+    next_call = 0
+    for seg, (start, period, repeats) in enumerate(bounds):
+        stop = start + period * repeats
+        call[start:stop] = next_call + np.arange(stop - start) // period
+        segment[start:stop] = seg
+        signature[start:stop] = _signature(ev["kernel"].iloc[start:start + period])
+        next_call += repeats
+    ev["call"] = call
+    ev["segment"] = segment
+    ev["signature"] = signature
+    return ev
+
+
+def _fixed_period(n: int, calls: int | None, kernels_per_call: int | None) -> int:
+    if calls is not None and kernels_per_call is not None and calls * kernels_per_call != n:
+        raise UsageError(f"split_calls: calls={calls} x kernels_per_call={kernels_per_call} != {n} launches")
+    if kernels_per_call is not None:
+        k = kernels_per_call
+    else:
+        if calls is None or calls <= 0 or n % calls:
+            raise UsageError(f"split_calls: {n} launches do not split into calls={calls} equal calls")
+        k = n // calls
+    if k <= 0 or n % k:
+        raise UsageError(f"split_calls: {n} launches do not split into calls of {k} kernels")
+    return k
+
+
+def _merge_runs(ev: pd.DataFrame, bounds: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """Fixed-size calls grouped into segments of identical name sequences."""
+    out: list[tuple[int, int, int]] = []
+    names = ev["kernel"].to_numpy()
+    for start, period, _ in bounds:
+        if out and out[-1][1] == period:
+            s0, p0, r0 = out[-1]
+            if np.array_equal(names[s0:s0 + p0], names[start:start + period]):
+                out[-1] = (s0, p0, r0 + 1)
+                continue
+        out.append((start, period, 1))
+    return out
+
+
+def _auto_segments(codes: np.ndarray, max_period: int) -> list[tuple[int, int, int]]:
+    """[(start, period, repeats)] covering codes[0:n] in order."""
+    n = len(codes)
+    out: list[tuple[int, int, int]] = []
+    i = 0
+    pending = None  # start of a stretch that does not repeat
+    while i < n:
+        period, repeats = _best_period(codes, i, max_period)
+        if repeats < 2:
+            pending = i if pending is None else pending
+            i += 1
+            continue
+        if pending is not None:
+            out.append((pending, i - pending, 1))
+            pending = None
+        out.append((i, period, repeats))
+        i += period * repeats
+    if pending is not None:
+        out.append((pending, n - pending, 1))
+    return out
+
+
+def _best_period(codes: np.ndarray, i: int, max_period: int) -> tuple[int, int]:
+    """The period starting at i whose back-to-back repeats cover most launches."""
+    n = len(codes)
+    limit = min(max_period, (n - i) // 2)
+    window = codes[i + 1:i + limit + 1]
+    best = (1, 1, 1)  # coverage, period, repeats
+    for p in (np.flatnonzero(window == codes[i]) + 1).tolist():
+        run = _match_run(codes, i, p)
+        repeats = 1 + run // p
+        if repeats >= 2 and p * repeats > best[0]:
+            best = (p * repeats, p, repeats)
+    return best[1], best[2]
+
+
+def _match_run(codes: np.ndarray, i: int, p: int) -> int:
+    """How many t >= 0 in a row have codes[i+t] == codes[i+p+t]."""
+    n = len(codes)
+    run, step = 0, max(64, 4 * p)
+    while i + p + run < n:
+        stop = min(n - p - i, run + step)
+        eq = codes[i + run:i + stop] == codes[i + p + run:i + p + stop]
+        if not eq.all():
+            return run + int(np.argmin(eq))
+        run, step = stop, step * 2
+    return run
+
+
+def _signature(names: pd.Series) -> str:
+    """Short stable id of one call's kernel-name sequence."""
+    text = "\n".join(names.tolist())
+    return f"{len(names)}k-{hashlib.sha1(text.encode()).hexdigest()[:10]}"
+
+
+def call_summary(events: pd.DataFrame) -> pd.DataFrame:
+    """One row per call: launches, kernel_ns (sum of durations), busy_ns (union of kernel
+    intervals: overlap on several streams counts once), span_ns (first start to last end),
+    gap_ns (span - busy: idle time between kernels inside the call), first_start_ns,
+    last_end_ns. ncu rows have no real timeline, so their span and gaps are NA."""
+    ev = events if "call" in events else events.assign(call=-1)
+    keys = ["segment", "call"] if "segment" in ev else ["call"]
+    ev = ev.sort_values([*keys, "start_ns"], kind="stable")
+    start = ev["start_ns"].to_numpy()
+    end = ev["end_ns"].to_numpy()
+    group = ev.groupby(keys, sort=False).ngroup().to_numpy()
+    # union of intervals: a new busy stretch begins where start passes every earlier end
+    run_end = pd.Series(end).groupby(group).cummax().to_numpy()
+    prev_end = np.concatenate([[np.iinfo(np.int64).min], run_end[:-1]])
+    new = (start > prev_end) | np.concatenate([[True], group[1:] != group[:-1]])
+    stretch = np.cumsum(new)
+    st = pd.DataFrame({"g": group, "s": stretch, "start": start, "end": run_end})
+    per = st.groupby(["g", "s"], sort=False).agg(start=("start", "min"), end=("end", "max"))
+    busy = (per["end"] - per["start"]).groupby(level=0).sum()
+    grouped = ev.groupby(keys, sort=False)
+    out = grouped.agg(launches=("kernel", "size"), kernel_ns=("duration_ns", "sum"),
+                      first_start_ns=("start_ns", "min"), last_end_ns=("end_ns", "max"),
+                      source=("source", "first")).reset_index()
+    if "signature" in ev:
+        out.insert(len(keys), "signature", grouped["signature"].first().to_numpy())
+    out["busy_ns"] = busy.to_numpy()
+    out["span_ns"] = (out["last_end_ns"] - out["first_start_ns"]).astype("Int64")
+    out["gap_ns"] = (out["span_ns"] - out["busy_ns"]).astype("Int64")
+    synthetic = out["source"] == "ncu"
+    out.loc[synthetic, ["span_ns", "gap_ns"]] = pd.NA
+    return out
