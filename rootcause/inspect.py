@@ -1,0 +1,552 @@
+"""`rootcause inspect`: one row of static resources per kernel, whatever the container.
+
+Reads cubin, fatbin, PTX (assembled with ptxas -v), hsaco, host ELF (.o/.so, with or without
+an embedded .nv_fatbin), TVM exported libraries, IREE .vmfb, directories and rootcause bundles.
+Formats are told apart by magic bytes, never by file name. Containers recurse into their inner
+blobs; a row's `format` names the path taken ('tvm-so/fatbin/cubin') and its `file` the outer
+file. Rows that know their block size get a theoretical occupancy (rootcause.gpus).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import importlib
+import io
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from parsers import KernelRecord, ParseError
+from rootcause import gpus, toolchain
+from rootcause.errors import UsageError
+from rootcause.fileio import write_atomic
+
+# The keys of one output row, in order (JSON, CSV, table and Markdown columns).
+ROW_KEYS = ("name", "file", "format", "arch", "registers", "sgpr", "agpr", "shared_bytes",
+            "local_bytes", "stack_bytes", "param_bytes", "max_threads_per_block", "spills",
+            "wavefront_size", "block", "occupancy", "occupancy_limiter")
+
+FATBIN_MAGIC = (0xBA55ED50).to_bytes(4, "little")
+EM_CUDA, EM_AMDGPU = 190, 224
+TVM_LIBRARY_SYMBOLS = (b"__tvm_ffi__library_bin", b"__tvm_dev_mblob")
+_ELF_MACHINES = {3: "x86", 8: "mips", 20: "ppc", 21: "ppc64", 40: "arm", 62: "x86-64",
+                 183: "aarch64", 243: "riscv", 190: "cuda", 224: "amdgpu"}
+_HOST_MACHINES = (62, 183)
+
+
+class NotSupported(Exception):
+    """A format was recognized but its reader is not installed in parsers/ yet."""
+
+
+@dataclass
+class Inspection:
+    """What one inspect call found: kernel records, bad files (one line each), notes."""
+
+    records: list[KernelRecord] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _reader(module: str, fmt: str):
+    try:
+        return importlib.import_module(f"parsers.{module}")
+    except ModuleNotFoundError as err:
+        if err.name != f"parsers.{module}":
+            raise
+        raise NotSupported(f"not supported yet: {fmt} (parsers/{module}.py is not installed)") from None
+
+
+# ---- format detection ----------------------------------------------------------------------
+
+def detect(data: bytes) -> str | None:
+    """'cubin' | 'hsaco' | 'host-elf' | 'host-fatbin' | 'tvm-so' | 'fatbin' | 'ptx' | 'vmfb' |
+    'elf-other' | None (no kernel format)."""
+    if data[:4] == b"\x7fELF":
+        machine = _elf_machine(data)
+        if machine == EM_CUDA:
+            return "cubin"
+        if machine == EM_AMDGPU:
+            return "hsaco"
+        if machine in _HOST_MACHINES:
+            if any(sym in data for sym in TVM_LIBRARY_SYMBOLS):
+                return "tvm-so"
+            if b".nv_fatbin" in data:
+                return "host-fatbin"
+            return "host-elf"
+        return "elf-other"
+    if data[:4] == FATBIN_MAGIC:
+        return "fatbin"
+    if _is_vmfb(data):
+        return "vmfb"
+    if _is_ptx(data):
+        return "ptx"
+    return None
+
+
+def _elf_machine(data: bytes) -> int | None:
+    if len(data) < 20:
+        return None
+    return int.from_bytes(data[18:20], "little" if data[5:6] == b"\x01" else "big")
+
+
+def _is_vmfb(data: bytes) -> bool:
+    try:
+        return bool(_reader("vmfb", "vmfb").matches(data))
+    except NotSupported:
+        # FlatBuffer file identifier 'IREE' at bytes 4..8 (iree/schemas/bytecode_module_def.fbs),
+        # or, as iree-compile 3.x writes it, a zip archive whose first member is module.fb.
+        return data[4:8] == b"IREE" or (data[:4] == b"PK\x03\x04" and b"module.fb" in data[:64])
+
+
+def _is_ptx(data: bytes) -> bool:
+    """PTX text: optional comments and blank lines, then a .version directive."""
+    head = data[:4096]
+    try:
+        text = head.decode("ascii")
+    except UnicodeDecodeError:
+        return False
+    in_block = False
+    for line in text.splitlines():
+        s = line.strip()
+        if in_block:
+            if "*/" in s:
+                in_block, s = False, s.split("*/", 1)[1].strip()
+            else:
+                continue
+        if not s or s.startswith("//"):
+            continue
+        if s.startswith("/*"):
+            in_block = "*/" not in s
+            continue
+        return s.startswith(".version")
+    return False
+
+
+# ---- readers per format --------------------------------------------------------------------
+
+def inspect_bytes(data: bytes, file: str, arch: str | None = None,
+                  notes: list[str] | None = None) -> list[KernelRecord]:
+    """Kernel records of one file's bytes. Raises ParseError or NotSupported."""
+    notes = notes if notes is not None else []
+    fmt = detect(data)
+    if fmt is None:
+        raise ParseError(file, "offset 0", f"no kernel format recognized (first bytes {data[:8].hex() or 'empty'})")
+    if fmt == "elf-other":
+        m = _elf_machine(data)
+        raise ParseError(file, "ELF header", f"e_machine {m} ({_ELF_MACHINES.get(m, 'unknown')}) "
+                         "is neither a GPU binary nor an x86-64/aarch64 host object")
+    return _BY_FORMAT[fmt](data, file, arch, notes, "")
+
+
+def _cubin(data: bytes, file: str, arch, notes, prefix: str) -> list[KernelRecord]:
+    return _prefixed(_reader("cubin", "cubin").kernels(data, file), prefix)
+
+
+def _hsaco(data: bytes, file: str, arch, notes, prefix: str) -> list[KernelRecord]:
+    return _prefixed(_reader("hsaco", "hsaco").kernels(data, file), prefix)
+
+
+def _host_elf(data: bytes, file: str, arch, notes, prefix: str) -> list[KernelRecord]:
+    return _prefixed(_reader("host_elf", "host ELF").kernels(data, file), prefix)
+
+
+def _prefixed(records: list[KernelRecord], prefix: str) -> list[KernelRecord]:
+    if prefix:
+        for r in records:
+            r.format = f"{prefix}/{r.format}" if r.format else prefix.rstrip("/")
+    return records
+
+
+def _fatbin(data: bytes, file: str, arch, notes, prefix: str) -> list[KernelRecord]:
+    entries = _reader("fatbin", "fatbin").entries(data, file)
+    entries = _select_entries(entries, arch)
+    here = f"{prefix}/fatbin" if prefix else "fatbin"
+    rows: list[KernelRecord] = []
+    for e in entries:
+        where = f"{file} [fatbin entry {e.kind} {e.arch} @ offset {e.offset}]"
+        if e.kind == "cubin":
+            rows += _with_file(_cubin(e.data, where, arch, notes, here), file)
+        elif e.kind == "ptx":
+            rows += _with_file(_ptx(e.data, where, arch or _cubin_arch(e.arch), notes, here), file)
+    return rows
+
+
+def _cubin_arch(arch: str | None) -> str | None:
+    # A fatbin's PTX entry is labelled with its virtual arch (compute_90 / sm_90).
+    return arch.replace("compute_", "sm_") if arch else None
+
+
+def _select_entries(entries: list, arch: str | None) -> list:
+    """With --arch, keep what the driver would load: the matching cubin, else the PTX."""
+    if not arch:
+        return entries
+    want = gpus.normalize_arch(arch) if not arch.startswith("gfx") else arch
+    cubins = [e for e in entries if e.kind == "cubin" and e.arch and gpus.normalize_arch(e.arch) == want]
+    if cubins:
+        return cubins
+    ptx = [e for e in entries if e.kind == "ptx"]
+    return ptx or entries
+
+
+def _with_file(records: list[KernelRecord], file: str) -> list[KernelRecord]:
+    for r in records:
+        r.file = file
+    return records
+
+
+def _ptx(data: bytes | str, file: str, arch, notes, prefix: str) -> list[KernelRecord]:
+    """PTX: assemble with ptxas -v when present; otherwise names only, registers unknown."""
+    text = data.decode("utf-8", errors="replace") if isinstance(data, (bytes, bytearray)) else data
+    ptx_rows = _ptx_declared(text, file)
+    here = f"{prefix}/ptx->ptxas" if prefix else "ptx->ptxas"
+    if toolchain.find_tool("ptxas") is None:
+        note = "ptxas not found: install rootcause[cuda-tools] (PyPI nvidia-cuda-nvcc)"
+        notes.append(f"{file}: {note}")
+        if ptx_rows is None:
+            raise NotSupported("not supported yet: ptx without ptxas (parsers/ptx.py is not installed)")
+        for r in ptx_rows:
+            r.format = f"{prefix}/ptx" if prefix else "ptx"
+            r.registers = None
+            r.extra["note"] = note
+        return ptx_rows
+    from rootcause import ptxas  # imported here: only PTX inputs pay for it
+
+    result = ptxas.compile_ptx(text, _ptxas_arch(arch), file)
+    rows = _cubin(result.cubin, file, result.arch, notes, "")
+    declared = {r.name: r for r in ptx_rows or []}
+    for r in rows:
+        r.format = here
+        r.extra["ptxas"] = result.version
+        facts = result.functions.get(r.name)
+        if facts is not None:
+            r.spills = (facts.spill_store_bytes or 0) + (facts.spill_load_bytes or 0)
+            r.extra["ptxas_v"] = facts.to_dict()
+            if r.registers is None:
+                r.registers = facts.registers
+        src = declared.get(r.name)
+        if src is not None and r.block is None and src.block is not None:
+            r.block = src.block
+    return rows
+
+
+def _ptxas_arch(arch: str | None) -> str | None:
+    if not arch or arch.startswith("gfx"):
+        return None
+    a = arch.strip().lower()
+    return a if a.startswith("sm_") else f"sm_{gpus.normalize_arch(a)[3:]}"
+
+
+def _ptx_declared(text: str, file: str) -> list[KernelRecord] | None:
+    """What the PTX itself declares (.reqntid, .maxntid), via parsers/ptx.py when installed."""
+    try:
+        return _reader("ptx", "ptx").kernels(text, file)
+    except NotSupported:
+        return None
+
+
+def _host_fatbin(data: bytes, file: str, arch, notes, prefix: str) -> list[KernelRecord]:
+    """A host object or executable that embeds CUDA kernels in a .nv_fatbin section."""
+    host = _reader("host_elf", "host ELF")
+    elf = host.open_elf(data, file)
+    section = host.guarded(file, "section .nv_fatbin", lambda: elf.get_section_by_name(".nv_fatbin"))
+    if section is None:  # the name appeared elsewhere in the file: a plain host ELF
+        return _host_elf(data, file, arch, notes, prefix)
+    blob = host.guarded(file, "section .nv_fatbin", section.data)
+    here = f"{prefix}/host-elf" if prefix else "host-elf"
+    return _fatbins_in(blob, file, arch, notes, here, "section .nv_fatbin")
+
+
+def _fatbins_in(blob: bytes, file: str, arch, notes, prefix: str, where: str) -> list[KernelRecord]:
+    """A section may hold several fatbins back to back (one per translation unit)."""
+    rows: list[KernelRecord] = []
+    starts = []
+    pos = blob.find(FATBIN_MAGIC)
+    while pos >= 0:
+        starts.append(pos)
+        pos = blob.find(FATBIN_MAGIC, pos + 4)
+    if not starts:
+        raise ParseError(file, where, "no fatbin magic 0xBA55ED50 in the section")
+    for i, start in enumerate(starts):
+        end = starts[i + 1] if i + 1 < len(starts) else len(blob)
+        rows += _fatbin(blob[start:end], file, arch, notes, prefix)
+    return rows
+
+
+def _tvm_so(data: bytes, file: str, arch, notes, prefix: str) -> list[KernelRecord]:
+    lib = _reader("tvm_library", "tvm library").read_library(data, file)
+    rows: list[KernelRecord] = []
+    for i, mod in enumerate(lib.modules):
+        if mod.kind not in ("cuda", "rocm", "hip") or mod.blob_format is None:
+            continue
+        here = f"{prefix}/tvm-so" if prefix else "tvm-so"
+        where = f"{file} [TVM module {i} {mod.kind}]"
+        if mod.blob_format == "fatbin":
+            inner = _fatbin(mod.blob, where, arch, notes, here)
+        elif mod.blob_format == "cubin":
+            inner = _cubin(mod.blob, where, arch, notes, here)
+        elif mod.blob_format == "ptx":
+            inner = _ptx(mod.blob, where, arch, notes, here)
+        elif mod.blob_format == "hsaco":
+            inner = _hsaco(mod.blob, where, arch, notes, here)
+        else:
+            notes.append(f"{where}: blob format {mod.blob_format!r} not read")
+            continue
+        for r in _with_file(inner, file):
+            info = mod.functions.get(r.name) or {}
+            if "launch_param_tags" in info:
+                r.extra["launch_param_tags"] = list(info["launch_param_tags"])
+            rows.append(r)
+    return rows
+
+
+def _vmfb(data: bytes, file: str, arch, notes, prefix: str) -> list[KernelRecord]:
+    execs = _reader("vmfb", "vmfb").executables(data, file)
+    rows: list[KernelRecord] = []
+    here = f"{prefix}/vmfb" if prefix else "vmfb"
+    for ex in execs:
+        where = f"{file} [executable {ex.name} {ex.format}]"
+        reader = _VMFB_BLOBS.get(ex.blob_kind)
+        if reader is None:
+            notes.append(f"{where}: {ex.format} blob not read (kind {ex.blob_kind})")
+            continue
+        inner = _with_file(reader(ex.blob, where, arch, notes, here), file)
+        for r in inner:
+            r.extra.setdefault("executable", ex.name)
+        if ex.blob_kind == "elf" and ex.exports:  # host code: keep the dispatch functions
+            inner = [r for r in inner if r.name in set(ex.exports)] or inner
+        rows += inner
+    return rows
+
+
+_VMFB_BLOBS: dict[str | None, Callable] = {"ptx": _ptx, "hsaco": _hsaco, "elf": _host_elf,
+                                           "cubin": _cubin}
+
+_BY_FORMAT: dict[str, Callable] = {
+    "cubin": _cubin, "hsaco": _hsaco, "host-elf": _host_elf, "host-fatbin": _host_fatbin,
+    "tvm-so": _tvm_so, "fatbin": _fatbin, "ptx": _ptx, "vmfb": _vmfb,
+}
+
+
+# ---- paths, directories, bundles -----------------------------------------------------------
+
+def inspect_paths(paths: list[str | Path], arch: str | None = None,
+                  block: tuple[int, int, int] | None = None) -> Inspection:
+    """Inspect files, directories and bundles. Bad files become one-line errors, not raises."""
+    out = Inspection()
+    for p in paths:
+        path = Path(p)
+        if path.is_dir():
+            if (path / "manifest.json").is_file():
+                _inspect_bundle(path, arch, out)
+            else:
+                _inspect_dir(path, arch, out)
+        elif path.is_file():
+            _inspect_file(path, arch, out, explicit=True)
+        else:
+            out.errors.append(f"{path}: no such file or directory")
+    for r in out.records:
+        if r.block is None and block is not None:
+            r.block = block
+        threads = r.block[0] * r.block[1] * r.block[2] if r.block else 0
+        if r.max_threads_per_block and threads > r.max_threads_per_block:
+            out.notes.append(f"{r.file}: {r.name}: block {threads} exceeds the kernel's "
+                             f"max_threads_per_block {r.max_threads_per_block}: no occupancy")
+    return out
+
+
+def _inspect_file(path: Path, arch: str | None, out: Inspection, explicit: bool,
+                  launches: dict[str, Any] | None = None) -> None:
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        out.errors.append(f"{path}: read: {err.strerror or err}")
+        return
+    if not explicit and detect(data) is None:
+        out.notes.append(f"{path}: skipped (no kernel format)")
+        return
+    try:
+        records = inspect_bytes(data, str(path), arch, out.notes)
+    except ParseError as err:
+        out.errors.append(str(err))
+        return
+    except NotSupported as err:
+        out.errors.append(f"{path}: {err}")
+        return
+    except Exception as err:  # a reader broke its contract (ParseError only): still one line
+        out.errors.append(f"{path}: internal error while reading: {type(err).__name__}: {err}")
+        return
+    if launches:
+        _apply_launches(records, launches)
+    out.records += records
+
+
+def _inspect_dir(path: Path, arch: str | None, out: Inspection) -> None:
+    for f in sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".")):
+        _inspect_file(f, arch, out, explicit=False)
+
+
+def _inspect_bundle(path: Path, arch: str | None, out: Inspection) -> None:
+    manifest_path = path / "manifest.json"
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except (OSError, ValueError) as err:
+        out.errors.append(f"{manifest_path}: JSON: {err}")
+        return
+    if not isinstance(manifest, dict):
+        out.errors.append(f"{manifest_path}: top level: expected an object")
+        return
+    arch = arch or _bundle_arch(manifest.get("target"))
+    launches = {k.get("name"): k.get("launch") or {} for k in manifest.get("kernels") or []
+                if isinstance(k, dict)}
+    files: list[Path] = []
+    if manifest.get("module"):
+        files.append(path / manifest["module"])
+    files += [path / b for b in manifest.get("binaries") or []]
+    if not files:
+        out.errors.append(f"{manifest_path}: module: bundle names no module or binaries")
+    for f in dict.fromkeys(files):
+        if not f.is_file():
+            out.errors.append(f"{manifest_path}: {f.relative_to(path)}: listed but missing")
+        else:
+            _inspect_file(f, arch, out, explicit=True, launches=launches)
+
+
+def _bundle_arch(target: Any) -> str | None:
+    # 'cuda:sm_90' -> 'sm_90'; 'rocm:gfx942' -> 'gfx942'; anything else: no arch filter.
+    if isinstance(target, str) and ":" in target:
+        return target.split(":", 1)[1] or None
+    return None
+
+
+def _apply_launches(records: list[KernelRecord], launches: dict[str, Any]) -> None:
+    """Block sizes from the bundle's catalog (TVM thread extents, IREE workgroup size)."""
+    for r in records:
+        launch = launches.get(r.name) or {}
+        blk = launch.get("block")
+        if r.block is None and isinstance(blk, list) and len(blk) == 3 and all(isinstance(x, int) for x in blk):
+            r.block = tuple(blk)
+
+
+# ---- rows and rendering --------------------------------------------------------------------
+
+def row(record: KernelRecord) -> dict[str, Any]:
+    """The output row of one record: ROW_KEYS, with occupancy where the block is known."""
+    d = {k: getattr(record, k) for k in ROW_KEYS if k not in ("occupancy", "occupancy_limiter")}
+    d["block"] = list(record.block) if record.block is not None else None
+    occ = kernel_occupancy(record)
+    d["occupancy"] = round(occ.occupancy, 4) if occ else None
+    d["occupancy_limiter"] = occ.limiter if occ else None
+    return {k: d[k] for k in ROW_KEYS}
+
+
+def kernel_occupancy(record: KernelRecord) -> gpus.Occupancy | None:
+    """Theoretical occupancy of a record on its arch, or None when something is unknown."""
+    if record.block is None or record.registers is None or not record.arch:
+        return None
+    try:
+        lim = gpus.limits(record.arch)
+    except KeyError:
+        return None
+    threads = record.block[0] * record.block[1] * record.block[2]
+    if threads <= 0 or (record.max_threads_per_block and threads > record.max_threads_per_block):
+        return None  # such a launch fails: the kernel was built for at most max_threads_per_block
+    try:
+        if lim.vendor == "amd":
+            return gpus.occupancy(lim.arch, threads, record.registers, record.shared_bytes or 0,
+                                  sgprs=record.sgpr, agprs=record.agpr)
+        return gpus.occupancy(lim.arch, threads, record.registers, record.shared_bytes or 0)
+    except ValueError:
+        return None
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, list):
+        return "x".join(str(v) for v in value)
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    return str(value)
+
+
+_SHORT = {"registers": "regs", "shared_bytes": "shared", "local_bytes": "local",
+          "stack_bytes": "stack", "param_bytes": "param", "max_threads_per_block": "max_thr",
+          "wavefront_size": "wave", "occupancy": "occ", "occupancy_limiter": "limiter"}
+
+
+def render(rows: list[dict[str, Any]], fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(rows, indent=2) + "\n"
+    if fmt == "csv":
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(ROW_KEYS)
+        for r in rows:
+            w.writerow(["" if r[k] is None else _cell(r[k]) if k == "block" else r[k] for k in ROW_KEYS])
+        return buf.getvalue()
+    headers = [_SHORT.get(k, k) for k in ROW_KEYS]
+    cells = [[_cell(r[k]) for k in ROW_KEYS] for r in rows]
+    if fmt == "markdown":
+        lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+        lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row_) + " |" for row_ in cells]
+        return "\n".join(lines) + "\n"
+    widths = [max([len(h)] + [len(c[i]) for c in cells]) for i, h in enumerate(headers)]
+    numeric = {i for i, k in enumerate(ROW_KEYS) if k not in ("name", "file", "format", "arch", "block",
+                                                             "occupancy_limiter")}
+    def line(values: list[str]) -> str:
+        return "  ".join(v.rjust(w) if i in numeric else v.ljust(w)
+                         for i, (v, w) in enumerate(zip(values, widths))).rstrip()
+    return "\n".join([line(headers)] + [line(c) for c in cells]) + "\n"
+
+
+# ---- command -------------------------------------------------------------------------------
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="+", metavar="PATH",
+                        help="cubin, fatbin, PTX, hsaco, host ELF, TVM .so, IREE .vmfb, directory or bundle")
+    parser.add_argument("--arch", help="GPU arch: ptxas target for PTX, fatbin entry to pick (sm_90, gfx942)")
+    parser.add_argument("--block", help="threads per block for occupancy where the binary has none: N or XxYxZ")
+    parser.add_argument("--format", choices=("table", "markdown", "csv", "json"), default="table")
+    parser.add_argument("--out", help="write to this file (atomically) instead of stdout")
+
+
+def parse_block(text: str | None) -> tuple[int, int, int] | None:
+    if text is None:
+        return None
+    parts = text.lower().replace(",", "x").split("x")
+    try:
+        dims = [int(p) for p in parts]
+    except ValueError:
+        raise UsageError(f"--block: {text!r}: expected N or XxYxZ") from None
+    if not 1 <= len(dims) <= 3 or any(d <= 0 for d in dims):
+        raise UsageError(f"--block: {text!r}: expected 1 to 3 positive sizes")
+    return tuple(dims + [1] * (3 - len(dims)))  # type: ignore[return-value]
+
+
+def run(args: argparse.Namespace) -> int:
+    block = parse_block(args.block)
+    if args.arch:
+        _check_arch(args.arch)
+    result = inspect_paths(args.paths, args.arch, block)
+    text = render([row(r) for r in result.records], args.format)
+    if args.out:
+        write_atomic(args.out, text)
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    for note in dict.fromkeys(n for n in result.notes if not n.endswith("(no kernel format)")):
+        print(f"rootcause inspect: note: {note}", file=sys.stderr)
+    skipped = sum(n.endswith("(no kernel format)") for n in result.notes)
+    if skipped:
+        print(f"rootcause inspect: note: skipped {skipped} file(s) with no kernel format", file=sys.stderr)
+    for err in result.errors:
+        print(f"rootcause inspect: {err}", file=sys.stderr)
+    return 2 if result.errors else 0
+
+
+def _check_arch(arch: str) -> None:
+    a = arch.strip().lower()
+    if not (a.startswith("gfx") or a.startswith("sm") or a.startswith("compute") or a.isdigit()):
+        raise UsageError(f"--arch: {arch!r}: expected sm_XY, compute_XY or gfxNNN")
