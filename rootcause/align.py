@@ -1,0 +1,297 @@
+"""Align the kernels of two variants into units that compute the same source ops.
+
+A unit is a set of kernels of A and a set of kernels of B; fusion makes it many-to-many
+(A's `fused_pool2d_add2_kernel` against B's `pool2d_kernel` + `add2_kernel`). Kernels are
+joined by union-find over the bipartite graph kernel_A -- source op -- kernel_B, tier by
+tier, strongest evidence first. A kernel already in a unit that has both sides is settled;
+the rest go on to the next tier:
+
+1. provenance: the catalogs' source_ops (bundle manifest "kernels"), the only tier that
+   knows which ops a kernel really computes.
+2. name: the same kernel name in both variants.
+3. dispatch-name: IREE dispatch symbols with the '<entry>$async_dispatch_<n>_' prefix
+   removed ('prefill_bs2$async_dispatch_0_matmul_like_..' == 'prefill_bs8$async_..').
+4. fused-name: TVM fused names split into op names ('fused_pool2d_add2' covers 'pool2d'
+   and 'add2'), joined through shared op names.
+5. shape: the same launch work size (grid * block threads), when unique on both sides.
+6. what is left is its own unit, flagged.
+
+Dedup (seed 001): a catalog kernel with several call_sites keeps only the source ops of
+the entry function being measured, so the bs8 call of an executable shared with bs2 aligns
+with the bs8 executable of the other build; `shared_call_sites` keeps the full list.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from rootcause.model import CatalogKernel
+
+# One row per unit.
+UNIT_COLUMNS: dict[str, str] = {
+    "unit": "unit id (int), 0..n-1 in order of first appearance",
+    "kernels_a": "tuple of kernel names of variant A in this unit (may be empty)",
+    "kernels_b": "tuple of kernel names of variant B in this unit (may be empty)",
+    "source_ops": "tuple of source-op ids (provenance) or op names (fused-name) covered",
+    "method": "weakest tier that joined the unit: provenance, name, dispatch-name, "
+              "fused-name, shape, unmatched",
+    "flagged": "True when the unit has kernels on one side only or was joined by shape",
+}
+
+# One row per (variant, kernel).
+KERNEL_COLUMNS: dict[str, str] = {
+    "variant": "'a' or 'b'",
+    "kernel": "kernel name as in the KernelEvents table",
+    "unit": "unit id",
+    "method": "tier that placed this kernel",
+    "catalog": "True when a catalog entry was found for the kernel",
+    "source_ops": "tuple of source-op ids used (after the call-site split)",
+    "shared_call_sites": "tuple of all call sites of the kernel when it serves more than one",
+}
+
+TIERS = ("provenance", "name", "dispatch-name", "fused-name", "shape", "unmatched")
+
+_DISPATCH = re.compile(r"^.*?(?:\$async)?_dispatch_\d+_(.+)$")
+
+
+@dataclass
+class Alignment:
+    units: pd.DataFrame
+    kernels: pd.DataFrame
+    notes: list[str] = field(default_factory=list)
+
+    def unit_of(self, variant: str, kernel: str) -> int:
+        row = self.kernels[(self.kernels.variant == variant) & (self.kernels.kernel == kernel)]
+        return int(row.unit.iloc[0])
+
+
+class _UnionFind:
+    def __init__(self) -> None:
+        self.parent: dict[str, str] = {}
+
+    def find(self, x: str) -> str:
+        parent = self.parent.setdefault(x, x)
+        while parent != self.parent[parent]:
+            self.parent[parent] = self.parent[self.parent[parent]]
+            parent = self.parent[parent]
+        self.parent[x] = parent
+        return parent
+
+    def union(self, x: str, y: str) -> None:
+        rx, ry = self.find(x), self.find(y)
+        if rx != ry:
+            self.parent[ry] = rx
+
+
+def strip_kernel(name: str) -> str:
+    """TVM launches PrimFunc `f` as `f_kernel` (or `f_kernel0`..): the op-level name."""
+    return re.sub(r"_kernel\d*$", "", name)
+
+
+def dispatch_key(name: str) -> str | None:
+    """IREE dispatch symbol without its entry and ordinal: the op kind and shape."""
+    m = _DISPATCH.match(name)
+    return m.group(1) if m else None
+
+
+def fused_ops(name: str, vocabulary: set[str]) -> list[str]:
+    """Op names a TVM fused kernel covers: 'fused_pool2d_add2' -> ['pool2d', 'add2'].
+
+    The body is split at '_' into the fewest pieces found in `vocabulary` (the unfused
+    kernels' names), so an op whose own name holds '_' stays whole; pieces not in the
+    vocabulary stay single tokens.
+    """
+    base = strip_kernel(name)
+    if not base.startswith("fused_"):
+        return [base]
+    tokens = base[len("fused_"):].split("_")
+    n = len(tokens)
+    best: list[list[str] | None] = [None] * (n + 1)
+    best[0] = []
+    for i in range(n):
+        if best[i] is None:
+            continue
+        for j in range(i + 1, n + 1):
+            piece = "_".join(tokens[i:j])
+            if piece in vocabulary or j == i + 1:
+                cand = best[i] + [piece]
+                if best[j] is None or len(cand) < len(best[j]):
+                    best[j] = cand
+    return best[n] or tokens
+
+
+def _catalog_index(catalog: list[CatalogKernel] | None) -> dict[str, CatalogKernel]:
+    index: dict[str, CatalogKernel] = {}
+    for k in catalog or []:
+        for key in (k.name, k.function, strip_kernel(k.name)):
+            if key:
+                index.setdefault(key, k)
+    return index
+
+
+def _lookup(index: dict[str, CatalogKernel], kernel: str) -> CatalogKernel | None:
+    return index.get(kernel) or index.get(strip_kernel(kernel))
+
+
+def normalize_op(op: str) -> str:
+    """'<entry>/<dispatch symbol>' -> '<entry>/<op kind and shape>' (IREE ids differ by
+    dispatch ordinal and owning function between builds); TVM ids pass unchanged."""
+    entry, sep, rest = op.partition("/")
+    key = dispatch_key(rest) if sep else None
+    return f"{entry}/{key}" if key else op
+
+
+def call_site_ops(k: CatalogKernel, entry: str | None) -> list[str]:
+    """Source ops of `k` for the call site `entry` (all of them when it has one call site)."""
+    ops = [normalize_op(op) for op in k.source_ops]
+    if entry and len(k.call_sites) > 1:
+        mine = [op for op in ops if op.split("/", 1)[0] == entry]
+        if mine:
+            return mine
+        # Ops named after one call site only (the dedup keeper): rename them to this entry.
+        return sorted({f"{entry}/{op.split('/', 1)[1]}" if "/" in op else op for op in ops})
+    return ops
+
+
+def _kernel_names(events: pd.DataFrame) -> list[str]:
+    return list(dict.fromkeys(events["kernel"].astype(str)))
+
+
+def _work_sizes(events: pd.DataFrame) -> dict[str, int]:
+    cols = ["grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
+    if not set(cols) <= set(events.columns):
+        return {}
+    dims = events[["kernel"] + cols].dropna()
+    if dims.empty:
+        return {}
+    work = dims[cols].astype("int64").prod(axis=1)
+    return work.groupby(dims["kernel"].astype(str)).median().astype("int64").to_dict()
+
+
+def align(events_a: pd.DataFrame, events_b: pd.DataFrame,
+          catalog_a: list[CatalogKernel] | None = None,
+          catalog_b: list[CatalogKernel] | None = None,
+          entry_a: str | None = None, entry_b: str | None = None) -> Alignment:
+    """Units of kernels of A and B that compute the same source ops (see module doc)."""
+    names = {"a": _kernel_names(events_a), "b": _kernel_names(events_b)}
+    catalogs = {"a": _catalog_index(catalog_a), "b": _catalog_index(catalog_b)}
+    entries = {"a": entry_a, "b": entry_b}
+    uf = _UnionFind()
+    method: dict[str, str] = {}
+    info: dict[str, dict] = {}
+    notes: list[str] = []
+
+    for v in ("a", "b"):
+        for kernel in names[v]:
+            node = f"{v}:{kernel}"
+            uf.find(node)
+            k = _lookup(catalogs[v], kernel)
+            ops = call_site_ops(k, entries[v]) if k else []
+            shared = tuple(k.call_sites) if k and len(k.call_sites) > 1 else ()
+            info[node] = {"catalog": k is not None, "source_ops": tuple(ops),
+                          "shared_call_sites": shared}
+        missing = [n for n in names[v] if catalogs[v] and not info[f"{v}:{n}"]["catalog"]]
+        if missing:
+            notes.append(f"variant {v}: {len(missing)} launched kernel(s) not in the catalog "
+                         f"(aligned by name/shape instead): {', '.join(missing[:5])}")
+
+    def pending() -> dict[str, list[str]]:
+        """Kernels not yet in a unit that has both sides."""
+        sides: dict[str, set[str]] = {}
+        for node in info:
+            sides.setdefault(uf.find(node), set()).add(node[0])
+        return {v: [n for n in names[v] if sides[uf.find(f"{v}:{n}")] != {"a", "b"}]
+                for v in ("a", "b")}
+
+    def place(nodes: list[str], tier: str) -> None:
+        for node in nodes:
+            method.setdefault(node, tier)
+
+    def link_through(keys: dict[str, list[str]], tier: str, prefix: str,
+                     active: set[str] | None = None) -> None:
+        """Union nodes sharing a key, but only keys that occur on both sides (and, when
+        `active` is given, that touch at least one of its nodes)."""
+        by_key: dict[str, set[str]] = {}
+        for node, ks in keys.items():
+            for key in ks:
+                by_key.setdefault(key, set()).add(node)
+        for key, nodes in by_key.items():
+            if active is not None and not nodes & active:
+                continue
+            if {n[0] for n in nodes} == {"a", "b"}:
+                for node in nodes:
+                    uf.union(f"{prefix}:{key}", node)
+                place(sorted(nodes), tier)
+
+    # 1. provenance
+    link_through({node: list(i["source_ops"]) for node, i in info.items() if i["source_ops"]},
+                 "provenance", "op")
+    # 2. identical names
+    left = pending()
+    link_through({f"{v}:{n}": [n] for v in "ab" for n in left[v]}, "name", "name")
+    # 3. IREE dispatch names without entry and ordinal, unique on each side
+    left = pending()
+    keys = {}
+    for v in "ab":
+        counts = pd.Series([dispatch_key(n) for n in left[v]]).value_counts()
+        for n in left[v]:
+            key = dispatch_key(n)
+            if key and counts.get(key) == 1:
+                keys[f"{v}:{n}"] = [key]
+    link_through(keys, "dispatch-name", "dispatch")
+    # 4. TVM fused names through op names. An unfused kernel already matched by name joins
+    # too: in seed 000, OFF's add2_kernel (launched for lv17 and lv18) belongs with ON's
+    # fused_pool2d_add2 (lv17) and add2 (lv18) in one unit.
+    left = pending()
+    vocab = {strip_kernel(n) for v in "ab" for n in names[v] if not n.startswith("fused_")}
+    active = {f"{v}:{n}" for v in "ab" for n in left[v]}
+    fused = {f"{v}:{n}": fused_ops(n, vocab) for v in "ab" for n in names[v]
+             if f"{v}:{n}" in active or (not n.startswith("fused_") and not info[f"{v}:{n}"]["source_ops"])}
+    link_through(fused, "fused-name", "opname", active)
+    # 5. launch work size, unique among the still-unmatched of each side
+    left = pending()
+    work = {"a": _work_sizes(events_a), "b": _work_sizes(events_b)}
+    keys = {}
+    for v in "ab":
+        sizes = pd.Series({n: work[v].get(n) for n in left[v]}, dtype="object").dropna()
+        unique = sizes[~sizes.duplicated(keep=False)]
+        for n, size in unique.items():
+            keys[f"{v}:{n}"] = [str(size)]
+    link_through(keys, "shape", "work")
+    # 6. the rest
+    place(list(info), "unmatched")
+
+    return _tables(names, info, uf, method, fused, notes)
+
+
+def _tables(names, info, uf, method, fused, notes) -> Alignment:
+    order: dict[str, int] = {}
+    members: dict[str, list[str]] = {}
+    for v in ("a", "b"):
+        for n in names[v]:
+            root = uf.find(f"{v}:{n}")
+            order.setdefault(root, len(order))
+            members.setdefault(root, []).append(f"{v}:{n}")
+    unit_rows, kernel_rows = [], []
+    for root, uid in order.items():
+        nodes = members[root]
+        tiers = [method[n] for n in nodes]
+        weakest = max(tiers, key=TIERS.index)
+        ops: list[str] = []
+        for n in nodes:
+            src = info[n]["source_ops"] if method[n] == "provenance" else (
+                fused.get(n, []) if method[n] == "fused-name" else [])
+            ops.extend(op for op in src if op not in ops)
+        ka = tuple(n[2:] for n in nodes if n[0] == "a")
+        kb = tuple(n[2:] for n in nodes if n[0] == "b")
+        unit_rows.append({"unit": uid, "kernels_a": ka, "kernels_b": kb, "source_ops": tuple(ops),
+                          "method": weakest,
+                          "flagged": not ka or not kb or weakest in ("shape", "unmatched")})
+        for n in nodes:
+            kernel_rows.append({"variant": n[0], "kernel": n[2:], "unit": uid, "method": method[n],
+                                **info[n]})
+    units = pd.DataFrame(unit_rows, columns=list(UNIT_COLUMNS))
+    kernels = pd.DataFrame(kernel_rows, columns=list(KERNEL_COLUMNS))
+    return Alignment(units=units, kernels=kernels, notes=notes)

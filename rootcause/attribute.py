@@ -1,0 +1,312 @@
+"""Attribute the whole-graph delta between two variants to units and a launch/host residual.
+
+Convention: A is the baseline, B the candidate; every delta is B - A (positive: B slower).
+
+Per unit and graph call, the unit's time is the sum of its kernels' durations in that call;
+a unit's time per call is the median over calls with a bootstrap interval over calls. Per
+variant, the residual is whole-graph time per call minus kernel busy time per call (the
+union of kernel intervals): launch overhead, gaps between kernels, host work. Closure =
+(sum of unit deltas + residual delta) / whole-graph delta. The whole-graph figure is the
+measured latency when a Measurement is given, else the profiled per-call span (first kernel
+start to last kernel end), and the output says which.
+
+Bootstrap: the median of a resample of n sorted values is a pair of order statistics whose
+ranks do not depend on the values, so resampled ranks are drawn once and applied to every
+unit's sorted per-call times (each unit's interval is an exact percentile bootstrap; the
+draws are shared across units). A and B are resampled independently (calls are unpaired).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+import rootcause
+from rootcause.align import Alignment
+
+SCHEMA_VERSION = 1
+LEVEL = 0.95
+
+# A delta is significant when its interval excludes 0 and it is at least this share of the
+# baseline whole-graph time (so drift of a few ns on a 100 us graph is not called a change).
+MIN_EFFECT_SHARE = 0.01
+
+
+@dataclass
+class Interval:
+    median: float
+    low: float
+    high: float
+
+    def excludes_zero(self) -> bool:
+        return self.low > 0 or self.high < 0
+
+    def to_dict(self) -> dict[str, float]:
+        return {"median": float(self.median), "low": float(self.low), "high": float(self.high),
+                "level": LEVEL}
+
+
+@dataclass
+class WholeGraph:
+    """Whole-graph time per call of one variant, in ns, and where it came from."""
+    median_ns: float
+    low_ns: float
+    high_ns: float
+    source: str  # 'measured' | 'profiled-span'
+    samples: int | None = None
+
+    def interval(self) -> Interval:
+        return Interval(self.median_ns, self.low_ns, self.high_ns)
+
+
+@dataclass
+class Attribution:
+    variants: dict[str, dict[str, Any]]
+    whole_graph: dict[str, Any]
+    units: list[dict[str, Any]]
+    residual: dict[str, Any]
+    closure: float | None
+    kernels: pd.DataFrame  # per (variant, kernel) launch statistics, see KERNEL_STAT_COLUMNS
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    cannot_conclude: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    environment: dict[str, Any] | None = None
+    min_effect_ns: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "rootcause_version": rootcause.__version__,
+            "delta_convention": "B - A in ns per graph call; positive means B is slower",
+            "variants": self.variants,
+            "whole_graph": self.whole_graph,
+            "units": self.units,
+            "residual": self.residual,
+            "closure": self.closure,
+            "significance": {"rule": "interval excludes 0 and |delta| >= min_effect_ns",
+                             "min_effect_ns": self.min_effect_ns, "level": LEVEL},
+            "findings": self.findings,
+            "cannot_conclude": self.cannot_conclude,
+            "notes": self.notes,
+            "environment": self.environment,
+        }
+
+
+KERNEL_STAT_COLUMNS: dict[str, str] = {
+    "variant": "'a' or 'b'", "kernel": "kernel name", "unit": "unit id",
+    "launches_per_call": "median launches per graph call",
+    "duration_ns": "median duration of one launch", "time_per_call_ns": "median per-call sum",
+    "grid": "most common (x, y, z) grid", "block": "most common (x, y, z) block",
+    "registers": "most common registers per thread (NA when not recorded)",
+    "shared_bytes": "most common shared memory per block", "local_bytes": "local bytes/thread",
+}
+
+
+def infer_calls(events: pd.DataFrame) -> pd.DataFrame:
+    """Number graph calls when the importer did not: the shortest period of the kernel-name
+    sequence (in start order) that repeats exactly; one call when none does."""
+    ev = events.sort_values("start_ns", kind="stable").reset_index(drop=True)
+    codes, _ = pd.factorize(ev["kernel"])
+    n = len(codes)
+    period = n
+    for p in range(1, n // 2 + 1):
+        if n % p == 0 and (codes.reshape(-1, p) == codes[:p]).all():
+            period = p
+            break
+    ev["call"] = np.arange(n) // period
+    return ev
+
+
+def _with_calls(events: pd.DataFrame, label: str, notes: list[str]) -> pd.DataFrame:
+    if "call" not in events.columns or (events["call"] < 0).all():
+        ev = infer_calls(events)
+        notes.append(f"variant {label}: events were not split into graph calls; split by the "
+                     f"repeating kernel sequence into {ev['call'].nunique()} call(s)")
+        return ev
+    dropped = int((events["call"] < 0).sum())
+    if dropped:
+        notes.append(f"variant {label}: {dropped} launch(es) outside any graph call ignored")
+    return events[events["call"] >= 0]
+
+
+def _rank_draws(n: int, n_boot: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Ranks (into sorted samples) of the two middle order statistics of each resample."""
+    draws = np.sort(rng.integers(0, n, size=(n_boot, n)), axis=1)
+    return draws[:, (n - 1) // 2], draws[:, n // 2]
+
+
+def _boot_medians(values: np.ndarray, ranks: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """values: (n_calls, k) -> bootstrap medians (n_boot, k)."""
+    s = np.sort(values, axis=0)
+    return (s[ranks[0]] + s[ranks[1]]) / 2.0
+
+
+def _interval(point: np.ndarray, boot: np.ndarray) -> list[Interval]:
+    alpha = (1 - LEVEL) / 2
+    lo, hi = np.quantile(boot, [alpha, 1 - alpha], axis=0)
+    return [Interval(float(p), float(a), float(b)) for p, a, b in zip(point, lo, hi)]
+
+
+def _busy_per_call(ev: pd.DataFrame) -> pd.Series:
+    """Union of kernel intervals per call (concurrent kernels are not double-counted)."""
+    ev = ev.sort_values(["call", "start_ns"], kind="stable")
+    prev_end = ev.groupby("call")["end_ns"].cummax().groupby(ev["call"]).shift()
+    begin = np.maximum(ev["start_ns"].to_numpy(), prev_end.fillna(-np.inf).to_numpy())
+    covered = np.clip(ev["end_ns"].to_numpy() - begin, 0, None)
+    return pd.Series(covered, index=ev.index).groupby(ev["call"]).sum()
+
+
+def _span_per_call(ev: pd.DataFrame) -> pd.Series:
+    g = ev.groupby("call")
+    return (g["end_ns"].max() - g["start_ns"].min()).astype("float64")
+
+
+def _mode(s: pd.Series):
+    s = s.dropna()
+    return s.mode().iloc[0] if not s.empty else None
+
+
+def _kernel_stats(ev: pd.DataFrame, variant: str, unit_of: dict[str, int], n_calls: int
+                  ) -> pd.DataFrame:
+    g = ev.groupby("kernel", sort=False)
+    stats = pd.DataFrame({
+        "launches_per_call": g.size() / n_calls,
+        "duration_ns": g["duration_ns"].median(),
+        "time_per_call_ns": ev.groupby(["kernel", "call"])["duration_ns"].sum()
+                              .groupby(level=0).median(),
+    })
+    for col in ("grid", "block"):
+        cols = [f"{col}_{a}" for a in "xyz"]
+        if set(cols) <= set(ev.columns):
+            first = ev.drop_duplicates("kernel").set_index("kernel")[cols]
+            stats[col] = [tuple(int(x) for x in r) if not pd.isna(r).any() else None
+                          for r in first.loc[stats.index].to_numpy()]
+        else:
+            stats[col] = None
+    for col in ("registers", "shared_bytes", "local_bytes"):
+        stats[col] = (ev.drop_duplicates("kernel").set_index("kernel")[col].loc[stats.index]
+                      if col in ev.columns else None)
+    stats = stats.reset_index().rename(columns={"index": "kernel"})
+    stats.insert(0, "variant", variant)
+    stats.insert(2, "unit", stats["kernel"].map(unit_of))
+    return stats
+
+
+def _ival(x: Interval) -> dict[str, float]:
+    return x.to_dict()
+
+
+def attribute(events_a: pd.DataFrame, events_b: pd.DataFrame, alignment: Alignment,
+              whole_a: WholeGraph | None = None, whole_b: WholeGraph | None = None,
+              labels: tuple[str, str] = ("A", "B"), n_boot: int = 2000, seed: int = 0,
+              environment: dict[str, Any] | None = None) -> Attribution:
+    """Per-unit times and deltas, residual and closure (module doc). `whole_a`/`whole_b`:
+    measured whole-graph latency per variant; both or neither."""
+    if (whole_a is None) != (whole_b is None):
+        raise ValueError("give the whole-graph measurement of both variants or of neither")
+    notes: list[str] = list(alignment.notes)
+    rng = np.random.default_rng(seed)
+    evs = {"a": _with_calls(events_a, labels[0], notes), "b": _with_calls(events_b, labels[1], notes)}
+    unit_ids = alignment.units["unit"].to_numpy()
+    per = {}
+    for v, ev in evs.items():
+        unit_of = dict(zip(alignment.kernels.kernel[alignment.kernels.variant == v],
+                           alignment.kernels.unit[alignment.kernels.variant == v]))
+        calls = np.sort(ev["call"].unique())
+        unit_col = ev["kernel"].astype(str).map(unit_of)
+        if unit_col.isna().any():
+            raise ValueError(f"variant {v}: kernels not in the alignment: "
+                             f"{sorted(set(ev.kernel[unit_col.isna()]))[:3]}")
+        times = (ev.groupby([ev["call"], unit_col.rename("unit")])["duration_ns"].sum()
+                   .unstack(fill_value=0).reindex(index=calls, columns=unit_ids, fill_value=0))
+        launches = (ev.groupby([ev["call"], unit_col.rename("unit")]).size()
+                      .unstack(fill_value=0).reindex(index=calls, columns=unit_ids, fill_value=0))
+        busy = _busy_per_call(ev).reindex(calls)
+        span = _span_per_call(ev).reindex(calls)
+        per[v] = {
+            "times": times.to_numpy(dtype="float64"), "launches": launches.to_numpy(),
+            "busy": busy.to_numpy(dtype="float64"), "span": span.to_numpy(dtype="float64"),
+            "count": ev.groupby("call").size().reindex(calls).to_numpy(),
+            "ranks": _rank_draws(len(calls), n_boot, rng), "n": len(calls),
+            "stats": _kernel_stats(ev, v, unit_of, len(calls)),
+        }
+    return _assemble(per, alignment, whole_a, whole_b, labels, notes, environment)
+
+
+def _assemble(per, alignment, whole_a, whole_b, labels, notes, environment) -> Attribution:
+    med, boot = {}, {}
+    for v, p in per.items():
+        # columns: units..., busy, span, residual-vs-span
+        cols = np.column_stack([p["times"], p["busy"], p["span"], p["span"] - p["busy"]])
+        med[v] = np.median(cols, axis=0)
+        boot[v] = _boot_medians(cols, p["ranks"])
+    k = len(alignment.units)
+    ia, ib = _interval(med["a"], boot["a"]), _interval(med["b"], boot["b"])
+    idelta = _interval(med["b"] - med["a"], boot["b"] - boot["a"])
+
+    if whole_a is not None:
+        whole = {"a": whole_a.interval(), "b": whole_b.interval()}
+        source = whole_a.source
+        wd = whole["b"].median - whole["a"].median
+        # No joint samples: the widest difference of the two intervals (conservative).
+        whole_delta = Interval(wd, whole["b"].low - whole["a"].high, whole["b"].high - whole["a"].low)
+        resid = {v: Interval(whole[v].median - med[v][k], whole[v].low - (ia if v == "a" else ib)[k].high,
+                             whole[v].high - (ia if v == "a" else ib)[k].low) for v in "ab"}
+        rd = resid["b"].median - resid["a"].median
+        resid_delta = Interval(rd, resid["b"].low - resid["a"].high, resid["b"].high - resid["a"].low)
+        whole_note = "measured whole-graph latency (Measurement)"
+    else:
+        whole = {"a": ia[k + 1], "b": ib[k + 1]}
+        source = "profiled-span"
+        whole_delta = idelta[k + 1]
+        resid = {"a": ia[k + 2], "b": ib[k + 2]}
+        resid_delta = idelta[k + 2]
+        whole_note = ("no measurement given: whole-graph time is the profiled span per call "
+                      "(first kernel start to last kernel end), which includes profiler overhead "
+                      "and excludes host time before the first launch")
+    min_effect = MIN_EFFECT_SHARE * abs(whole["a"].median)
+
+    def significant(x: Interval) -> bool:
+        return x.excludes_zero() and abs(x.median) >= min_effect
+
+    unit_rows = []
+    for j, row in enumerate(alignment.units.itertuples(index=False)):
+        d = idelta[j]
+        unit_rows.append({
+            "unit": int(row.unit), "kernels_a": list(row.kernels_a), "kernels_b": list(row.kernels_b),
+            "source_ops": list(row.source_ops), "method": row.method, "flagged": bool(row.flagged),
+            "time_a_ns": _ival(ia[j]), "time_b_ns": _ival(ib[j]),
+            "launches_a": float(np.median(per["a"]["launches"][:, j])),
+            "launches_b": float(np.median(per["b"]["launches"][:, j])),
+            "delta_ns": _ival(d), "significant": significant(d),
+            "share": d.median / whole_delta.median if whole_delta.median else None,
+            "findings": [],
+        })
+    unit_rows.sort(key=lambda u: -abs(u["delta_ns"]["median"]))
+    unit_sum = float(sum(u["delta_ns"]["median"] for u in unit_rows))
+    closure = ((unit_sum + resid_delta.median) / whole_delta.median
+               if whole_delta.median and significant(whole_delta) else None)
+    if closure is None:
+        notes.append("closure not computed: the whole-graph delta is not significant")
+
+    launches = {v: float(np.median(per[v]["count"])) for v in "ab"}
+    variants = {v: {"label": labels[i], "calls": int(per[v]["n"]),
+                    "launches_per_call": launches[v],
+                    "kernel_busy_ns": _ival((ia, ib)[i][k]), "span_ns": _ival((ia, ib)[i][k + 1])}
+                for i, v in enumerate("ab")}
+    residual = {"a": _ival(resid["a"]), "b": _ival(resid["b"]), "delta_ns": _ival(resid_delta),
+                "significant": significant(resid_delta),
+                "share": resid_delta.median / whole_delta.median if whole_delta.median else None,
+                "launches_per_call": launches,
+                "what": "whole-graph time minus kernel busy time: launch overhead, gaps, host"}
+    whole_graph = {"source": source, "note": whole_note, "a": _ival(whole["a"]),
+                   "b": _ival(whole["b"]), "delta_ns": _ival(whole_delta),
+                   "significant": significant(whole_delta),
+                   "ratio": whole["b"].median / whole["a"].median if whole["a"].median else None,
+                   "unit_delta_sum_ns": unit_sum}
+    kernels = pd.concat([per["a"]["stats"], per["b"]["stats"]], ignore_index=True)
+    return Attribution(variants=variants, whole_graph=whole_graph, units=unit_rows,
+                       residual=residual, closure=closure, kernels=kernels, notes=notes,
+                       environment=environment, min_effect_ns=min_effect)

@@ -1,0 +1,218 @@
+"""`rootcause compare PROFILE_A PROFILE_B`: offline attribution of two captured profiles.
+
+A is the baseline, B the candidate (deltas are B - A). Catalogs (bundle directories or their
+manifest.json) give provenance-based units and static facts; without them the output says
+what cannot be concluded. Writes DIR/attribution.json atomically and prints a summary that
+reads like the opening of a triage comment.
+
+--measurement FILE: whole-graph latency per variant, JSON: {"a": {...}, "b": {...}} (or
+{"variants": {"a"|label: {...}}}), each with median and interval as median_ns/low_ns/high_ns
+(or _us, _ms, _s), or "ci": [low, high] next to "median_<unit>".
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rootcause.align import align
+from rootcause.attribute import Attribution, WholeGraph, attribute
+from rootcause.diagnose import diagnose
+from rootcause.errors import UsageError
+from rootcause.fileio import write_json
+from rootcause.model import CatalogKernel
+
+# Importers tried in order by their cheap magic check, when rootcause.profilers is absent.
+_READERS = ("parsers.cupti_json", "parsers.ncu_csv", "parsers.nsys_sqlite", "parsers.rocprof",
+            "parsers.chrome_trace", "parsers.iree_profile")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("profile_a", metavar="PROFILE_A", help="baseline profile (CUPTI JSON, ncu CSV, ...)")
+    parser.add_argument("profile_b", metavar="PROFILE_B", help="candidate profile")
+    parser.add_argument("--catalog-a", metavar="BUNDLE", help="bundle directory (or manifest.json) of A")
+    parser.add_argument("--catalog-b", metavar="BUNDLE", help="bundle directory (or manifest.json) of B")
+    parser.add_argument("--measurement", metavar="FILE", help="whole-graph latency of both variants (JSON)")
+    parser.add_argument("--label-a", default=None, help="name of A in the summary (default: bundle name or A)")
+    parser.add_argument("--label-b", default=None, help="name of B in the summary")
+    parser.add_argument("--entry-a", default=None, help="entry function profiled in A (default: manifest entry)")
+    parser.add_argument("--entry-b", default=None, help="entry function profiled in B")
+    parser.add_argument("--device", default=None,
+                        help="GPU the profiles were captured on (e.g. H200): waves, occupancy, peak bandwidth")
+    parser.add_argument("--out", required=True, metavar="DIR", help="directory for attribution.json")
+
+
+def load_profile(path: str) -> pd.DataFrame:
+    """A KernelEvents table from any supported capture, through F's loader when present."""
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"{path}: no such profile file")
+    try:
+        profilers = importlib.import_module("rootcause.profilers")
+    except ModuleNotFoundError:
+        profilers = None
+    if profilers is not None and hasattr(profilers, "load"):
+        events = profilers.load(p)
+    else:
+        data = p.read_bytes()
+        for name in _READERS:
+            try:
+                reader = importlib.import_module(name)
+            except ModuleNotFoundError:
+                continue
+            if reader.matches(data):
+                events = reader.events(data, str(p))
+                break
+        else:
+            raise UsageError(f"{path}: not a profile format rootcause reads (tried {', '.join(_READERS)})")
+    if len(events) == 0:
+        raise UsageError(f"{path}: the profile holds no kernel launches")
+    return events
+
+
+def load_catalog(path: str | None) -> tuple[list[CatalogKernel] | None, dict[str, Any]]:
+    """Catalog kernels and manifest of a bundle directory or its manifest.json."""
+    if path is None:
+        return None, {}
+    p = Path(path)
+    manifest_path = p / "manifest.json" if p.is_dir() else p
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except FileNotFoundError:
+        raise UsageError(f"{manifest_path}: no bundle manifest here") from None
+    except json.JSONDecodeError as err:
+        raise UsageError(f"{manifest_path}: line {err.lineno}: not JSON: {err.msg}") from None
+    kernels = manifest.get("kernels") if isinstance(manifest, dict) else None
+    if not isinstance(kernels, list):
+        raise UsageError(f"{manifest_path}: \"kernels\": missing or not a list")
+    out = []
+    for i, k in enumerate(kernels):
+        if not isinstance(k, dict) or not isinstance(k.get("name"), str):
+            raise UsageError(f"{manifest_path}: kernels[{i}]: not a catalog kernel (no \"name\")")
+        out.append(CatalogKernel.from_dict({"function": k["name"], **k}))
+    return out, manifest
+
+
+_SCALE = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
+
+
+def _figure(d: Any, where: str) -> WholeGraph:
+    if not isinstance(d, dict):
+        raise UsageError(f"{where}: expected an object with a median")
+    for unit, scale in _SCALE.items():
+        if f"median_{unit}" in d:
+            med = d[f"median_{unit}"]
+            ci = d.get("ci") or d.get(f"ci_{unit}") or [d.get(f"low_{unit}", med), d.get(f"high_{unit}", med)]
+            try:
+                lo, hi = float(ci[0]), float(ci[1])
+                return WholeGraph(float(med) * scale, lo * scale, hi * scale, "measured",
+                                  d.get("samples") if isinstance(d.get("samples"), int) else None)
+            except (TypeError, ValueError, IndexError):
+                raise UsageError(f"{where}: interval is not two numbers: {ci!r}") from None
+    raise UsageError(f"{where}: no median_ns / median_us / median_ms / median_s")
+
+
+def load_measurement(path: str | None, labels: tuple[str, str]) -> tuple[WholeGraph | None, WholeGraph | None]:
+    if path is None:
+        return None, None
+    try:
+        doc = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such measurement file") from None
+    except json.JSONDecodeError as err:
+        raise UsageError(f"{path}: line {err.lineno}: not JSON: {err.msg}") from None
+    table = doc.get("variants", doc) if isinstance(doc, dict) else None
+    if not isinstance(table, dict):
+        raise UsageError(f"{path}: expected an object keyed by variant")
+    out = []
+    for key, label in zip("ab", labels):
+        entry = table.get(key, table.get(label))
+        if entry is None:
+            raise UsageError(f"{path}: no figure for variant {key!r} ({label})")
+        out.append(_figure(entry, f"{path}: {key}"))
+    return out[0], out[1]
+
+
+def _fmt_us(ns: float) -> str:
+    return f"{ns / 1e3:.1f} us"
+
+
+def _ci(x: dict[str, float]) -> str:
+    return f"[{x['low'] / 1e3:+.1f}, {x['high'] / 1e3:+.1f}]"
+
+
+def _side(kernels: list[str]) -> str:
+    if not kernels:
+        return "(nothing)"
+    shown = [f"`{k}`" if len(k) <= 48 else f"`{k[:45]}...`" for k in kernels[:3]]
+    return " + ".join(shown) + (f" + {len(kernels) - 3} more" if len(kernels) > 3 else "")
+
+
+def summary(att: Attribution) -> str:
+    """Plain text, like the opening of a triage comment."""
+    A, B = att.variants["a"]["label"], att.variants["b"]["label"]
+    w = att.whole_graph
+    wa, wb, wd = w["a"]["median"], w["b"]["median"], w["delta_ns"]
+    source = "measured" if w["source"] == "measured" else "profiled span per call, no measurement given"
+    if w["significant"]:
+        verb = "slower" if wd["median"] > 0 else "faster"
+        ratio = max(wa, wb) / min(wa, wb) if min(wa, wb) > 0 else float("inf")
+        lines = [f"{B} is {ratio:.2f}x {verb} than {A}: {_fmt_us(wb)} vs {_fmt_us(wa)} per graph call, "
+                 f"{wd['median'] / 1e3:+.1f} us {_ci(wd)} ({source})."]
+    else:
+        lines = [f"No significant whole-graph difference between {B} and {A}: {_fmt_us(wb)} vs "
+                 f"{_fmt_us(wa)} per call, {wd['median'] / 1e3:+.1f} us {_ci(wd)} ({source})."]
+    sig = [u for u in att.units if u["significant"]]
+    if not sig:
+        lines.append("No unit's delta is significant; nothing is blamed.")
+    for rank, u in enumerate(sig[:3]):
+        share = f", {u['share']:+.0%} of the whole delta" if u["share"] is not None and w["significant"] else ""
+        lead = "The top unit is" if rank == 0 else "Next,"
+        lines.append(f"{lead} {_side(u['kernels_b'])} in {B} against {_side(u['kernels_a'])} in {A}: "
+                     f"{_fmt_us(u['time_b_ns']['median'])} vs {_fmt_us(u['time_a_ns']['median'])}, "
+                     f"{u['delta_ns']['median'] / 1e3:+.1f} us {_ci(u['delta_ns'])} per call{share} "
+                     f"(aligned by {u['method']}).")
+        lines.extend(f"  - {f['sentence']}" for f in u["findings"])
+    r = att.residual
+    lines.append(f"Residual (launch overhead, gaps, host): {_fmt_us(r['b']['median'])} in {B} vs "
+                 f"{_fmt_us(r['a']['median'])} in {A}, {r['delta_ns']['median'] / 1e3:+.1f} us "
+                 f"{_ci(r['delta_ns'])}; {r['launches_per_call']['b']:g} vs "
+                 f"{r['launches_per_call']['a']:g} launches per call.")
+    lines.extend(f"  - {f['sentence']}" for f in att.findings if f["unit"] is None)
+    if att.closure is not None:
+        lines.append(f"Closure: units + residual explain {att.closure:.0%} of the whole-graph delta "
+                     f"({w['unit_delta_sum_ns'] / 1e3:+.1f} us from units, "
+                     f"{r['delta_ns']['median'] / 1e3:+.1f} us residual).")
+    for note in att.cannot_conclude:
+        lines.append(f"Cannot conclude: {note}.")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    events_a, events_b = load_profile(args.profile_a), load_profile(args.profile_b)
+    catalog_a, manifest_a = load_catalog(args.catalog_a)
+    catalog_b, manifest_b = load_catalog(args.catalog_b)
+    labels = (args.label_a or manifest_a.get("name") or "A", args.label_b or manifest_b.get("name") or "B")
+    if labels[0] == labels[1]:
+        labels = (f"{labels[0]} (A)", f"{labels[1]} (B)")
+    entry_a = args.entry_a or manifest_a.get("entry")
+    entry_b = args.entry_b or manifest_b.get("entry")
+    whole_a, whole_b = load_measurement(args.measurement, labels)
+    alignment = align(events_a, events_b, catalog_a, catalog_b, entry_a, entry_b)
+    att = attribute(events_a, events_b, alignment, whole_a, whole_b, labels=labels)
+    try:
+        diagnose(att, alignment, catalog_a, catalog_b, args.device, entry_a, entry_b)
+    except KeyError as err:
+        raise UsageError(f"--device: {err.args[0]}") from None
+    for v, path, cat in (("a", args.profile_a, args.catalog_a), ("b", args.profile_b, args.catalog_b)):
+        att.variants[v].update({"profile": str(path), "catalog": cat,
+                                "entry": entry_a if v == "a" else entry_b,
+                                "source": sorted(set((events_a if v == "a" else events_b)["source"].astype(str)))})
+    out = write_json(Path(args.out) / "attribution.json", att.to_dict())
+    print(summary(att))
+    print(f"\nwrote {out}")
+    return 0

@@ -1,0 +1,450 @@
+"""Diagnose what differs in each unit whose delta is significant.
+
+Each rule is one small function `rule(ctx) -> list[dict]`; a finding is
+{"rule", "unit", "sentence", "evidence"}: the sentence is what a compiler engineer would
+write in a triage thread, the evidence the numbers it rests on and where they came from
+('profiled' from the KernelEvents, 'static' from a catalog). Unit rules only run on units
+whose delta is significant (interval excludes 0, at least the minimum effect), so noise is
+never blamed; the residual rule only runs when the residual delta is significant.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import pandas as pd
+
+from rootcause import gpus
+from rootcause.align import Alignment, strip_kernel
+from rootcause.attribute import Attribution
+from rootcause.model import CatalogKernel
+
+# Peak DRAM bandwidth, bytes/s, from the vendors' spec sheets: H200 "GPU Memory Bandwidth
+# 4.8TB/s" (nvidia.com/en-us/data-center/h200, HBM3e); H100 SXM 3.35 TB/s (H100 datasheet);
+# A100 80GB SXM 2,039 GB/s (A100 datasheet); MI300X 5.3 TB/s (AMD Instinct MI300X datasheet).
+PEAK_DRAM_BYTES_PER_S = {"H200": 4.8e12, "H100": 3.35e12, "A100": 2.039e12, "MI300X": 5.3e12}
+
+# A fused kernel doing this many times the replaced kernels' work recomputes its producers.
+RECOMPUTE_FACTOR = 4.0
+
+
+@dataclass
+class Side:
+    """One variant's view of one unit."""
+    label: str
+    kernels: pd.DataFrame  # attribution.kernels rows of this unit and variant
+    catalog: dict[str, CatalogKernel]
+    shared: dict[str, tuple]  # kernel -> all call sites, for kernels serving several
+    entry: str | None
+
+    def dominant(self) -> pd.Series | None:
+        """The kernel with the most time per call."""
+        if self.kernels.empty:
+            return None
+        return self.kernels.sort_values("time_per_call_ns", ascending=False).iloc[0]
+
+    def cat(self, kernel: str) -> CatalogKernel | None:
+        return self.catalog.get(kernel) or self.catalog.get(strip_kernel(kernel))
+
+
+@dataclass
+class Context:
+    unit: dict[str, Any]
+    a: Side
+    b: Side
+    device: str | None
+    arch: str | None
+    sms: int | None
+    attribution: Attribution
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _us(ns: float) -> str:
+    return f"{ns / 1e3:.1f} us" if abs(ns) >= 100 else f"{ns:.0f} ns"
+
+
+def _n(x: float) -> str:
+    return f"{int(x):,}" if float(x).is_integer() else f"{x:,.2f}"
+
+
+def _prod(t) -> int | None:
+    return math.prod(int(x) for x in t) if t is not None else None
+
+
+def _finding(ctx: Context | None, rule: str, sentence: str, **evidence) -> dict[str, Any]:
+    return {"rule": rule, "unit": ctx.unit["unit"] if ctx else None, "sentence": sentence,
+            "evidence": evidence}
+
+
+def _is_na(x) -> bool:
+    return x is None or (not isinstance(x, (tuple, list)) and pd.isna(x))
+
+
+def _waves(ctx: Context, row: pd.Series) -> dict[str, Any] | None:
+    """Waves of resident blocks on the device, from gpus.occupancy and the SM count."""
+    if ctx.arch is None or ctx.sms is None or _is_na(row.get("registers")) or row["block"] is None:
+        return None
+    occ = gpus.occupancy(ctx.arch, _prod(row["block"]), int(row["registers"]),
+                         int(0 if _is_na(row.get("shared_bytes")) else row["shared_bytes"]))
+    per_wave = occ.active_blocks * ctx.sms
+    blocks = _prod(row["grid"])
+    if not per_wave or blocks is None:
+        return None
+    waves = blocks / per_wave
+    tail = (blocks % per_wave) / per_wave
+    return {"blocks_per_sm": occ.active_blocks, "blocks_per_wave": per_wave, "waves": waves,
+            "tail": tail, "occupancy": occ.occupancy, "limiter": occ.limiter}
+
+
+# --- unit rules ------------------------------------------------------------------------------
+
+def pair(ctx: Context) -> tuple[Side, pd.Series, Side, pd.Series] | None:
+    """(slow side, its dominant kernel, fast side, the counterpart kernel there).
+
+    The counterpart is the other side's kernel whose op name appears earliest in the
+    dominant kernel's name (pool2d in fused_pool2d_add2), else the other side's dominant."""
+    slow, fast = (ctx.b, ctx.a) if ctx.unit["delta_ns"]["median"] > 0 else (ctx.a, ctx.b)
+    focus = slow.dominant()
+    if focus is None or fast.kernels.empty:
+        return None
+    name = focus["kernel"]
+    ranked = sorted(fast.kernels.itertuples(index=False),
+                    key=lambda r: (name.find(strip_kernel(r.kernel)) % (len(name) + 1)
+                                   if strip_kernel(r.kernel) in name else len(name) + 1,
+                                   -r.time_per_call_ns))
+    counterpart = fast.kernels[fast.kernels.kernel == ranked[0].kernel].iloc[0]
+    return slow, focus, fast, counterpart
+
+
+def _launch_text(ctx: Context, side: Side, k: pd.Series) -> tuple[str, dict[str, Any]]:
+    blocks, threads = _prod(k["grid"]), _prod(k["block"])
+    w = _waves(ctx, k)
+    text = f"{side.label}'s `{k['kernel']}` launches {_n(blocks)} blocks x {_n(threads)} threads"
+    if w and w["waves"] < 1:
+        text += (f" (a partial wave: {w['waves']:.0%} of the {_n(w['blocks_per_wave'])} resident "
+                 f"block slots of the {ctx.device}'s {ctx.sms} SMs)")
+    elif w:
+        text += (f" ({w['waves']:.2f} waves of {_n(w['blocks_per_wave'])} resident blocks on the "
+                 f"{ctx.device}'s {ctx.sms} SMs, last wave {w['tail']:.0%} full)")
+    return text, {"kernel": k["kernel"], "grid": list(k["grid"]), "block": list(k["block"]),
+                  "blocks": blocks, "threads_per_block": threads, "waves": w}
+
+
+def launch_config(ctx: Context) -> list[dict[str, Any]]:
+    """The slow side's dominant kernel is launched unlike every kernel of the other side;
+    waves per SM and tail when the device is known."""
+    p = pair(ctx)
+    if p is None or p[1]["grid"] is None:
+        return []
+    slow, focus, fast, counterpart = p
+    config = (tuple(focus["grid"]), tuple(focus["block"]))
+    if any(r.grid is not None and (tuple(r.grid), tuple(r.block)) == config
+           for r in fast.kernels.itertuples(index=False)):
+        return []
+    text_slow, ev_slow = _launch_text(ctx, slow, focus)
+    text_fast, ev_fast = _launch_text(ctx, fast, counterpart)
+    sentence = f"{text_slow}, where {text_fast}."
+    evidence = {"source": "profiled", slow.label: ev_slow, fast.label: ev_fast}
+    # Seed 000's signature: one block per element the other side computes with one thread.
+    if (counterpart["block"] is not None and _prod(focus["block"]) > 1
+            and _prod(focus["grid"]) == _prod(counterpart["grid"]) * _prod(counterpart["block"])):
+        sentence += (f" That is one block of {_n(_prod(focus['block']))} threads per element that "
+                     f"`{counterpart['kernel']}` computes with one thread ({_n(_prod(focus['grid']))} elements).")
+        evidence["one_block_per_element"] = True
+    return [_finding(ctx, "launch-config", sentence, **evidence)]
+
+
+def launch_count(ctx: Context) -> list[dict[str, Any]]:
+    """The slow side launches many more kernels for the same ops."""
+    la, lb = ctx.unit["launches_a"], ctx.unit["launches_b"]
+    slow, fast, ls, lf = (ctx.b, ctx.a, lb, la) if ctx.unit["delta_ns"]["median"] > 0 else (ctx.a, ctx.b, la, lb)
+    if ls < 2 * max(lf, 1):
+        return []
+    t = ctx.unit["time_a_ns" if slow is ctx.a else "time_b_ns"]["median"]
+    sentence = (f"{slow.label} launches {_n(ls)} kernels per call for these ops ({len(slow.kernels)} "
+                f"distinct, {_us(t)} in total) where {fast.label} launches {_n(lf)}.")
+    return [_finding(ctx, "launch-count", sentence, source="profiled",
+                     launches_per_call={ctx.a.label: la, ctx.b.label: lb})]
+
+
+def occupancy_limiter(ctx: Context) -> list[dict[str, Any]]:
+    """Theoretical occupancy or its limiter differ between the dominant kernels."""
+    p = pair(ctx)
+    if p is None:
+        return []
+    ka, kb = (p[3], p[1]) if p[0] is ctx.b else (p[1], p[3])
+    wa, wb = _waves(ctx, ka), _waves(ctx, kb)
+    if not wa or not wb:
+        return []
+    if abs(wa["occupancy"] - wb["occupancy"]) < 0.05 and wa["limiter"] == wb["limiter"]:
+        return []
+    sentence = (f"Theoretical occupancy goes from {wa['occupancy']:.0%} ({wa['limiter']}-limited, "
+                f"`{ka['kernel']}`: {ka['registers']} registers, {ka['shared_bytes']} B shared) in "
+                f"{ctx.a.label} to {wb['occupancy']:.0%} ({wb['limiter']}-limited, `{kb['kernel']}`: "
+                f"{kb['registers']} registers, {kb['shared_bytes']} B shared) in {ctx.b.label}.")
+    return [_finding(ctx, "occupancy", sentence, source="profiled resources, gpus.occupancy",
+                     a={**wa, "kernel": ka["kernel"]}, b={**wb, "kernel": kb["kernel"]})]
+
+
+def _max_col(side: Side, col: str) -> tuple[int, str | None]:
+    vals = side.kernels[["kernel", col]].dropna() if col in side.kernels else pd.DataFrame()
+    if vals.empty:
+        return 0, None
+    row = vals.sort_values(col, ascending=False).iloc[0]
+    return int(row[col]), row["kernel"]
+
+
+def shared_memory(ctx: Context) -> list[dict[str, Any]]:
+    """Shared memory per block introduced or removed."""
+    (sa, ka), (sb, kb) = _max_col(ctx.a, "shared_bytes"), _max_col(ctx.b, "shared_bytes")
+    if (sa > 0) == (sb > 0):
+        return []
+    has, k, other = (ctx.b, kb, ctx.a) if sb else (ctx.a, ka, ctx.b)
+    size = sb or sa
+    sentence = (f"{has.label}'s `{k}` uses {size} B of shared memory per block; "
+                f"{other.label}'s kernels for the same ops use none")
+    cat = has.cat(k)
+    rule = (cat.schedule or {}).get("rule") if cat else None
+    if rule and "reduction" in rule.lower():
+        sentence += f", consistent with the cross-thread reduction of its {rule} schedule"
+    return [_finding(ctx, "shared-memory", sentence + ".", source="profiled", variant=has.label,
+                     kernel=k, shared_bytes=size, schedule_rule=rule)]
+
+
+def local_memory(ctx: Context) -> list[dict[str, Any]]:
+    """Local memory, stack or spills where the other side has none (or less)."""
+    facts = {}
+    for side in (ctx.a, ctx.b):
+        local, k = _max_col(side, "local_bytes")
+        spills = stack = 0
+        for name in side.kernels.kernel:
+            cat = side.cat(name)
+            res = cat.resources if cat else {}
+            spills = max(spills, res.get("spills") or 0)
+            stack = max(stack, res.get("stack_bytes") or 0)
+            local = max(local, res.get("local_bytes") or 0)
+        facts[side.label] = {"local_bytes": local, "spills": spills, "stack_bytes": stack}
+    fa, fb = facts[ctx.a.label], facts[ctx.b.label]
+    if fa == fb:
+        return []
+    worse, better = (ctx.b, ctx.a) if sum(fb.values()) > sum(fa.values()) else (ctx.a, ctx.b)
+    f = facts[worse.label]
+    sentence = (f"{worse.label} uses {f['local_bytes']} B local memory per thread, {f['spills']} "
+                f"spilled bytes and {f['stack_bytes']} B stack; {better.label}: "
+                f"{facts[better.label]['local_bytes']} B, {facts[better.label]['spills']}, "
+                f"{facts[better.label]['stack_bytes']} B.")
+    return [_finding(ctx, "local-memory", sentence, source="profiled local bytes, static spills/stack",
+                     **facts)]
+
+
+def bandwidth(ctx: Context) -> list[dict[str, Any]]:
+    """Achieved DRAM bandwidth from the catalog's bytes_moved against the device's peak."""
+    peak = PEAK_DRAM_BYTES_PER_S.get(ctx.device or "")
+    rows = {}
+    for side in (ctx.a, ctx.b):
+        moved = time = 0.0
+        for r in side.kernels.itertuples(index=False):
+            cat = side.cat(r.kernel)
+            if cat is None or cat.bytes_moved is None:
+                return []
+            moved += cat.bytes_moved * r.launches_per_call
+            time += r.time_per_call_ns
+        if time:
+            rows[side.label] = {"bytes_per_call": moved, "time_ns": time, "bytes_per_s": moved / time * 1e9}
+    if len(rows) != 2:
+        return []
+    texts = []
+    for label, r in rows.items():
+        t = f"{label} moves {r['bytes_per_call'] / 1e6:.2f} MB in {_us(r['time_ns'])} ({r['bytes_per_s'] / 1e12:.3f} TB/s"
+        t += f", {r['bytes_per_s'] / peak:.1%} of the {ctx.device}'s {peak / 1e12:.1f} TB/s peak)" if peak else ")"
+        texts.append(t)
+    return [_finding(ctx, "bandwidth", "; ".join(texts) + ".", source="static bytes_moved, profiled time",
+                     peak_bytes_per_s=peak, peak_source="vendor spec sheet" if peak else None, **rows)]
+
+
+def recomputation(ctx: Context) -> list[dict[str, Any]]:
+    """A fused kernel whose work (flops, else bytes moved) exceeds the replaced kernels' many times."""
+    for metric in ("flops", "bytes_moved"):
+        totals = {}
+        for side in (ctx.a, ctx.b):
+            total = 0.0
+            for r in side.kernels.itertuples(index=False):
+                cat = side.cat(r.kernel)
+                value = getattr(cat, metric) if cat else None
+                if value is None:
+                    total = None
+                    break
+                total += value * r.launches_per_call
+            totals[side.label] = total
+        ta, tb = totals[ctx.a.label], totals[ctx.b.label]
+        if not ta or not tb:
+            continue
+        fused, other = (ctx.b, ctx.a) if tb > ta else (ctx.a, ctx.b)
+        ratio = max(ta, tb) / min(ta, tb)
+        if ratio >= RECOMPUTE_FACTOR and len(fused.kernels) <= len(other.kernels):
+            k = fused.dominant()["kernel"]
+            what = "arithmetic" if metric == "flops" else "memory traffic"
+            sentence = (f"{fused.label}'s `{k}` does {ratio:.1f}x the {what} of the {len(other.kernels)} "
+                        f"kernel(s) it replaces in {other.label} ({_n(max(ta, tb))} vs {_n(min(ta, tb))} "
+                        f"{metric} per call): the fused kernel recomputes its producers.")
+            return [_finding(ctx, "recomputation", sentence, source=f"static {metric}", metric=metric,
+                             ratio=ratio, **totals)]
+    return []
+
+
+def _owner(name: str) -> str | None:
+    """The function an IREE dispatch symbol was named after ('prefill_bs2$async_dispatch_0_..')."""
+    m = re.match(r"^(.+?)(?:\$async)?_dispatch_\d+_", name)
+    return m.group(1) if m else None
+
+
+def shared_executable(ctx: Context) -> list[dict[str, Any]]:
+    """One executable serving call sites of different shapes (seed 001), lowering_config named."""
+    out = []
+    for side, other in ((ctx.a, ctx.b), (ctx.a, ctx.b)[::-1]):
+        for name in side.kernels.kernel:
+            sites = side.shared.get(name)
+            owner = _owner(name)
+            by_name = owner and side.entry and owner != side.entry
+            if not sites and not by_name:
+                continue
+            mine = other.dominant()
+            cat, cat_other = side.cat(name), other.cat(mine["kernel"]) if mine is not None else None
+            la = (cat.schedule or {}).get("lowering_config") if cat else None
+            lb = (cat_other.schedule or {}).get("lowering_config") if cat_other else None
+            site_text = ", ".join(sites) if sites else f"{owner} and {side.entry}"
+            sentence = (f"In {side.label}, `{name}` is one executable serving {site_text}"
+                        + (f"; this call ({side.entry}) runs it" if side.entry else ""))
+            diff = {}
+            if la is not None and lb is not None:
+                diff = {k: {"a_side" if side is ctx.a else "b_side": la.get(k), "other": lb.get(k)}
+                        for k in sorted(set(la) | set(lb)) if la.get(k) != lb.get(k)}
+                if diff:
+                    sentence += (f" with lowering_config " + ", ".join(f"{k}={la.get(k)}" for k in diff)
+                                 + f", where {other.label}'s `{mine['kernel']}` uses "
+                                 + ", ".join(f"{k}={lb.get(k)}" for k in diff))
+                else:
+                    sentence += f" with the same lowering_config as {other.label}'s `{mine['kernel']}`"
+            else:
+                sentence += " (no catalog lowering_config to name the difference)"
+            out.append(_finding(ctx, "shared-executable", sentence + ".", source="static catalog" if la else "kernel name",
+                                variant=side.label, kernel=name, call_sites=list(sites or [owner, side.entry]),
+                                lowering_config=la, other_lowering_config=lb, differs=diff))
+    return out
+
+
+_SCHEDULE_KEYS = ("rule", "pipeline", "workgroup_size", "subgroup_size")
+
+
+def schedule_rule(ctx: Context) -> list[dict[str, Any]]:
+    """The scheduling choice (TVM rule, IREE pipeline / workgroup size) differs."""
+    p = pair(ctx)
+    if p is None:
+        return []
+    ka, kb = (p[3], p[1]) if p[0] is ctx.b else (p[1], p[3])
+    ca, cb = ctx.a.cat(ka["kernel"]), ctx.b.cat(kb["kernel"])
+    if ca is None or cb is None:
+        return []
+    sa, sb = ca.schedule or {}, cb.schedule or {}
+    diff = {k: (sa.get(k), sb.get(k)) for k in _SCHEDULE_KEYS
+            if (k in sa or k in sb) and sa.get(k) != sb.get(k)}
+    if not diff:
+        return []
+    text = ", ".join(f"{k} {a!r} in {ctx.a.label} vs {b!r} in {ctx.b.label}" for k, (a, b) in diff.items())
+    sentence = f"The schedule of `{cb.function or kb['kernel']}` differs from `{ca.function or ka['kernel']}`: {text}."
+    return [_finding(ctx, "schedule", sentence, source="static catalog",
+                     a={"kernel": ka["kernel"], **sa}, b={"kernel": kb["kernel"], **sb})]
+
+
+UNIT_RULES: list[Callable[[Context], list[dict[str, Any]]]] = [
+    launch_config, launch_count, occupancy_limiter, shared_memory, local_memory, bandwidth, recomputation,
+    shared_executable, schedule_rule,
+]
+
+
+# --- whole-graph rule ------------------------------------------------------------------------
+
+def launch_overhead(att: Attribution) -> list[dict[str, Any]]:
+    """The residual (launch overhead, gaps, host) accounts for much of the delta."""
+    r, wd = att.residual, att.whole_graph["delta_ns"]["median"]
+    if not r["significant"]:
+        return []
+    d = r["delta_ns"]["median"]
+    biggest_unit = max((abs(u["delta_ns"]["median"]) for u in att.units), default=0.0)
+    if wd and abs(d) < 0.25 * abs(wd) and abs(d) < biggest_unit:
+        return []
+    la, lb = r["launches_per_call"]["a"], r["launches_per_call"]["b"]
+    A, B = att.variants["a"]["label"], att.variants["b"]["label"]
+    verb = "costs" if d > 0 else "saves"
+    sentence = (f"Outside the kernels, {B} {verb} {_us(abs(d))} per call against {A} "
+                f"({_us(r['b']['median'])} vs {_us(r['a']['median'])} of launch overhead, gaps and host time), "
+                f"with {_n(lb)} launches per call vs {_n(la)}")
+    if wd:
+        sentence += f"; that is {d / wd:+.0%} of the whole-graph delta"
+    return [_finding(None, "launch-overhead", sentence + ".", source=att.whole_graph["source"],
+                     residual_a_ns=r["a"], residual_b_ns=r["b"], delta_ns=r["delta_ns"],
+                     launches_per_call={"a": la, "b": lb})]
+
+
+def _device(device: str | None) -> tuple[str | None, int | None]:
+    if device is None:
+        return None, None
+    key = next((k for k in gpus.DEVICES if k.lower() == device.lower()), None)
+    if key is None:
+        raise KeyError(f"unknown device {device!r} (known: {', '.join(gpus.DEVICES)})")
+    return gpus.DEVICES[key]
+
+
+def _catalog_index(catalog: list[CatalogKernel] | None) -> dict[str, CatalogKernel]:
+    index: dict[str, CatalogKernel] = {}
+    for k in catalog or []:
+        index.setdefault(k.name, k)
+        index.setdefault(strip_kernel(k.name), k)
+    return index
+
+
+def diagnose(att: Attribution, alignment: Alignment, catalog_a: list[CatalogKernel] | None = None,
+             catalog_b: list[CatalogKernel] | None = None, device: str | None = None,
+             entry_a: str | None = None, entry_b: str | None = None) -> list[dict[str, Any]]:
+    """Run every rule; attach findings to their units and to att.findings; return them all."""
+    arch, sms = _device(device)
+    cats = {"a": _catalog_index(catalog_a), "b": _catalog_index(catalog_b)}
+    entries = {"a": entry_a, "b": entry_b}
+    shared = {v: {r.kernel: tuple(r.shared_call_sites) for r in alignment.kernels.itertuples()
+                  if r.variant == v and r.shared_call_sites} for v in "ab"}
+    findings: list[dict[str, Any]] = []
+    for unit in att.units:
+        if not unit["significant"]:
+            continue
+        sides = {}
+        for v in "ab":
+            rows = att.kernels[(att.kernels.variant == v) & (att.kernels.unit == unit["unit"])]
+            sides[v] = Side(att.variants[v]["label"], rows, cats[v], shared[v], entries[v])
+        ctx = Context(unit, sides["a"], sides["b"], device and device.upper(), arch, sms, att)
+        for rule in UNIT_RULES:
+            found = rule(ctx)
+            unit["findings"].extend(found)
+            findings.extend(found)
+    findings.extend(launch_overhead(att))
+    att.findings = findings
+    att.cannot_conclude.extend(_limits(att, catalog_a, catalog_b, device))
+    return findings
+
+
+def _limits(att, catalog_a, catalog_b, device) -> list[str]:
+    out = []
+    if not catalog_a or not catalog_b:
+        out.append("without both catalogs (bundles' manifest.json), units are joined by kernel names "
+                   "and launch shapes, not provenance; schedule rules, lowering_config, bytes moved "
+                   "(bandwidth vs peak), work (recomputation) and spills cannot be checked")
+    if device is None:
+        out.append("no --device given: waves per SM, occupancy and bandwidth against peak are not computed")
+    if att.whole_graph["source"] != "measured":
+        out.append("no measurement given: the whole-graph delta is the profiled span, which includes "
+                   "profiler overhead; closure says how well units + residual explain that span, "
+                   "not the un-profiled latency")
+    if any(u["flagged"] for u in att.units):
+        out.append("some kernels have no counterpart in the other variant (flagged units)")
+    return out
