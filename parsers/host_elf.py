@@ -1,0 +1,112 @@
+"""Host ELF objects and shared libraries (x86-64, aarch64): one row per defined function.
+
+These are the CPU-target kernels: TVM llvm PrimFuncs (`__tvm_ffi_<name>`), IREE llvm-cpu
+dispatches. A function is a defined STT_FUNC symbol with a size; .symtab is preferred and
+.dynsym is read when the file is stripped. The small ELF helpers here (`open_elf`,
+`symbol_bytes`) are shared by the other ELF-based readers (hsaco, tvm_library, vmfb).
+"""
+from __future__ import annotations
+
+import io
+from typing import Any, Callable, TypeVar
+
+from elftools.common.exceptions import ELFError
+from elftools.elf.elffile import ELFFile
+
+from parsers.base import KernelRecord, ParseError
+
+ELF_MAGIC = b"\x7fELF"
+HOST_MACHINES = {"EM_X86_64": "x86_64", "EM_AARCH64": "aarch64", "EM_386": "x86", "EM_ARM": "arm",
+                 "EM_RISCV": "riscv"}
+
+T = TypeVar("T")
+
+
+def matches(data: bytes) -> bool:
+    """An ELF file for a host CPU (not an AMDGPU or CUDA device binary)."""
+    if data[:4] != ELF_MAGIC or len(data) < 20:
+        return False
+    little = data[5:6] == b"\x01"
+    machine = int.from_bytes(data[18:20], "little" if little else "big")
+    return machine in (0x3E, 0xB7, 0x03, 0x28, 0xF3)
+
+
+def guarded(file: str, where: str, fn: Callable[[], T]) -> T:
+    """Run fn, turning any failure of pyelftools on corrupt bytes into one ParseError."""
+    try:
+        return fn()
+    except ParseError:
+        raise
+    except (ELFError, ValueError, KeyError, IndexError, TypeError, AttributeError, OverflowError,
+            AssertionError, UnicodeDecodeError, MemoryError, RecursionError, EOFError) as err:
+        raise ParseError(file, where, f"corrupt ELF: {type(err).__name__}: {err}") from None
+    except Exception as err:  # construct.StreamError and friends
+        raise ParseError(file, where, f"corrupt ELF: {type(err).__name__}: {err}") from None
+
+
+def open_elf(data: bytes, file: str) -> ELFFile:
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise ParseError(file, "", f"expected bytes, got {type(data).__name__}")
+    data = bytes(data)
+    if data[:4] != ELF_MAGIC:
+        raise ParseError(file, "offset 0", f"not an ELF file (magic {data[:4].hex() or 'empty'})")
+    return guarded(file, "ELF header", lambda: ELFFile(io.BytesIO(data)))
+
+
+def section_bytes_at(elf: ELFFile, data: bytes, address: int, size: int, file: str, what: str) -> bytes:
+    """The file bytes behind [address, address+size) of a loaded section."""
+    for section in elf.iter_sections():
+        start, length = section["sh_addr"], section["sh_size"]
+        if section["sh_type"] != "SHT_NOBITS" and start <= address and address + size <= start + length:
+            offset = section["sh_offset"] + (address - start)
+            if offset + size > len(data):
+                raise ParseError(file, f"offset {offset:#x}", f"{what} runs past the end of the file")
+            return data[offset:offset + size]
+    raise ParseError(file, f"address {address:#x}", f"{what} lies in no section with file contents")
+
+
+def symbols(elf: ELFFile, file: str) -> list[Any]:
+    """Symbols of .symtab, else .dynsym (a stripped library keeps only the dynamic ones)."""
+    def read() -> list[Any]:
+        for name in (".symtab", ".dynsym"):
+            table = elf.get_section_by_name(name)
+            if table is not None and hasattr(table, "iter_symbols"):
+                found = list(table.iter_symbols())
+                if found:
+                    return found
+        return []
+    return guarded(file, "symbol table", read)
+
+
+def symbol_bytes(data: bytes, name: str, file: str) -> bytes | None:
+    """Contents of the defined data symbol `name`, or None when there is no such symbol."""
+    elf = open_elf(data, file)
+    for sym in symbols(elf, file):
+        if sym.name == name and sym["st_shndx"] != "SHN_UNDEF":
+            return section_bytes_at(elf, data, sym["st_value"], sym["st_size"], file, f"symbol {name}")
+    return None
+
+
+def _arch(elf: ELFFile) -> str:
+    machine = elf["e_machine"]
+    return HOST_MACHINES.get(machine, str(machine).removeprefix("EM_").lower())
+
+
+def kernels(data: bytes, file: str = "<bytes>") -> list[KernelRecord]:
+    """One record per defined function symbol (STT_FUNC, size > 0)."""
+    elf = open_elf(data, file)
+    arch = guarded(file, "ELF header", lambda: _arch(elf))
+    rows: dict[str, KernelRecord] = {}
+    for sym in symbols(elf, file):
+        def row() -> KernelRecord | None:
+            if sym["st_info"]["type"] != "STT_FUNC" or sym["st_size"] <= 0:
+                return None
+            if sym["st_shndx"] in ("SHN_UNDEF", "SHN_ABS"):
+                return None
+            return KernelRecord(name=sym.name, file=file, format="host-elf", arch=arch,
+                                extra={"size": int(sym["st_size"]), "address": int(sym["st_value"]),
+                                       "binding": sym["st_info"]["bind"].removeprefix("STB_").lower()})
+        record = guarded(file, f"symbol {sym.name!r}", row)
+        if record is not None and record.name not in rows:  # aliases: keep the first
+            rows[record.name] = record
+    return list(rows.values())
