@@ -1,0 +1,174 @@
+"""NVIDIA fatbin containers (what `nvcc -fatbin` writes and the `.nv_fatbin` section holds).
+
+Layout (little-endian), checked against nvcc 13.5 output and cuobjdump -xelf/-xptx:
+- container header, 16 bytes: u32 magic 0xBA55ED50, u16 version (1), u16 header size (16),
+  u64 size of the entries that follow. Several containers may be concatenated (a shared
+  library linked from several objects holds one per object), padded with zeros to 8 bytes.
+- entry header: u16 kind (1 PTX, 2 ELF cubin, 0x100 several cubins compressed together by
+  `nvcc --concat`), u16 (0x0101), u32 header size (64, 80 for PTX, 120 for sm_100 ELF),
+  u64 payload size (padded to 8), u32 compressed size @16, u16 minor @24, u16 major @26
+  (PTX ISA version for PTX), u32 SM @28, u64 flags @40, u64 uncompressed size @56.
+  The payload follows the header; the next entry follows the payload.
+- flags: 0x2000 payload is an LZ4 block, 0x8000 a zstd frame (nvcc --compress-mode=speed
+  gives LZ4; size, balance and -Xfatbin=-compress-all give zstd); 0x100000 the 'a'
+  (architecture-specific) target, e.g. sm_90a.
+- a concatenated entry (kind 0x100) carries after its first 64 header bytes: u32 count,
+  u32 table size, then count 64-byte sub-headers laid out like an entry header but with the
+  offset of the member in the decompressed payload at @4.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import lz4.block
+import zstandard
+
+from parsers.base import ParseError
+
+MAGIC = 0xBA55ED50
+HEADER = struct.Struct("<IHHQ")
+KIND_PTX, KIND_ELF, KIND_CONCAT = 1, 2, 0x100
+FLAG_LZ4, FLAG_ZSTD, FLAG_ARCH_SPECIFIC = 0x2000, 0x8000, 0x100000
+ENTRY_MIN = 64
+# A decompressed entry larger than this is refused rather than allocated (a damaged size field).
+MAX_ENTRY_BYTES = 1 << 31
+
+
+@dataclass
+class FatbinEntry:
+    """One code object: kind 'cubin'|'ptx', arch like 'sm_90', data decompressed.
+
+    offset is the entry header's offset in the input; container counts from 0; flags and
+    ptx_version (for PTX, 'major.minor') are as the header says.
+    """
+
+    kind: str
+    arch: str
+    data: bytes
+    compressed: str | None
+    offset: int
+    container: int = 0
+    flags: int = 0
+    ptx_version: str | None = None
+
+
+def matches(data: bytes) -> bool:
+    return len(data) >= 4 and struct.unpack_from("<I", data)[0] == MAGIC
+
+
+def containers(data: bytes, file: str = "<bytes>") -> list[tuple[int, int]]:
+    """(start, end) byte ranges of the concatenated containers in data."""
+    out = []
+    pos = 0
+    while pos < len(data):
+        if not any(data[pos:pos + 8]):  # alignment padding between or after containers
+            pos += 8
+            continue
+        if len(data) - pos < HEADER.size:
+            raise ParseError(file, f"offset {pos:#x}", f"truncated fatbin header ({len(data) - pos} of 16 bytes)")
+        magic, version, hsize, fsize = HEADER.unpack_from(data, pos)
+        where = f"container {len(out)} at {pos:#x}"
+        if magic != MAGIC:
+            raise ParseError(file, where, f"bad magic {magic:#010x}, expected {MAGIC:#010x}")
+        if hsize < HEADER.size:
+            raise ParseError(file, where, f"header size {hsize} < 16")
+        end = pos + hsize + fsize
+        if end > len(data):
+            raise ParseError(file, where, f"container of {hsize + fsize} bytes runs past the end of the data ({len(data) - pos} left)")
+        out.append((pos, end))
+        pos = end
+    if not out:
+        raise ParseError(file, "offset 0", "no fatbin container (empty or all zero)")
+    return out
+
+
+def _arch(sm: int, flags: int) -> str:
+    return f"sm_{sm}" + ("a" if flags & FLAG_ARCH_SPECIFIC else "")
+
+
+def _decompress(payload: bytes, flags: int, size: int, file: str, where: str) -> tuple[bytes, str | None]:
+    if not flags & (FLAG_LZ4 | FLAG_ZSTD):
+        return payload, None
+    if size <= 0 or size > MAX_ENTRY_BYTES:
+        raise ParseError(file, where, f"compressed entry with uncompressed size {size}")
+    try:
+        if flags & FLAG_ZSTD:
+            out = zstandard.ZstdDecompressor().decompress(payload, max_output_size=size)
+            codec = "zstd"
+        else:
+            out = lz4.block.decompress(payload, uncompressed_size=size)
+            codec = "lz4"
+    except (zstandard.ZstdError, lz4.block.LZ4BlockError, ValueError, MemoryError) as exc:
+        raise ParseError(file, where, f"cannot decompress entry ({exc})") from None
+    if len(out) != size:
+        raise ParseError(file, where, f"decompressed {len(out)} bytes, header says {size}")
+    return out, codec
+
+
+def _entry(data: bytes, pos: int, end: int, index: int, file: str) -> tuple[list[FatbinEntry], int]:
+    """Entries at pos (several for a concatenated one) and the offset of the next header."""
+    where = f"container {index}, entry at {pos:#x}"
+    if end - pos < ENTRY_MIN:
+        raise ParseError(file, where, f"truncated entry header ({end - pos} of {ENTRY_MIN} bytes)")
+    kind, _, hsize, psize = struct.unpack_from("<HHIQ", data, pos)
+    csize, = struct.unpack_from("<I", data, pos + 16)
+    minor, major, sm = struct.unpack_from("<HHI", data, pos + 24)
+    flags, = struct.unpack_from("<Q", data, pos + 40)
+    usize, = struct.unpack_from("<Q", data, pos + 56)
+    if hsize < ENTRY_MIN or pos + hsize > end:
+        raise ParseError(file, where, f"entry header size {hsize} outside 64..{end - pos}")
+    start = pos + hsize
+    if start + psize > end:
+        raise ParseError(file, where, f"payload of {psize} bytes runs past the container end ({end - start} left)")
+    compressed = flags & (FLAG_LZ4 | FLAG_ZSTD)
+    if compressed and csize > psize:
+        raise ParseError(file, where, f"compressed size {csize} > payload size {psize}")
+    payload = data[start:start + (csize if compressed else psize)]
+    body, codec = _decompress(payload, flags, usize, file, where)
+    nxt = start + psize
+    common = dict(compressed=codec, offset=pos, container=index, flags=flags)
+    if kind == KIND_PTX:
+        return [FatbinEntry("ptx", _arch(sm, flags), body.rstrip(b"\0"), ptx_version=f"{major}.{minor}", **common)], nxt
+    if kind == KIND_ELF:
+        return [FatbinEntry("cubin", _arch(sm, flags), body, **common)], nxt
+    if kind == KIND_CONCAT:
+        return _members(data, pos, hsize, body, common, file, where), nxt
+    raise ParseError(file, where, f"unknown entry kind {kind:#x}")
+
+
+def _members(data: bytes, pos: int, hsize: int, body: bytes, common: dict, file: str, where: str) -> list[FatbinEntry]:
+    """Split a concatenated entry's payload by the sub-header table after its first 64 bytes."""
+    if hsize < ENTRY_MIN + 8:
+        raise ParseError(file, where, "concatenated entry without a member table")
+    count, table = struct.unpack_from("<II", data, pos + ENTRY_MIN)
+    if table < 8 + 64 * count or ENTRY_MIN + table > hsize:
+        raise ParseError(file, where, f"member table of {count} entries does not fit in {table} bytes / header {hsize}")
+    out = []
+    for i in range(count):
+        sub = pos + ENTRY_MIN + 8 + 64 * i
+        kind, _, moff, msize = struct.unpack_from("<HHIQ", data, sub)
+        sm, = struct.unpack_from("<I", data, sub + 28)
+        mflags, = struct.unpack_from("<Q", data, sub + 40)
+        if moff + msize > len(body):
+            raise ParseError(file, f"{where}, member {i}", f"member at {moff}+{msize} outside the {len(body)}-byte payload")
+        member = body[moff:moff + msize]
+        kind_name = {KIND_PTX: "ptx", KIND_ELF: "cubin"}.get(kind)
+        if kind_name is None:
+            raise ParseError(file, f"{where}, member {i}", f"unknown member kind {kind:#x}")
+        out.append(FatbinEntry(kind_name, _arch(sm, mflags), member.rstrip(b"\0") if kind == KIND_PTX else member,
+                               **{**common, "flags": mflags}))
+    return out
+
+
+def entries(data: bytes, file: str = "<bytes>") -> list[FatbinEntry]:
+    """Every code object in the (possibly concatenated) fatbin containers of data."""
+    data = bytes(data)
+    out: list[FatbinEntry] = []
+    for index, (start, end) in enumerate(containers(data, file)):
+        _, _, hsize, _ = HEADER.unpack_from(data, start)
+        pos = start + hsize
+        while pos < end:
+            found, pos = _entry(data, pos, end, index, file)
+            out.extend(found)
+    return out
