@@ -65,6 +65,21 @@ def section_bytes_at(elf: ELFFile, data: bytes, address: int, size: int, file: s
     raise ParseError(file, f"address {address:#x}", f"{what} lies in no section with file contents")
 
 
+def symbol_contents(elf: ELFFile, data: bytes, sym: Any, size: int, file: str) -> bytes:
+    """size bytes at a defined symbol; in a relocatable object st_value is section-relative."""
+    what = f"symbol {sym.name}"
+    if elf["e_type"] != "ET_REL":
+        return section_bytes_at(elf, data, sym["st_value"], size, file, what)
+    index = sym["st_shndx"]
+    if not isinstance(index, int) or index >= elf.num_sections():
+        raise ParseError(file, what, f"section index {index} is not a section")
+    section = elf.get_section(index)
+    offset = section["sh_offset"] + sym["st_value"]
+    if sym["st_value"] + size > section["sh_size"] or offset + size > len(data):
+        raise ParseError(file, f"offset {offset:#x}", f"{what} runs past its section")
+    return data[offset:offset + size]
+
+
 def symbols(elf: ELFFile, file: str) -> list[Any]:
     """Symbols of .symtab, else .dynsym (a stripped library keeps only the dynamic ones)."""
     def read() -> list[Any]:
@@ -83,7 +98,7 @@ def symbol_bytes(data: bytes, name: str, file: str) -> bytes | None:
     elf = open_elf(data, file)
     for sym in symbols(elf, file):
         if sym.name == name and sym["st_shndx"] != "SHN_UNDEF":
-            return section_bytes_at(elf, data, sym["st_value"], sym["st_size"], file, f"symbol {name}")
+            return guarded(file, f"symbol {name}", lambda: symbol_contents(elf, data, sym, sym["st_size"], file))
     return None
 
 

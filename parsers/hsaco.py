@@ -16,7 +16,7 @@ from typing import Any
 import msgpack
 
 from parsers.base import KernelRecord, ParseError
-from parsers.host_elf import ELF_MAGIC, guarded, open_elf, section_bytes_at, symbols
+from parsers.host_elf import ELF_MAGIC, guarded, open_elf, symbol_contents, symbols
 
 EM_AMDGPU = 224
 NT_AMDGPU_METADATA = 32
@@ -181,7 +181,7 @@ def _record(k: dict[str, Any], arch: str, features: dict[str, str], target: Any,
         extra["kd_mismatch"] = ["no kernel descriptor symbol"]
     else:
         raw = guarded(file, f"kernel descriptor {kd_sym.name}",
-                      lambda: section_bytes_at(elf, data, kd_sym["st_value"], 64, file, f"kernel descriptor {kd_sym.name}"))
+                      lambda: symbol_contents(elf, data, kd_sym, 64, file))
         kd = _descriptor(raw)
         extra["kd"] = kd
         mismatch = _check(kd, k, arch)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from parsers.base import ParseError
-from parsers.host_elf import ELF_MAGIC, guarded, open_elf, section_bytes_at, symbols
+from parsers.host_elf import ELF_MAGIC, guarded, open_elf, symbol_contents, symbols
 
 LIBRARY_BIN = "__tvm_ffi__library_bin"
 OLD_BLOB = "__tvm_dev_mblob"  # TVM < 0.20
@@ -100,9 +100,8 @@ def library_bin(data: bytes, file: str = "<bytes>") -> tuple[bytes, int]:
         if OLD_BLOB in names:
             raise ParseError(file, f"symbol {OLD_BLOB}", "TVM < 0.20 library (__tvm_dev_mblob) is not supported")
         raise ParseError(file, "symbol table", f"no {LIBRARY_BIN} symbol: not a TVM exported library")
-    value, size = sym["st_value"], sym["st_size"]
     raw = guarded(file, f"symbol {LIBRARY_BIN}",
-                  lambda: section_bytes_at(elf, bytes(data), value, max(size, 8), file, f"symbol {LIBRARY_BIN}"))
+                  lambda: symbol_contents(elf, bytes(data), sym, max(sym["st_size"], 8), file))
     offset = bytes(data).find(raw[:64]) if raw else -1
     return raw, offset
 
