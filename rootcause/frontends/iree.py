@@ -1,0 +1,443 @@
+"""IREE frontend: compile a spec's MLIR with iree-compile and catalog every dispatch.
+
+One iree-compile run writes everything the catalog is read from (out_dir layout):
+- module.vmfb
+- ir/configured_module_<executable>.mlir: translation_info (pipeline, workgroup_size,
+  subgroup_size) on the export's func.func and lowering_config on its root op
+- ir/module_<executable>.mlir: the executable sources (--iree-hal-dump-executable-sources-to)
+- ir/phases/<stem>.<n>.<phase>.mlir: flow, stream and hal phases (--dump-compilation-phases-to)
+- ir/before_dedup.mlir: the module just before iree-flow-deduplicate-executables
+  (--mlir-print-ir-before), which still names every call site's own dispatch
+- binaries/module_<executable>_<variant>.{ptx,hsaco,so}
+
+Call sites come from the flow phase (flow.dispatch ops per function, closed over util.call);
+the pre-dedup names from before_dedup.mlir, zipped in op order per function, so a deduplicated
+executable serving prefill_bs2 and prefill_bs8 gets source_ops 'prefill_bs2/prefill_bs2$async_
+dispatch_0_..' and 'prefill_bs8/prefill_bs8$async_dispatch_0_..' and both call sites. Static
+workgroup counts come from hal.command_buffer.dispatch in the hal phase.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from parsers import ParseError
+from parsers.mlir_attrs import find_attrs
+from rootcause.errors import UsageError
+from rootcause.frontends import BuildOutput
+from rootcause.model import CatalogKernel
+
+DEDUP_PASS = "iree-flow-deduplicate-executables"
+# Phases kept in the bundle; executable-targets and vm repeat the binaries and are large.
+KEEP_PHASES = ("input", "global-optimization", "dispatch-creation", "flow", "stream", "hal")
+_SYM = r'@(?:"[^"]*"|[\w.$-]+)'
+_BLOCK_START = re.compile(r"^  (?:util\.func|func\.func|util\.initializer)\b.*$", re.M)
+_FUNC_NAME = re.compile(r"^  (?:util\.func|func\.func)\s+(?:(public|private|nested)\s+)?(" + _SYM + r")")
+_FLOW_DISPATCH = re.compile(r"flow\.dispatch\s+(" + _SYM + r")::(" + _SYM + r")")
+_CALL = re.compile(r"util\.call\s+(" + _SYM + r")")
+_LOAD = re.compile(r"util\.global\.load\s+(?:immutable\s+)?(" + _SYM + r")")
+_STORE = re.compile(r"util\.global\.store\s+%[\w.$-]+\s*,\s*(" + _SYM + r")")
+_CONST = re.compile(r"(%[\w.$-]+)\s*=\s*arith\.constant\s+(-?\d+)\s*:\s*index")
+_TRIPLE = "(" + _SYM + r")::(" + _SYM + r")::(" + _SYM + r")"
+_LOOKUP = re.compile(r"(%[\w.$-]+)\s*=\s*hal\.executable\.lookup\.function\s+target\([^)]*\)\s*function\("
+                     + _TRIPLE + r"\)")
+_ORDINAL = re.compile(r"(%[\w.$-]+)\s*=\s*hal\.executable\.export\.ordinal\s+target\(" + _TRIPLE + r"\)")
+_HAL_DISPATCH = re.compile(r"hal\.command_buffer\.dispatch<[^>]*>\s*target\([^)]*\)\[(%[\w.$-]+)\]\s*"
+                           r"workgroups\(\[([^\]]*)\]\)")
+_OP_AT_LINE_START = re.compile(r"^\s*(?:%[\w.$:#, -]+=\s*)?\"?([a-z_]\w*\.[\w.]+)")
+
+
+def _sym(text: str) -> str:
+    return text[1:].strip('"')
+
+
+# -- iree-compile -------------------------------------------------------------------------------
+
+def iree_compile_path() -> Path:
+    """The iree-compile of the installed iree-base-compiler wheel."""
+    try:
+        from iree.compiler.tools import binaries
+        found = binaries.find_tool("iree-compile")
+    except Exception:  # the package absent or its lookup failing: try next to python
+        found = None
+    if found:
+        return Path(found)
+    beside = Path(sys.executable).parent / "iree-compile"
+    if beside.is_file():
+        return beside
+    raise UsageError("iree-compile not found: install iree-base-compiler (rootcause[compilers])")
+
+
+def compiler_version() -> str:
+    try:
+        from iree.compiler import version
+        return f"{version.VERSION} ({version.REVISIONS.get('IREE', '?')[:12]})"
+    except Exception:
+        out = subprocess.run([str(iree_compile_path()), "--version"], capture_output=True, text=True)
+        return out.stdout.strip().splitlines()[-1] if out.stdout.strip() else "unknown"
+
+
+def target_flags(target: str, where: str = "target") -> list[str]:
+    """iree-compile flags for a spec target: 'cuda:sm_80', 'rocm:gfx942' or 'llvm'."""
+    kind, _, arch = target.partition(":")
+    if kind == "cuda" and arch:
+        return ["--iree-hal-target-device=cuda", f"--iree-cuda-target={arch}"]
+    if kind == "rocm" and arch:
+        return ["--iree-hal-target-device=hip", f"--iree-rocm-target={arch}"]
+    if target == "llvm":
+        # generic x86-64, so the module runs on any CI host (local-task driver)
+        return ["--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu",
+                "--iree-llvmcpu-target-cpu=generic"]
+    raise UsageError(f"{where}: the IREE frontend needs 'cuda:sm_XX', 'rocm:gfxNNN' or 'llvm', "
+                     f"got {target!r}")
+
+
+def compile_command(spec: Any, out_dir: Path) -> list[str]:
+    ir, binaries = out_dir / "ir", out_dir / "binaries"
+    cmd = [str(iree_compile_path()), str(spec.source)]
+    if spec.iree.input_type:
+        cmd.append(f"--iree-input-type={spec.iree.input_type}")
+    cmd += target_flags(spec.target, spec.where("", "target") if hasattr(spec, "where") else "target")
+    cmd += [f"--iree-hal-dump-executable-configurations-to={ir}",
+            f"--iree-hal-dump-executable-sources-to={ir}",
+            f"--iree-hal-dump-executable-binaries-to={binaries}",
+            f"--dump-compilation-phases-to={ir / 'phases'}",
+            f"--mlir-print-ir-before={DEDUP_PASS}", "--mlir-elide-elementsattrs-if-larger=16"]
+    cmd += list(spec.iree.flags)
+    cmd += ["-o", str(out_dir / "module.vmfb")]
+    return cmd
+
+
+def _before_dedup(stderr: str) -> tuple[str, str]:
+    """Split iree-compile's stderr into (the printed module before dedup, everything else)."""
+    lines = stderr.splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        if line.startswith("// -----// IR Dump Before") and DEDUP_PASS in line:
+            for j in range(i + 1, len(lines)):
+                if lines[j].rstrip("\n") == "}":
+                    return "".join(lines[i:j + 1]), "".join(lines[:i] + lines[j + 1:])
+    return "", stderr
+
+
+def _compile_error(source: Path, stderr: str) -> UsageError:
+    for line in stderr.splitlines():
+        if "error:" in line:
+            return UsageError(f"{source}: iree-compile failed: {line.strip()}")
+    tail = stderr.strip().splitlines()[-1] if stderr.strip() else "no message"
+    return UsageError(f"{source}: iree-compile failed: {tail}")
+
+
+# -- reading the dumped IR ----------------------------------------------------------------------
+
+@dataclass
+class Block:
+    """One top-level util.func / func.func / util.initializer of a printed module."""
+
+    name: str
+    public: bool
+    text: str
+    calls: list[str] = field(default_factory=list)
+    loads: set[str] = field(default_factory=set)
+    stores: set[str] = field(default_factory=set)
+
+
+def blocks(text: str) -> list[Block]:
+    """Top-level function bodies, found by the printer's indentation (2 spaces, closing '  }')."""
+    out = []
+    for n, m in enumerate(_BLOCK_START.finditer(text)):
+        end = text.find("\n  }\n", m.end())
+        body = text[m.start(): len(text) if end < 0 else end + 4]
+        head = _FUNC_NAME.match(m.group())
+        name = _sym(head.group(2)) if head else f"<initializer {n}>"
+        public = bool(head) and head.group(1) in (None, "public")
+        out.append(Block(name, public, body, [_sym(c) for c in _CALL.findall(body)],
+                         {_sym(g) for g in _LOAD.findall(body)}, {_sym(g) for g in _STORE.findall(body)}))
+    return out
+
+
+def reach(all_blocks: list[Block]) -> dict[str, list[Block]]:
+    """Per public function, the blocks it runs: itself, callees, initializers of globals it loads
+    (memoized command buffers are recorded by an initializer and only replayed by the function)."""
+    by_name = {b.name: b for b in all_blocks}
+    writers: dict[str, list[Block]] = defaultdict(list)
+    for b in all_blocks:
+        for g in b.stores:
+            writers[g].append(b)
+    out = {}
+    for entry in (b for b in all_blocks if b.public):
+        seen: dict[int, Block] = {}
+        todo = [entry]
+        while todo:
+            b = todo.pop()
+            if id(b) in seen:
+                continue
+            seen[id(b)] = b
+            todo += [by_name[c] for c in b.calls if c in by_name]
+            for g in b.loads:
+                todo += writers.get(g, [])
+        out[entry.name] = sorted(seen.values(), key=all_blocks.index)
+    return out
+
+
+def entry_functions(all_blocks: list[Block]) -> list[str]:
+    """Public functions a user calls: not the '$async' halves their wrappers call."""
+    names = [b.name for b in all_blocks if b.public]
+    return [n for n in names if not (n.endswith("$async") and n.removesuffix("$async") in names)]
+
+
+def flow_dispatches(text: str) -> dict[str, list[str]]:
+    """Per function, its flow.dispatch export symbols in op order."""
+    return {b.name: [_sym(e) for _, e in _FLOW_DISPATCH.findall(b.text)] for b in blocks(text)}
+
+
+def call_sites(flow_text: str, before_text: str = "") -> dict[str, list[tuple[str, str]]]:
+    """export (after dedup) -> [(entry function, dispatch export it had before dedup), ...]."""
+    all_blocks = blocks(flow_text)
+    after = {b.name: [_sym(e) for _, e in _FLOW_DISPATCH.findall(b.text)] for b in all_blocks}
+    before = flow_dispatches(before_text) if before_text else {}
+    reached = reach(all_blocks)
+    sites: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for entry in entry_functions(all_blocks):
+        for b in reached.get(entry, []):
+            pre = before.get(b.name, [])
+            names = pre if len(pre) == len(after[b.name]) else after[b.name]
+            for export, original in zip(after[b.name], names):
+                if (entry, original) not in sites[export]:
+                    sites[export].append((entry, original))
+    return dict(sites)
+
+
+@dataclass
+class HalDispatch:
+    entry: str
+    executable: str  # after linking (module_linked for llvm-cpu)
+    variant: str  # e.g. cuda_nvptx_fb
+    export: str
+    grid: list[int | None]  # None where the count is computed at run time
+
+
+def hal_dispatches(hal_text: str) -> list[HalDispatch]:
+    """Every hal.command_buffer.dispatch an entry function runs, with its workgroup count."""
+    all_blocks = blocks(hal_text)
+    reached = reach(all_blocks)
+    out = []
+    for entry in entry_functions(all_blocks):
+        for b in reached.get(entry, []):
+            consts = {name: int(v) for name, v in _CONST.findall(b.text)}
+            lookups = {m.group(1): tuple(_sym(m.group(i)) for i in (2, 3, 4))
+                       for rx in (_LOOKUP, _ORDINAL) for m in rx.finditer(b.text)}
+            for fid, counts in _HAL_DISPATCH.findall(b.text):
+                if fid not in lookups:
+                    continue
+                grid = [consts.get(c.strip()) for c in counts.split(",")]
+                out.append(HalDispatch(entry, *lookups[fid], grid))
+    return out
+
+
+def _plain(value: Any) -> Any:
+    """Attribute data as schedule facts: #iree_gpu.mma_layout<X> -> 'X', #iree_gpu.pipeline<P> -> 'P'."""
+    if isinstance(value, dict) and "attr" in value and "args" in value:
+        args, params = value["args"], value["params"]
+        if not params and len(args) == 1 and not isinstance(args[0], dict):
+            return _plain(args[0])
+        merged = {k: _plain(v) for k, v in params.items()}
+        for a in args:
+            if isinstance(a, dict):
+                merged.update({k: _plain(v) for k, v in a.items()})
+        return merged
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _root_config(text: str, file: str) -> tuple[dict, str | None, list[dict]]:
+    """The lowering_config of the root op (the one with a reduction loop, else the last)."""
+    configs = []
+    for hit in find_attrs(text, "lowering_config", file):
+        line = text.splitlines()[hit.line - 1]
+        m = _OP_AT_LINE_START.match(line)
+        op = m.group(1) if m else None
+        reduction = '"reduction"' in line or "linalg.matmul" in line or "batch_matmul" in line
+        configs.append({"op": op, "attr": hit.value.get("attr") if isinstance(hit.value, dict) else None,
+                        "config": _plain(hit.value), "line": hit.line, "reduction": reduction})
+    if not configs:
+        return {}, None, []
+    root = next((c for c in configs if c["reduction"]), configs[-1])
+    return root["config"], root["attr"], configs
+
+
+def read_config(path: Path, rel: str | None = None) -> dict[str, dict[str, Any]]:
+    """export -> schedule facts of one configured_*.mlir."""
+    text = path.read_text()
+    file = rel or str(path)
+    exe = re.search(r"hal\.executable\s+(?:public\s+|private\s+)?(" + _SYM + ")", text)
+    exports = [_sym(e) for e in re.findall(r"hal\.executable\.export\s+(?:public\s+)?(" + _SYM + ")", text)]
+    infos = {}
+    for hit in find_attrs(text, "translation_info", file):
+        line = text.splitlines()[hit.line - 1]
+        fn = re.search(r"func\.func\s+(" + _SYM + ")", line)
+        if fn:
+            infos[_sym(fn.group(1))] = _plain(hit.value)
+    config, attr, all_configs = _root_config(text, file)
+    out = {}
+    for export in exports:
+        info = dict(infos.get(export, {}))
+        out[export] = {
+            "pipeline": info.pop("pipeline", None),
+            "workgroup_size": info.pop("workgroup_size", None),
+            "subgroup_size": info.pop("subgroup_size", None),
+            "pipeline_options": info,
+            "lowering_config": config,
+            "lowering_config_attr": attr,
+            "lowering_configs": [{k: c[k] for k in ("op", "line", "config")} for c in all_configs],
+            "executable": _sym(exe.group(1)) if exe else None,
+            "config_file": file,
+        }
+    return out
+
+
+# -- kernel resources ----------------------------------------------------------------------------
+
+def _resources(path: Path, rel: str, arch: str | None) -> tuple[dict[str, dict], str | None]:
+    """name -> KernelRecord dict for one dumped binary, or ({}, why not)."""
+    suffix = path.suffix
+    try:
+        if suffix == ".ptx":
+            from parsers.base import KernelRecord
+            from rootcause import ptxas
+            result = ptxas.compile_ptx(path.read_text(), arch=arch, file=rel)
+            rows = {}
+            for name, fn in result.functions.items():
+                if not fn.entry:
+                    continue
+                rows[name] = KernelRecord(
+                    name=name, file=rel, format="vmfb/ptx->ptxas", arch=result.arch, registers=fn.registers,
+                    shared_bytes=fn.shared_bytes, local_bytes=fn.stack_frame_bytes,
+                    spills=fn.spill_store_bytes, extra={"ptxas": fn.to_dict(), "ptxas_version": result.version},
+                ).to_dict()
+            return rows, None
+        if suffix == ".hsaco":
+            from parsers import hsaco
+            return {r.name: r.to_dict() for r in hsaco.kernels(path.read_bytes(), rel)}, None
+        if suffix in (".so", ".o", ".elf"):
+            from parsers import host_elf
+            return {r.name: r.to_dict() for r in host_elf.kernels(path.read_bytes(), rel)}, None
+    except ParseError as err:
+        return {}, f"{rel}: resources not read: {err}"
+    except Exception as err:  # a missing tool (ptxas): say so, keep the catalog
+        return {}, f"{rel}: resources not read: {type(err).__name__}: {err}"
+    return {}, f"{rel}: no reader for {suffix} binaries"
+
+
+# -- build -------------------------------------------------------------------------------------
+
+def _phase(ir: Path, name: str) -> Path | None:
+    found = sorted((ir / "phases").glob(f"*.{name}.mlir"))
+    return found[0] if found else None
+
+
+def build(spec: Any, out_dir: Path) -> BuildOutput:
+    """Compile spec.source with iree-compile into out_dir and catalog its dispatches."""
+    out_dir = Path(out_dir)
+    ir = out_dir / "ir"
+    bins = out_dir / "binaries"
+    for d in (ir, bins):
+        d.mkdir(parents=True, exist_ok=True)
+    cmd = compile_command(spec, out_dir)
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    before, log = _before_dedup(proc.stderr)
+    if proc.returncode != 0:
+        raise _compile_error(spec.source, log)
+    notes: list[str] = []
+    if log.strip():
+        (out_dir / "iree-compile.log").write_text(log)
+        notes.append("iree-compile printed diagnostics: see iree-compile.log")
+    if before:
+        (ir / "before_dedup.mlir").write_text(before)
+    else:
+        notes.append(f"no IR printed before {DEDUP_PASS}: source_ops use post-dedup dispatch names")
+    for p in (ir / "phases").glob("*.mlir"):
+        if p.stem.split(".")[-1] not in KEEP_PHASES:
+            p.unlink()
+
+    kernels = catalog(out_dir, spec.target, notes)
+    versions = {"iree-compiler": compiler_version(), "python": sys.version.split()[0]}
+    if any(k.resources.get("format") == "vmfb/ptx->ptxas" for k in kernels):
+        from rootcause import ptxas
+        versions["ptxas"] = ptxas.ptxas_version() or "unknown"
+    ir_files = sorted(ir.glob("*.mlir")) + sorted((ir / "phases").glob("*.mlir"),
+                                                  key=lambda p: int(p.stem.split(".")[-2]))
+    return BuildOutput(module_path=out_dir / "module.vmfb", kernels=kernels, ir_files=ir_files,
+                       binary_files=sorted(p for p in bins.iterdir() if p.is_file()),
+                       versions=versions, notes=notes)
+
+
+def catalog(out_dir: Path, target: str, notes: list[str] | None = None) -> list[CatalogKernel]:
+    """CatalogKernels from an iree-compile output directory laid out as build() writes it."""
+    notes = notes if notes is not None else []
+    ir, bins = out_dir / "ir", out_dir / "binaries"
+    flow, hal = _phase(ir, "flow"), _phase(ir, "hal")
+    if flow is None or hal is None:
+        raise UsageError(f"{out_dir}: no flow/hal phase dumps under ir/phases")
+    before = ir / "before_dedup.mlir"
+    sites = call_sites(flow.read_text(), before.read_text() if before.is_file() else "")
+    schedules: dict[str, dict] = {}
+    for path in sorted(ir.glob("configured_*.mlir")):
+        schedules.update(read_config(path, str(path.relative_to(out_dir))))
+    dispatches = hal_dispatches(hal.read_text())
+    arch = target.partition(":")[2] or None
+    resources_by_file: dict[Path, dict[str, dict]] = {}
+
+    kernels = []
+    for export, schedule in schedules.items():
+        mine = [d for d in dispatches if d.export == export]
+        grids: dict[str, list] = defaultdict(list)
+        for d in mine:
+            grids[d.entry].append(d.grid)
+        every = [tuple(g) for gs in grids.values() for g in gs]
+        static = every[0] if every and all(None not in g for g in every) and len(set(every)) == 1 else None
+        launch = {"block": schedule["workgroup_size"], "grid": list(static) if static else None,
+                  "grids": dict(grids)}
+        binary = _binary(bins, mine)
+        resources: dict = {}
+        if binary is not None:
+            rel = str(binary.relative_to(out_dir))
+            if binary not in resources_by_file:
+                rows, why = _resources(binary, rel, arch)
+                resources_by_file[binary] = rows
+                if why:
+                    notes.append(why)
+            rows = resources_by_file[binary]
+            # NVPTX renames symbols: '$' (and other non-word characters) become '_'
+            symbol = next((n for n in (export, re.sub(r"[^\w.]", "_", export)) if n in rows), None)
+            resources = rows.get(symbol, {}) if symbol else {}
+            if symbol is None and rows:
+                notes.append(f"{export}: not among the symbols of {rel}")
+            schedule = {**schedule, "binary": rel, "symbol": symbol}
+        else:
+            notes.append(f"{export}: no dumped binary found")
+        my_sites = sites.get(export, [])
+        if not my_sites:
+            notes.append(f"{export}: no call site found in the flow phase")
+        kernels.append(CatalogKernel(
+            name=schedule.get("symbol") or export, function=export,
+            source_ops=[f"{entry}/{original}" for entry, original in my_sites],
+            call_sites=sorted({entry for entry, _ in my_sites}),
+            launch=launch, resources=resources, schedule=schedule))
+    return kernels
+
+
+def _binary(bins: Path, mine: list[HalDispatch]) -> Path | None:
+    for d in mine:
+        for ext in ("ptx", "hsaco", "so", "o"):
+            p = bins / f"module_{d.executable}_{d.variant}.{ext}"
+            if p.is_file():
+                return p
+    return None
