@@ -53,7 +53,7 @@ KERNEL_COLUMNS: dict[str, str] = {
 
 TIERS = ("provenance", "name", "dispatch-name", "fused-name", "shape", "unmatched")
 
-_DISPATCH = re.compile(r"^.*?(?:\$async)?_dispatch_\d+_(.+)$")
+_DISPATCH = re.compile(r"^.*?(?:[$_]async)?_dispatch_\d+_(.+)$")
 
 
 @dataclass
@@ -108,12 +108,13 @@ def fused_ops(name: str, vocabulary: set[str]) -> list[str]:
         return [base]
     tokens = base[len("fused_"):].split("_")
     n = len(tokens)
+    longest = max((w.count("_") + 1 for w in vocabulary), default=1)
     best: list[list[str] | None] = [None] * (n + 1)
     best[0] = []
     for i in range(n):
         if best[i] is None:
             continue
-        for j in range(i + 1, n + 1):
+        for j in range(i + 1, min(n, i + longest) + 1):
             piece = "_".join(tokens[i:j])
             if piece in vocabulary or j == i + 1:
                 cand = best[i] + [piece]

@@ -25,6 +25,7 @@ import pandas as pd
 
 import rootcause
 from rootcause.align import Alignment
+from rootcause.profilers import split_calls
 
 SCHEMA_VERSION = 1
 LEVEL = 0.95
@@ -104,27 +105,15 @@ KERNEL_STAT_COLUMNS: dict[str, str] = {
 }
 
 
-def infer_calls(events: pd.DataFrame) -> pd.DataFrame:
-    """Number graph calls when the importer did not: the shortest period of the kernel-name
-    sequence (in start order) that repeats exactly; one call when none does."""
-    ev = events.sort_values("start_ns", kind="stable").reset_index(drop=True)
-    codes, _ = pd.factorize(ev["kernel"])
-    n = len(codes)
-    period = n
-    for p in range(1, n // 2 + 1):
-        if n % p == 0 and (codes.reshape(-1, p) == codes[:p]).all():
-            period = p
-            break
-    ev["call"] = np.arange(n) // period
-    return ev
-
-
 def _with_calls(events: pd.DataFrame, label: str, notes: list[str]) -> pd.DataFrame:
     if "call" not in events.columns or (events["call"] < 0).all():
-        ev = infer_calls(events)
+        ev = split_calls(events)
         notes.append(f"variant {label}: events were not split into graph calls; split by the "
                      f"repeating kernel sequence into {ev['call'].nunique()} call(s)")
-        return ev
+        if ev["segment"].nunique() > 1:
+            notes.append(f"variant {label}: the profile holds {ev['segment'].nunique()} different "
+                         f"call signatures (variants?); select one with PROFILE#SEGMENT")
+        events = ev
     dropped = int((events["call"] < 0).sum())
     if dropped:
         notes.append(f"variant {label}: {dropped} launch(es) outside any graph call ignored")
@@ -152,8 +141,11 @@ def _interval(point: np.ndarray, boot: np.ndarray) -> list[Interval]:
 def _busy_per_call(ev: pd.DataFrame) -> pd.Series:
     """Union of kernel intervals per call (concurrent kernels are not double-counted)."""
     ev = ev.sort_values(["call", "start_ns"], kind="stable")
-    prev_end = ev.groupby("call")["end_ns"].cummax().groupby(ev["call"]).shift()
-    begin = np.maximum(ev["start_ns"].to_numpy(), prev_end.fillna(-np.inf).to_numpy())
+    # int64 throughout: epoch-ns timestamps (~1.8e18) lose ~256 ns as float64.
+    lowest = np.iinfo(np.int64).min
+    prev_end = (ev.groupby("call")["end_ns"].cummax().astype("int64")
+                  .groupby(ev["call"]).shift(fill_value=lowest))
+    begin = np.maximum(ev["start_ns"].to_numpy(dtype="int64"), prev_end.to_numpy(dtype="int64"))
     covered = np.clip(ev["end_ns"].to_numpy() - begin, 0, None)
     return pd.Series(covered, index=ev.index).groupby(ev["call"]).sum()
 

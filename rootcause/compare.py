@@ -25,6 +25,7 @@ from rootcause.diagnose import diagnose
 from rootcause.errors import UsageError
 from rootcause.fileio import write_json
 from rootcause.model import CatalogKernel
+from rootcause.profilers import split_calls
 
 # Importers tried in order by their cheap magic check, when rootcause.profilers is absent.
 _READERS = ("parsers.cupti_json", "parsers.ncu_csv", "parsers.nsys_sqlite", "parsers.rocprof",
@@ -47,8 +48,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def load_profile(path: str) -> pd.DataFrame:
-    """A KernelEvents table from any supported capture, through F's loader when present."""
+    """A KernelEvents table from any supported capture, through F's loader when present.
+
+    'FILE#N' selects call segment N (one run of identical calls: one variant) of a capture
+    that holds several variants, as rootcause.profilers.split_calls numbers them."""
     p = Path(path)
+    if not p.is_file() and "#" in path:
+        base, _, seg = path.rpartition("#")
+        if not seg.isdigit():
+            raise UsageError(f"{path}: '#{seg}': a segment is a number")
+        events = split_calls(load_profile(base))
+        chosen = events[events["segment"] == int(seg)]
+        if chosen.empty:
+            raise UsageError(f"{path}: no segment {seg} (the capture has "
+                             f"{events['segment'].max() + 1} segment(s))")
+        return chosen.assign(call=chosen["call"] - chosen["call"].min()).reset_index(drop=True)
     if not p.is_file():
         raise UsageError(f"{path}: no such profile file")
     try:

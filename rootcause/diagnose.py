@@ -296,7 +296,7 @@ def recomputation(ctx: Context) -> list[dict[str, Any]]:
 
 def _owner(name: str) -> str | None:
     """The function an IREE dispatch symbol was named after ('prefill_bs2$async_dispatch_0_..')."""
-    m = re.match(r"^(.+?)(?:\$async)?_dispatch_\d+_", name)
+    m = re.match(r"^(.+?)(?:[$_]async)?_dispatch_\d+_", name)
     return m.group(1) if m else None
 
 

@@ -1,0 +1,123 @@
+"""Alignment on the real H200 CUPTI capture of seed 000 (pool_fusion ON and OFF), and the
+name rules on real compiler symbol names."""
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from rootcause.align import align, dispatch_key, fused_ops, normalize_op, call_site_ops
+from rootcause.model import CatalogKernel
+from rootcause.profilers import load, split_calls
+
+CAPTURE = Path(__file__).parent.parent / "fixtures/captures/h200-2026-12-02/tvm_pool_fusion.cupti.json"
+
+
+@pytest.fixture(scope="module")
+def variants():
+    """(OFF, ON) events: the capture's two call segments, told apart by the fused kernel."""
+    ev = split_calls(load(CAPTURE))
+    segs = {s: g.reset_index(drop=True) for s, g in ev.groupby("segment")}
+    on = next(g for g in segs.values() if (g.kernel == "fused_pool2d_add2_kernel").any())
+    off = next(g for g in segs.values() if not (g.kernel == "fused_pool2d_add2_kernel").any())
+    return off, on
+
+
+@pytest.fixture(scope="module")
+def raw():
+    return json.loads(CAPTURE.read_text())
+
+
+def test_every_launched_kernel_in_exactly_one_unit(variants, raw):
+    off, on = variants
+    al = align(off, on)
+    # The capture's own records: first 60 are ON (PROVENANCE.md), the rest OFF.
+    names_on = {r["name"] for r in raw[:60]}
+    names_off = {r["name"] for r in raw[60:]}
+    got_a = [k for ks in al.units.kernels_a for k in ks]
+    got_b = [k for ks in al.units.kernels_b for k in ks]
+    assert sorted(got_a) == sorted(names_off) and len(got_a) == len(set(got_a))
+    assert sorted(got_b) == sorted(names_on) and len(got_b) == len(set(got_b))
+
+
+def test_fused_pool_unit_covers_pool2d_and_add2(variants):
+    off, on = variants
+    al = align(off, on)
+    unit = al.units[al.units.kernels_b.map(lambda ks: "fused_pool2d_add2_kernel" in ks)].iloc[0]
+    # OFF's add2_kernel computes lv17 (fused into the pool kernel in ON) and lv18 (ON's add2).
+    assert set(unit.kernels_a) == {"pool2d_kernel", "add2_kernel"}
+    assert set(unit.kernels_b) == {"fused_pool2d_add2_kernel", "add2_kernel"}
+    assert unit.method == "fused-name" and not unit.flagged
+    prelude = al.units[al.units.kernels_b.map(lambda ks: any(k.startswith("fused_add") for k in ks))].iloc[0]
+    assert set(prelude.kernels_a) == {"add_kernel", "concatenate_kernel", "add1_kernel", "concatenate1_kernel"}
+    assert len(al.units) == 2
+
+
+def test_fused_name_split_keeps_underscored_ops():
+    vocab = {"layer_norm", "add", "pool2d", "add2"}
+    assert fused_ops("fused_layer_norm_add_kernel", vocab) == ["layer_norm", "add"]
+    assert fused_ops("fused_pool2d_add2_kernel", vocab) == ["pool2d", "add2"]
+    assert fused_ops("pool2d_kernel", vocab) == ["pool2d"]
+    assert fused_ops("fused_mystery_op_kernel", vocab) == ["mystery", "op"]
+
+
+def test_unmatched_kernels_are_flagged(variants):
+    off, on = variants
+    only = off[off.kernel == "concatenate1_kernel"].assign(kernel="library_gemm_kernel")
+    al = align(pd.concat([off, only]), on)
+    row = al.units[al.units.kernels_a.map(lambda ks: "library_gemm_kernel" in ks)].iloc[0]
+    assert row.flagged and row.kernels_b == () and row.method == "unmatched"
+
+
+def test_shape_fallback_matches_unique_work_size(variants):
+    off, on = variants
+    # Rename ON's prelude kernel so no name rule can match: its 576 x 1024 launch is unique
+    # among the leftovers only once OFF's concatenate1_kernel (also 576 x 1024) is the one left.
+    on2 = on.assign(kernel=on.kernel.where(~on.kernel.str.startswith("fused_add"), "opaque_kernel"))
+    off2 = off[off.kernel.isin(["concatenate1_kernel", "pool2d_kernel", "add2_kernel"])]
+    al = align(off2, on2)
+    row = al.units[al.units.kernels_b.map(lambda ks: "opaque_kernel" in ks)].iloc[0]
+    assert row.kernels_a == ("concatenate1_kernel",) and row.method == "shape" and row.flagged
+
+
+def test_dispatch_key_and_op_normalisation():
+    # CUDA launch symbols of iree-compile 3.13 ('$' becomes '_' in PTX), seen in its dumps.
+    a = "prefill_bs2_async_dispatch_0_matmul_Dx131072x5120_f16xf16xf32"
+    b = "prefill_bs8$async_dispatch_3_matmul_Dx131072x5120_f16xf16xf32"
+    assert dispatch_key(a) == dispatch_key(b) == "matmul_Dx131072x5120_f16xf16xf32"
+    assert normalize_op(f"prefill_bs8/{b}") == "prefill_bs8/matmul_Dx131072x5120_f16xf16xf32"
+    assert normalize_op("main/lv16:pool2d") == "main/lv16:pool2d"
+
+
+@pytest.fixture(scope="module")
+def prefill_catalogs(tmp_path_factory):
+    """Seed 001 built for real: prefill_bs8 alone and in the module with prefill_bs2 (IREE 3.13)."""
+    from rootcause import spec
+    from rootcause.frontends import iree
+
+    toml = Path(__file__).parent.parent / "fixtures/cases/prefill_dedup/variants.toml"
+    out = {}
+    for v in ("alone", "dedup"):
+        d = tmp_path_factory.mktemp(v)
+        out[v] = (iree.build(spec.load(f"{toml}#{v}"), d), d)
+    return out
+
+
+def test_dedup_executable_aligns_with_own_build_by_call_site(prefill_catalogs):
+    """The deduplicated module runs prefill_bs2's executable for the bs8 call; split by call
+    site it aligns with the bs8-only build's executable through provenance."""
+    (alone, _), (dedup, _) = prefill_catalogs["alone"], prefill_catalogs["dedup"]
+    shared = [k for k in dedup.kernels if "prefill_bs8" in k.call_sites]
+    own = [k for k in alone.kernels if "prefill_bs8" in k.call_sites]
+    assert len(shared) == 1 and len(own) == 1 and len(shared[0].call_sites) == 2
+    # The launch list of one bs8 call in each module: the kernels the catalogs say it runs.
+    launches = lambda ks: pd.DataFrame({"kernel": [k.name for k in ks], "start_ns": 0, "end_ns": 1,
+                                        "duration_ns": 1, "call": 0})
+    al = align(launches(shared), launches(own), dedup.kernels, alone.kernels, "prefill_bs8", "prefill_bs8")
+    unit = al.units.iloc[0]
+    assert len(al.units) == 1 and unit.method == "provenance"
+    assert unit.kernels_a == (shared[0].name,) and unit.kernels_b == (own[0].name,)
+    assert "prefill_bs2" in shared[0].name  # the bs2 executable serves the bs8 call
+    k = al.kernels[al.kernels.kernel == shared[0].name].iloc[0]
+    assert set(k.shared_call_sites) == {"prefill_bs2", "prefill_bs8"}
+    assert call_site_ops(shared[0], "prefill_bs8") == [op for op in unit.source_ops]
