@@ -71,7 +71,7 @@ def _calibrate(timer_for: Callable[[int], Callable[[], float]], target_s: float 
 def minimal_measure(sessions: list, budget_s: float) -> dict[str, Any]:
     """Warm up each variant, then rounds of one sample per variant, order rotated each round."""
     names = [s.bundle.name for s in sessions]
-    warm_end = time.monotonic() + min(2.0, budget_s * 0.1)
+    warm_end = time.monotonic() + min(3.0, max(1.0, budget_s * 0.15))
     while time.monotonic() < warm_end:  # the GPU idles at low clocks: bring it up first
         for s in sessions:
             s.call()
