@@ -299,6 +299,8 @@ def _row(name: str, file: str, arch: str, text, info, sections: dict, sym_attrs:
     barriers = attrs.get("barriers")
     if barriers is None and (text["sh_flags"] >> 20) & 0x7F:
         barriers = (text["sh_flags"] >> 20) & 0x7F  # older ptxas: bar count in sh_flags
+    elif barriers is None and info is not None:
+        barriers = 0  # ptxas writes EIATTR_NUM_BARRIERS only when the kernel uses a barrier
     extra["barriers"] = barriers
     if "maxreg" in attrs:
         extra["maxreg"] = attrs["maxreg"]
