@@ -76,6 +76,7 @@ def test_dedup_executable_serves_both_call_sites(built, alone, dedup):
         assert k.schedule["pipeline"] == re.search(r"pipeline<(\w+)>", config_text(out, k)).group(1)
         assert k.launch["block"] == k.schedule["workgroup_size"]
         assert k.launch["grid"] is None  # M is dynamic: the count is computed at run time
+        assert k.bytes_moved is None
 
 
 def test_prefill_cuda_configs_match_gpu_notes(built):
@@ -131,6 +132,11 @@ def test_einsum_fused_is_one_dispatch_with_reduction_and_sigmoid(built):
     tile = grep_workgroup_tile(text)
     want = math.prod(math.ceil(d / t) for d, t in zip(dims, tile) if t)
     assert k.launch["grid"] == [want, 1, 1]
+    # every operand once: mask, 4 projections, 4 biases, the output (f32)
+    n, c = 702, 128
+    sizes = [np.zeros((n, n), np.float32).nbytes] + [np.zeros((n, n, c), np.float32).nbytes] * 4 + \
+        [np.zeros(c, np.float32).nbytes] * 4 + [np.zeros((c, n, n), np.float32).nbytes]
+    assert k.bytes_moved == sum(sizes)
 
 
 @pytest.mark.parametrize("variant", ["unfused", "split"])

@@ -18,6 +18,7 @@ workgroup counts come from hal.command_buffer.dispatch in the hal phase.
 """
 from __future__ import annotations
 
+import math
 import re
 import subprocess
 import sys
@@ -273,6 +274,27 @@ def _root_config(text: str, file: str) -> tuple[dict, str | None, list[dict]]:
     return root["config"], root["attr"], configs
 
 
+_SUBSPAN = re.compile(r"hal\.interface\.binding\.subspan\b.*?\bbinding\((\d+)\).*?\boffset\(([^)]*)\).*?:\s*"
+                      r"(?:memref<|!iree_tensor_ext\.dispatch\.tensor<\w+:tensor<)([^,>]*)")
+
+
+def binding_bytes(text: str) -> int | None:
+    """Bytes of every buffer binding a dispatch reads or writes, once each; None when a shape is
+    dynamic (the size is known only at run time)."""
+    total = 0
+    seen = set()
+    for binding, offset, shaped in _SUBSPAN.findall(text):
+        if (binding, offset, shaped) in seen:
+            continue
+        seen.add((binding, offset, shaped))
+        *dims, elem = shaped.split("x")
+        bits = re.search(r"(\d+)", elem)
+        if "?" in dims or bits is None:
+            return None
+        total += math.prod(int(d) for d in dims) * max(1, int(bits.group(1)) // 8)
+    return total or None
+
+
 def read_config(path: Path, rel: str | None = None) -> dict[str, dict[str, Any]]:
     """export -> schedule facts of one configured_*.mlir."""
     text = path.read_text()
@@ -299,6 +321,7 @@ def read_config(path: Path, rel: str | None = None) -> dict[str, dict[str, Any]]
             "lowering_configs": [{k: c[k] for k in ("op", "line", "config")} for c in all_configs],
             "executable": _sym(exe.group(1)) if exe else None,
             "config_file": file,
+            "bytes_moved": binding_bytes(text),
         }
     return out
 
@@ -430,7 +453,8 @@ def catalog(out_dir: Path, target: str, notes: list[str] | None = None) -> list[
             name=schedule.get("symbol") or export, function=export,
             source_ops=[f"{entry}/{original}" for entry, original in my_sites],
             call_sites=sorted({entry for entry, _ in my_sites}),
-            launch=launch, resources=resources, schedule=schedule))
+            launch=launch, resources=resources, schedule=schedule,
+            bytes_moved=schedule.pop("bytes_moved", None)))
     return kernels
 
 
