@@ -9,6 +9,7 @@ frontend, which reports them with `VariantSpec.where()` so the message names the
 from __future__ import annotations
 
 import copy
+import dataclasses
 import re
 import tomllib
 from dataclasses import asdict, dataclass, field
@@ -93,9 +94,7 @@ class VariantSpec:
 
     def to_dict(self) -> dict[str, Any]:
         """The resolved spec as plain JSON data (paths as strings)."""
-        d = asdict(self)
-        d.pop("variant_table")
-        return _paths_to_str(d)
+        return _paths_to_str(asdict(self))
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "VariantSpec":
@@ -109,7 +108,7 @@ class VariantSpec:
             inputs=[InputSpec(**{**i, "file": Path(i["file"]) if i["file"] else None}) for i in d["inputs"]],
             reference=ReferenceSpec(**{**ref, "file": Path(ref["file"])}) if ref else None,
             tvm=TvmOptions(**tvm), iree=IreeOptions(**d["iree"]), spec_file=Path(d["spec_file"]),
-            variant=d.get("variant"))
+            variant=d.get("variant"), variant_table=d.get("variant_table", {}))
 
 
 def _paths_to_str(obj: Any) -> Any:
@@ -171,6 +170,14 @@ def load(path: str | Path) -> VariantSpec:
         resolved = data
         variant = None
     return _check(resolved, spec_file, variant, table)
+
+
+def with_target(spec: VariantSpec, target: str) -> VariantSpec:
+    """The same variant for another target (e.g. a command line --target), checked like the file's."""
+    if not _TARGET_RE.match(target):
+        raise UsageError(f"--target: unknown target \"{target}\"; valid: 'cuda:sm_XX', 'rocm:gfxNNN', "
+                         "'llvm', 'auto'")
+    return dataclasses.replace(spec, target=target)
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

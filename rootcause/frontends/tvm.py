@@ -49,7 +49,8 @@ def build(spec: VariantSpec, out_dir: Path) -> BuildOutput:
     if "usage_error" in result:
         raise UsageError(result["usage_error"])
     if proc.returncode != 0 or "kernels" not in result:
-        last = [line for line in (proc.stderr or "").splitlines() if line.strip()][-1:] or ["no output"]
+        lines = [line for line in (proc.stderr or "").splitlines() if line.strip()]
+        last = [line for line in lines if "Error" in line][-1:] or lines[-1:] or ["no output"]
         raise UsageError(f"{spec.spec_file.name}: TVM build of '{spec.name}' failed: {last[0].strip()} "
                          f"(full log: {out_dir / 'build.log'})")
     kernels = [CatalogKernel.from_dict(k) for k in result["kernels"]]
@@ -137,7 +138,7 @@ def _build_in_process(spec: VariantSpec, out_dir: Path) -> dict[str, Any]:
                 mod = split_dataflow(mod, spec)
                 provenance_base = mod
             if name == "ApplyDefaultSchedule":
-                mod = apply_overrides(mod, spec)
+                mod = apply_overrides(mod, spec, target)
                 overridden = True
                 expected = rule_choices(mod, transform, target)
             if name in spec.tvm.skip_passes:
@@ -152,7 +153,7 @@ def _build_in_process(spec: VariantSpec, out_dir: Path) -> dict[str, Any]:
         if provenance_base is None:  # a pipeline without FuseOps: every op stays its own kernel
             mod = provenance_base = split_dataflow(mod, spec)
         if not overridden:
-            mod = apply_overrides(mod, spec)
+            mod = apply_overrides(mod, spec, target)
         after_fuse_tir = mod
         groups = provenance(provenance_base, base if base is not None else provenance_base, after_fuse_tir)
         for transform in second:
@@ -376,10 +377,12 @@ def _promote_class() -> Any:
             return None
 
         def visit_dataflow_var_def_(self, var: Any) -> Any:
-            return self._swap(var) or super().visit_dataflow_var_def_(var)
+            new = self._swap(var)
+            return new if new is not None else super().visit_dataflow_var_def_(var)
 
         def visit_dataflow_var_(self, var: Any) -> Any:
-            return self._swap(var) or super().visit_dataflow_var_(var)
+            new = self._swap(var)
+            return new if new is not None else super().visit_dataflow_var_(var)
 
     return Promote
 
@@ -414,7 +417,7 @@ def _int_or_str(x: Any) -> int | str:
         return str(x)
 
 
-def apply_overrides(mod: Any, spec: VariantSpec) -> Any:
+def apply_overrides(mod: Any, spec: VariantSpec, target: Any) -> Any:
     """Replace PrimFuncs by name with the TVMScript PrimFunc of an override file (seed's SERIAL)."""
     from tvm import tirx
 
@@ -426,6 +429,9 @@ def apply_overrides(mod: Any, spec: VariantSpec) -> Any:
         if fn not in prims:
             raise UsageError(f"{where}: no function \"{fn}\" after fusion; functions: {', '.join(sorted(prims))}")
         replacement = _override_func(path, fn, where)
+        if target.kind.name == "llvm" and "T.thread_binding" in replacement.script():
+            raise UsageError(f"{where}: {path.name} binds GPU threads (blockIdx/threadIdx); it cannot "
+                             f"build for {spec.target}")
         want, got = _param_types(mod[prims[fn]]), _param_types(replacement)
         if want != got:
             raise UsageError(f"{where}: parameters of {path.name} {_fmt_params(got)} differ from "
