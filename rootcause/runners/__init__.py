@@ -80,7 +80,8 @@ def read_bundle(path: str | Path) -> Bundle:
 def make_input(spec: dict[str, Any], bundle_dir: Path | None = None, where: str = "inputs") -> np.ndarray:
     """One input array: the stored .npy when the bundle has it, else regenerated from its spec.
 
-    Regeneration uses numpy default_rng(seed), the same recipe the build used for the file.
+    Regeneration uses numpy default_rng(seed), the recipe of rootcause.bundle.make_input
+    (not imported: it pulls in the spec and frontend modules the GPU host does not need).
     """
     if spec.get("file") and bundle_dir is not None:
         file = bundle_dir / spec["file"]
@@ -97,6 +98,8 @@ def make_input(spec: dict[str, Any], bundle_dir: Path | None = None, where: str 
         raise UsageError(f"{where}: needs shape and dtype: {err}") from None
     rng = np.random.default_rng(spec.get("seed", 0))
     kind = spec.get("distribution", "uniform")
+    if kind == "uniform" and np.issubdtype(dtype, np.integer):
+        return rng.integers(int(spec.get("low", 0)), int(spec.get("high", 1)), shape, dtype=dtype)
     if kind == "uniform":
         values = rng.uniform(spec.get("low", 0.0), spec.get("high", 1.0), shape)
     elif kind == "normal":
@@ -116,10 +119,10 @@ def bundle_inputs(bundle: Bundle) -> list[np.ndarray]:
 
 
 def bundle_reference(bundle: Bundle) -> list[np.ndarray] | None:
-    """The stored reference outputs, or None when the spec has no reference."""
+    """The stored reference outputs, or None when the spec has none or it was too big to store."""
     refs = bundle.manifest.get("reference")
-    if not refs:
-        return None
+    if not refs or any(not ref.get("file") for ref in refs):
+        return None  # a reference is data, never regenerated from a random spec
     return [make_input(ref, bundle.path, f"reference[{i}]") for i, ref in enumerate(refs)]
 
 

@@ -1,0 +1,192 @@
+"""Runners on real bundles: a TVM Relax module built for llvm and an IREE llvm-cpu vmfb, both
+compiled here by the real compilers, run on the CPU and checked against NumPy.
+
+The computation: f(x[16,32], w[32,8]) = (x @ w, relu(x) * 2), written once for each compiler.
+Bundles follow the manifest contract (rootcause/bundle.py writes the same layout).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rootcause import runners
+from rootcause.errors import UsageError
+
+X_SPEC = {"shape": [16, 32], "dtype": "float32", "distribution": "uniform", "low": -1.0, "high": 1.0, "seed": 3}
+W_SPEC = {"shape": [32, 8], "dtype": "float32", "distribution": "normal", "mean": 0.0, "std": 0.5, "seed": 4}
+
+IREE_SOURCE = """
+func.func @main(%x: tensor<16x32xf32>, %w: tensor<32x8xf32>) -> (tensor<16x8xf32>, tensor<16x32xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %init = tensor.empty() : tensor<16x8xf32>
+  %fill = linalg.fill ins(%zero : f32) outs(%init : tensor<16x8xf32>) -> tensor<16x8xf32>
+  %mm = linalg.matmul ins(%x, %w : tensor<16x32xf32>, tensor<32x8xf32>) outs(%fill : tensor<16x8xf32>) -> tensor<16x8xf32>
+  %zeros = arith.constant dense<0.0> : tensor<16x32xf32>
+  %twos = arith.constant dense<2.0> : tensor<16x32xf32>
+  %relu = arith.maximumf %x, %zeros : tensor<16x32xf32>
+  %scaled = arith.mulf %relu, %twos : tensor<16x32xf32>
+  return %mm, %scaled : tensor<16x8xf32>, tensor<16x32xf32>
+}
+"""
+
+
+def numpy_reference(x: np.ndarray, w: np.ndarray) -> list[np.ndarray]:
+    return [x.astype(np.float64) @ w.astype(np.float64), np.maximum(x, 0) * 2]
+
+
+def _independent_inputs() -> list[np.ndarray]:
+    # Drawn here from the spec by hand, not by the code under test.
+    x = np.random.default_rng(3).uniform(-1.0, 1.0, (16, 32)).astype("float32")
+    w = np.random.default_rng(4).normal(0.0, 0.5, (32, 8)).astype("float32")
+    return [x, w]
+
+
+def write_manifest(directory: Path, name: str, frontend: str, module: str, reference: list[np.ndarray] | None,
+                   rtol: float = 1e-5, atol: float = 1e-5) -> Path:
+    refs = None
+    if reference is not None:
+        (directory / "reference").mkdir(exist_ok=True)
+        refs = []
+        for i, r in enumerate(reference):
+            np.save(directory / "reference" / f"{i}.npy", r.astype("float32"))
+            refs.append({"file": f"reference/{i}.npy"})
+    manifest = {"rootcause_version": "test", "name": name, "frontend": frontend, "target": "llvm", "entry": "main",
+                "module": module, "spec": {}, "versions": {}, "cache_key": None,
+                "inputs": [dict(X_SPEC, file=None), dict(W_SPEC, file=None)], "reference": refs,
+                "rtol": rtol, "atol": atol, "kernels": [], "binaries": [], "ir": []}
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+    return directory
+
+
+def build_tvm_bundle(directory: Path, name: str = "tvm_llvm", offset: float = 0.0,
+                     reference: list[np.ndarray] | None = None) -> Path:
+    """Relax module for llvm; `offset` != 0 makes a variant that computes x @ w + offset."""
+    import tvm
+    from tvm import relax
+    from tvm.script import ir as I, relax as R
+
+    @I.ir_module
+    class Module:
+        @R.function
+        def main(x: R.Tensor((16, 32), "float32"), w: R.Tensor((32, 8), "float32")):
+            with R.dataflow():
+                mm = R.add(R.matmul(x, w), R.const(offset, "float32"))
+                scaled = R.multiply(R.nn.relu(x), R.const(2.0, "float32"))
+                out = (mm, scaled)
+                R.output(out)
+            return out
+
+    directory.mkdir(parents=True, exist_ok=True)
+    ex = relax.build(Module, target=tvm.target.Target({"kind": "llvm", "mcpu": "generic"}))
+    ex.export_library(str(directory / "module.so"))
+    return write_manifest(directory, name, "tvm", "module.so", reference)
+
+
+def build_iree_bundle(directory: Path, name: str = "iree_llvm_cpu", reference: list[np.ndarray] | None = None) -> Path:
+    import iree.compiler as ireec
+
+    directory.mkdir(parents=True, exist_ok=True)
+    vmfb = ireec.compile_str(IREE_SOURCE, target_backends=["llvm-cpu"],
+                             extra_args=["--iree-llvmcpu-target-cpu=generic"])
+    (directory / "module.vmfb").write_bytes(vmfb)
+    return write_manifest(directory, name, "iree", "module.vmfb", reference)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("runner_bundles")
+    return {"tvm": build_tvm_bundle(root / "tvm"), "iree": build_iree_bundle(root / "iree")}
+
+
+@pytest.mark.parametrize("frontend", ["tvm", "iree"])
+def test_runner_matches_numpy(built, frontend):
+    bundle = runners.read_bundle(built[frontend])
+    session = runners.load(bundle)
+    assert session.device == "cpu"
+    inputs = runners.bundle_inputs(bundle)
+    for got, want in zip(inputs, _independent_inputs()):
+        np.testing.assert_array_equal(got, want)
+    session.set_inputs(inputs)
+    session.call()
+    outputs = session.outputs()
+    want = numpy_reference(*inputs)
+    assert [o.shape for o in outputs] == [(16, 8), (16, 32)]
+    for got, ref in zip(outputs, want):
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("frontend", ["tvm", "iree"])
+def test_timer_is_seconds_per_call(built, frontend):
+    import time
+
+    session = runners.load(built[frontend])
+    session.set_inputs(runners.bundle_inputs(session.bundle))
+    session.call()
+    timer = session.timer(number=50)
+    per_call = min(timer() for _ in range(5))  # minima: the shared CPU's noise only adds time
+    walls = []
+    for _ in range(5):
+        start = time.perf_counter()
+        for _ in range(50):
+            session.call()
+        walls.append((time.perf_counter() - start) / 50)
+    wall = min(walls)
+    assert 0 < per_call < wall * 3
+
+
+def test_iree_benchmark_module_timer(built):
+    session = runners.load(built["iree"])
+    session.set_inputs(runners.bundle_inputs(session.bundle))
+    times = session.benchmark(repetitions=3)
+    assert len(times) == 3 and all(0 < t < 1 for t in times)
+
+
+def test_runtime_only_tvm_in_subprocess(built, tmp_path):
+    """TVM_USE_RUNTIME_LIB=1: the GPU host's mode. No compiler library, no tvm.relax import."""
+    script = (
+        "import sys, numpy as np, tvm\n"
+        "from rootcause import runners\n"
+        "b = runners.read_bundle(sys.argv[1]); s = runners.load(b)\n"
+        "s.set_inputs(runners.bundle_inputs(b)); s.call()\n"
+        "for i, o in enumerate(s.outputs()): np.save(f'{sys.argv[2]}/{i}.npy', o)\n"
+        "print(tvm.base._RUNTIME_ONLY, 'tvm_compiler' in tvm.base._LOADED_LIBS,"
+        " any(m.startswith('tvm.relax') for m in sys.modules))\n"
+    )
+    env = dict(os.environ, TVM_USE_RUNTIME_LIB="1")
+    proc = subprocess.run([sys.executable, "-c", script, str(built["tvm"]), str(tmp_path)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["True", "False", "False"]
+    want = numpy_reference(*_independent_inputs())
+    for i, ref in enumerate(want):
+        np.testing.assert_allclose(np.load(tmp_path / f"{i}.npy"), ref, rtol=1e-5, atol=1e-5)
+
+
+def test_make_input_regenerates_from_spec():
+    spec = {"shape": [3, 4], "dtype": "int32", "distribution": "uniform", "low": 0, "high": 10, "seed": 7}
+    want = np.random.default_rng(7).integers(0, 10, (3, 4), dtype="int32")
+    np.testing.assert_array_equal(runners.make_input(spec), want)
+    assert not runners.make_input({"shape": [2], "dtype": "float16", "distribution": "zeros"}).any()
+    with pytest.raises(UsageError, match="distribution: unknown 'cauchy'"):
+        runners.make_input({"shape": [2], "dtype": "float32", "distribution": "cauchy"})
+
+
+def test_bad_bundles_are_one_line_errors(tmp_path):
+    with pytest.raises(UsageError, match="not a bundle"):
+        runners.read_bundle(tmp_path)
+    (tmp_path / "manifest.json").write_text("{not json")
+    with pytest.raises(UsageError, match="invalid JSON"):
+        runners.read_bundle(tmp_path)
+    (tmp_path / "manifest.json").write_text(json.dumps({"frontend": "tvm", "module": "module.so", "inputs": []}))
+    with pytest.raises(UsageError, match="module.so does not exist") as err:
+        runners.read_bundle(tmp_path)
+    assert "\n" not in str(err.value)
+    (tmp_path / "module.so").write_bytes(b"not an ELF")
+    with pytest.raises(UsageError, match="TVM cannot load it"):
+        runners.load(tmp_path)
