@@ -61,6 +61,19 @@ def events(data: bytes, file: str = "<bytes>") -> "pd.DataFrame":
     return read(data, file, metrics=False).events
 
 
+def read_path(path) -> "pd.DataFrame":
+    """Events of a raw or details CSV file; a raw page is streamed from the file, not read whole."""
+    with open(path, "rb") as f:
+        head = f.read(1 << 20)
+        found = _header_line(head)
+        if found is None or b'"Metric Name"' in head[found[0]:].split(b"\n", 1)[0]:
+            return read(head + f.read(), str(path), metrics=False).events
+        offset, lineno, header = found
+        units = head[offset:].split(b"\n", 2)[1:2]
+        f.seek(offset)
+        return _raw(f, offset, lineno, header, str(path), False, units[0] if units else b"").events
+
+
 def read(data: bytes, file: str = "<bytes>", metrics: bool = True) -> NcuReport:
     """Parse either page; metrics=False skips the wide table (faster on huge raw files)."""
     found = _header_line(data)
@@ -69,7 +82,8 @@ def read(data: bytes, file: str = "<bytes>", metrics: bool = True) -> NcuReport:
     offset, lineno, header = found
     if "Metric Name" in header:
         return _details(data, offset, lineno, header, file)
-    return _raw(data, offset, lineno, header, file, metrics)
+    units = data[offset:].split(b"\n", 2)[1:2]
+    return _raw(io.BytesIO(data[offset:]), offset, lineno, header, file, metrics, units[0] if units else b"")
 
 
 def _header_line(data: bytes) -> tuple[int, int, list[str]] | None:
@@ -83,12 +97,13 @@ def _header_line(data: bytes) -> tuple[int, int, list[str]] | None:
     return None
 
 
-def _read_csv(data: bytes, offset: int, lineno: int, file: str, skip_units: bool,
+def _read_csv(source, lineno: int, file: str, skip_units: bool,
               usecols: list[str] | None = None) -> "pd.DataFrame":
+    """source: a binary stream positioned at the header line."""
     import pandas as pd
 
     try:
-        return pd.read_csv(io.BytesIO(data[offset:]) if offset else io.BytesIO(data), header=0,
+        return pd.read_csv(source, header=0,
                            skiprows=[1] if skip_units else None, thousands=",", usecols=usecols,
                            dtype={"Kernel Name": str}, na_values=["", "n/a", "N/A"],
                            keep_default_na=False, low_memory=False)
@@ -103,21 +118,20 @@ def _read_csv(data: bytes, offset: int, lineno: int, file: str, skip_units: bool
         raise ParseError(file, f"line {lineno}+", f"bad CSV: {err}") from None
 
 
-def _raw(data: bytes, offset: int, lineno: int, header: list[str], file: str,
-         metrics: bool) -> NcuReport:
+def _raw(source, offset: int, lineno: int, header: list[str], file: str,
+         metrics: bool, units_line: bytes) -> NcuReport:
     import pandas as pd
 
     missing = [c for c in RAW_REQUIRED if c not in header]
     if missing:
         raise ParseError(file, f"line {lineno}", f"missing required column(s): {', '.join(missing)}")
-    units_line = data[offset:].split(b"\n", 2)[1:2]
-    units_row = next(csv.reader([units_line[0].decode("utf-8", "replace")])) if units_line else []
+    units_row = next(csv.reader([units_line.decode("utf-8", "replace")])) if units_line.strip() else []
     if not units_row or units_row[0] != "":
         raise ParseError(file, f"line {lineno + 1}", "expected the units row (first field empty) after the header")
     units = {name: unit for name, unit in zip(header, units_row) if unit}
     wanted = None if metrics else [c for c in header if c in set(RAW_REQUIRED) | set(_RAW_LAUNCH.values())
                                    | set(_RAW_SHARED) | {"Grid Size", "Block Size"}]
-    table = _read_csv(data, offset, lineno, file, True, wanted)
+    table = _read_csv(source, lineno, file, True, wanted)
     first = lineno + 2  # file line of table row 0
     scale = _time_scale(units.get("gpu__time_duration.sum", "ns"), file, lineno + 1)
     duration = _numeric(table, "gpu__time_duration.sum", file, first, required=True) * scale
@@ -136,7 +150,7 @@ def _details(data: bytes, offset: int, lineno: int, header: list[str], file: str
     missing = [c for c in DETAILS_REQUIRED if c not in header]
     if missing:
         raise ParseError(file, f"line {lineno}", f"missing required column(s): {', '.join(missing)}")
-    long = _read_csv(data, offset, lineno, file, False)
+    long = _read_csv(io.BytesIO(data[offset:]), lineno, file, False)
     first = lineno + 1
     _numeric(long, "ID", file, first, required=True)
     bad = long["Metric Name"].isna()
