@@ -380,3 +380,18 @@ def test_truncations_never_escape_as_tracebacks(cuda, iree):
                 inspect_bytes(data[:cut], f"{path.name}[:{cut}]")
             except ParseError as err:
                 assert str(err).startswith(f"{path.name}[:{cut}]") and "\n" not in str(err)
+
+
+def test_ptx_without_ptxas_says_so(cuda):
+    # A machine without ptxas: the same PTX gives names with registers unknown and a note.
+    code = ("import sys, rootcause.toolchain as t\n"
+            "orig = t.find_tool\n"
+            "t.find_tool = lambda n: None if n == 'ptxas' else orig(n)\n"
+            "from rootcause import cli\n"
+            f"sys.exit(cli.main(['inspect', {str(cuda['k.ptx'])!r}, '--format', 'json']))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)
+    assert {r["name"] for r in rows} == MANGLED
+    assert all(r["format"] == "ptx" and r["registers"] is None and r["occupancy"] is None for r in rows)
+    assert "ptxas not found" in proc.stderr
