@@ -31,7 +31,7 @@ _FUNC = re.compile(
     r"(?P<link>(?:\.(?:visible|weak|extern)\s+)*)\.(?P<kind>entry|func)\s*"
     r"(?:\((?P<ret>[^)]*)\)\s*)?(?P<name>[A-Za-z_$%][\w$]*)\s*(?:\((?P<params>[^)]*)\))?(?P<dirs>[^{;]*)(?P<end>[{;])")
 _DECL = re.compile(r"(?P<extern>\.extern\s+)?\.(?P<space>shared|local)\s+(?P<rest>[^;{}]*);")
-_DIRECTIVE = re.compile(r"\.(maxntid|reqntid|minnctapersm|maxnreg|reqnctapercluster|maxclusterrank)\s+([\d\s,]+)")
+_DIRECTIVE = re.compile(r"\.(maxntid|reqntid|minnctapersm|maxnreg|reqnctapercluster|maxclusterrank)\b([^.{;]*)")
 
 
 def _strip_comments(text: str) -> str:
@@ -114,20 +114,24 @@ def param_layout(params: str, file: str = "<bytes>", where: str = "") -> tuple[i
     return offset, layout
 
 
-def _body_end(text: str, start: int, file: str) -> int:
+def _body_end(text: str, start: int, header: re.Match, file: str) -> int:
     """Index just past the '}' that closes the '{' at start."""
     depth = 0
     for m in re.finditer(r"[{}]", text[start:]):
         depth += 1 if m.group(0) == "{" else -1
         if depth == 0:
             return start + m.end()
-    raise ParseError(file, f"line {_line(text, start)}", "function body is not closed ('}' missing)")
+    raise ParseError(file, f"line {_line(text, header.start())}",
+                     f"body of {header.group('name')} is not closed ('}}' missing)")
 
 
 def _bounds(dirs: str, file: str, where: str) -> dict[str, list[int]]:
     out = {}
     for m in _DIRECTIVE.finditer(dirs):
-        out[m.group(1)] = [_int(v, file, where) for v in m.group(2).replace(",", " ").split()]
+        values = m.group(2).replace(",", " ").split()
+        if not values:
+            raise ParseError(file, where, f".{m.group(1)} without a value")
+        out[m.group(1)] = [_int(v, file, f"{where}: .{m.group(1)}") for v in values]
     return out
 
 
@@ -156,7 +160,7 @@ def kernels(data: bytes | str, file: str = "<bytes>") -> list[KernelRecord]:
     pos = 0
     while (m := _FUNC.search(text, pos)) is not None:
         _module_decls(text[pos:m.start()], module, dynamic, file, _line(text, pos))
-        end = _body_end(text, m.end() - 1, file) if m.group("end") == "{" else m.end()
+        end = _body_end(text, m.end() - 1, m, file) if m.group("end") == "{" else m.end()
         functions.append((m, text[m.end():end]))
         pos = end
     _module_decls(text[pos:], module, dynamic, file, _line(text, pos))
