@@ -203,3 +203,22 @@ def test_matches():
     assert cubin.matches(_SEED)
     obj, _ = nvcc("c", "-arch=sm_90")
     assert not cubin.matches(obj.read_bytes()) and not cubin.matches(b"\x7fELF")
+
+
+def test_static_shared_is_what_the_driver_reports():
+    # The H200 run's CUPTI records (fixtures/captures/h200-2026-12-02-run, same recipe: TVM 0.27,
+    # sm_90, nvcc 13.5) give the driver's static_shared_memory; cuobjdump's SHARED adds 1 KiB.
+    import json
+    capture = FIXTURES.parent.parent / "captures" / "h200-2026-12-02-run" / "pool_fusion_on.cupti.json"
+    if not capture.is_file():
+        pytest.skip(f"{capture} not present")
+    driver = {r["name"]: r for r in json.loads(capture.read_text()) if "static_shared_memory" in r}
+    path = FIXTURES / "tvm_pool_fusion_on_sm90.cubin"
+    rows = {r.name: r for r in cubin.kernels(path.read_bytes(), str(path))}
+    usage = resource_usage(path)
+    fused = "fused_pool2d_add2_kernel"
+    assert rows[fused].shared_bytes == driver[fused]["static_shared_memory"] > 0
+    assert usage[fused]["SHARED"] == driver[fused]["static_shared_memory"] + rows[fused].extra["reserved_shared_bytes"]
+    assert rows[fused].registers == driver[fused]["registers_per_thread"] == usage[fused]["REG"]
+    for name in rows.keys() & driver.keys():
+        assert rows[name].shared_bytes == driver[name]["static_shared_memory"], name
