@@ -90,11 +90,20 @@ def write_bundle(spec: VariantSpec, built: BuildOutput, build_dir: Path, bundle_
         "versions": built.versions, "cache_key": cache_key, "inputs": inputs, "reference": reference,
         "rtol": spec.reference.rtol if spec.reference else None,
         "atol": spec.reference.atol if spec.reference else None,
-        "kernels": [k.to_dict() for k in built.kernels], "binaries": binaries, "ir": ir,
+        "kernels": [_relative_resources(k.to_dict(), build_dir) for k in built.kernels],
+        "binaries": binaries, "ir": ir,
         "notes": built.notes,
     }
     write_json(bundle_dir / "manifest.json", manifest)
     return bundle_dir
+
+
+def _relative_resources(kernel: dict[str, Any], build_dir: Path) -> dict[str, Any]:
+    """Resource rows name the binary they were read from: make that bundle-relative."""
+    file = kernel.get("resources", {}).get("file")
+    if file and Path(file).is_relative_to(build_dir):
+        kernel["resources"]["file"] = str(Path(file).relative_to(build_dir))
+    return kernel
 
 
 def _copy(path: Path, build_dir: Path, bundle_dir: Path) -> str:

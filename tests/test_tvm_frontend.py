@@ -1,0 +1,213 @@
+"""TVM frontend on the pool_fusion seed case (seeds/000): real TVM 0.27, real nvcc/ptxas.
+
+Every variant is built once per session (through rootcause.build, cache in the session's
+temp dir) for llvm and cuda:sm_90. Catalog facts are checked against sources the catalog code
+does not produce: the IR dumps' text, cuobjdump --dump-resource-usage on the extracted
+fatbin, and the CUPTI capture recorded on the H200 (fixtures/captures/h200-2026-12-02).
+"""
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from rootcause import spec as spec_mod
+from rootcause.build import build_bundle
+from rootcause.errors import UsageError
+from rootcause.toolchain import find_tool
+
+ROOT = Path(__file__).resolve().parent.parent
+CASE = ROOT / "fixtures" / "cases" / "pool_fusion"
+CUPTI = ROOT / "fixtures" / "captures" / "h200-2026-12-02" / "tvm_pool_fusion.cupti.json"
+VARIANTS = ("off", "partial", "on", "serial")
+
+
+@pytest.fixture(scope="session")
+def cache(tmp_path_factory):
+    path = tmp_path_factory.getbasetemp() / "rootcause-cache"
+    old = os.environ.get("ROOTCAUSE_CACHE")
+    os.environ["ROOTCAUSE_CACHE"] = str(path)
+    yield path
+    if old is None:
+        os.environ.pop("ROOTCAUSE_CACHE", None)
+    else:
+        os.environ["ROOTCAUSE_CACHE"] = old
+
+
+@pytest.fixture(scope="session")
+def bundles(cache, tmp_path_factory):
+    """(variant, target) -> (manifest, bundle dir), built lazily once per session."""
+    built = {}
+
+    def get(variant, target):
+        if (variant, target) not in built:
+            spec = spec_mod.with_target(spec_mod.load(f"{CASE / 'variants.toml'}#{variant}"), target)
+            out = tmp_path_factory.getbasetemp() / "bundles" / f"{variant}-{target.replace(':', '_')}"
+            build_bundle(spec, out)
+            built[variant, target] = (json.loads((out / "manifest.json").read_text()), out)
+        return built[variant, target]
+
+    return get
+
+
+def by_function(manifest):
+    return {k["function"]: k for k in manifest["kernels"]}
+
+
+def input_ops(bundle_dir):
+    """call_tir bindings of the input module, read from the saved IR text."""
+    text = (bundle_dir / "ir" / "00_input.py").read_text()
+    return {f"main/{var}:{callee}" for var, callee in re.findall(r"(\w+) = R\.call_tir\(cls\.(\w+),", text)}
+
+
+def cuobjdump_resources(path):
+    tool = find_tool("cuobjdump")
+    out = subprocess.run([str(tool), "--dump-resource-usage", str(path)], capture_output=True, text=True,
+                         check=True).stdout
+    return {m[0]: {"REG": int(m[1]), "SHARED": int(m[2]), "LOCAL": int(m[3])}
+            for m in re.findall(r"Function (\S+):\s+REG:(\d+) STACK:\d+ SHARED:(\d+) LOCAL:(\d+)", out)}
+
+
+def cupti_launches():
+    rows = json.loads(CUPTI.read_text())
+    return {r["name"]: r for r in rows}
+
+
+@pytest.mark.parametrize("target", ["llvm", "cuda:sm_90"])
+@pytest.mark.parametrize("variant", ["off", "partial", "on"])
+def test_provenance_covers_every_input_op_once(bundles, variant, target):
+    manifest, path = bundles(variant, target)
+    ops = [op for k in manifest["kernels"] for op in k["source_ops"]]
+    assert len(ops) == len(set(ops))
+    assert set(ops) == input_ops(path) and len(ops) == 19
+
+
+def test_on_sm90_fuses_pool_with_add_under_general_reduction(bundles):
+    manifest, path = bundles("on", "cuda:sm_90")
+    fused = [k for k in manifest["kernels"] if "main/lv16:pool2d" in k["source_ops"]]
+    assert len(fused) == 1
+    k = fused[0]
+    assert any(op.endswith(":add2") for op in k["source_ops"])
+    assert k["name"] == "fused_pool2d_add2_kernel" and k["function"] == "fused_pool2d_add2"
+    assert k["launch"]["grid"] == [147456, 1, 1] and k["launch"]["block"] == [256, 1, 1]
+    assert k["schedule"]["rule"] == "GeneralReduction" and k["schedule"]["rule_verified"] is True
+    assert k["schedule"]["shared_allocs"]
+    # The scheduled IR the real pass wrote says the same.
+    sched = (path / "ir" / "08_ApplyDefaultSchedule.py").read_text()
+    body = sched[sched.index("def fused_pool2d_add2("):]
+    body = body[:body.index("\n    @", 1)]
+    assert 'T.thread_binding(T.int64(147456), thread="blockIdx.x")' in body and 'scope="shared"' in body
+    # And the cubin: shared memory used (cuobjdump counts sm_90's 1 KB reserved block too),
+    # registers as cuobjdump reads them, static shared bytes as CUPTI saw them on the H200.
+    cubin = cuobjdump_resources(path / "binaries" / "module.fatbin")[k["name"]]
+    assert cubin["SHARED"] > 0 and k["resources"]["registers"] == cubin["REG"]
+    assert k["resources"]["shared_bytes"] == cupti_launches()[k["name"]]["static_shared_memory"] == 132
+    assert k["resources"]["file"] == "binaries/module.sm_90.cubin"
+
+
+def test_off_keeps_pool_alone(bundles):
+    manifest, path = bundles("off", "cuda:sm_90")
+    funcs = by_function(manifest)
+    assert "fused_pool2d_add2" not in funcs
+    assert funcs["pool2d"]["source_ops"] == ["main/lv16:pool2d"]
+    assert funcs["pool2d"]["launch"]["grid"] == [144, 1, 1] and funcs["pool2d"]["launch"]["block"] == [1024, 1, 1]
+    assert sorted(funcs["add"]["source_ops"]) == sorted(f"main/lv{i}:add" for i in (0, 1, 2, 5, 6, 7, 10, 11, 12)
+                                                       ) or len(funcs["add"]["source_ops"]) == 9
+    for k in manifest["kernels"]:  # one callee per kernel: nothing fused
+        assert len({op.split(":")[1] for op in k["source_ops"]}) == 1
+
+
+def test_partial_splits_pool_from_add(bundles):
+    manifest, _ = bundles("partial", "cuda:sm_90")
+    funcs = by_function(manifest)
+    assert funcs["pool2d"]["source_ops"] == ["main/lv16:pool2d"]
+    assert sorted(funcs["add2"]["source_ops"]) == ["main/lv17:add2", "main/lv18:add2"]
+    assert not any("pool2d" in f and "add2" in f for f in funcs)
+    # the upstream adds and concats stay fused, as in the seed's PARTIAL
+    assert any(len(k["source_ops"]) == 16 for k in manifest["kernels"])
+
+
+def test_serial_replaces_only_the_fused_function(bundles):
+    manifest, path = bundles("serial", "cuda:sm_90")
+    on, _ = bundles("on", "cuda:sm_90")
+    k = by_function(manifest)["fused_pool2d_add2"]
+    assert k["schedule"]["rule"] == "override" and k["schedule"]["shared_allocs"] == []
+    assert k["launch"]["grid"] == [576, 1, 1] and k["launch"]["block"] == [256, 1, 1]
+    assert cuobjdump_resources(path / "binaries" / "module.fatbin")[k["name"]]["SHARED"] == 0
+    assert k["source_ops"] == by_function(on)["fused_pool2d_add2"]["source_ops"]
+    others = {f: (v["launch"], v["schedule"]) for f, v in by_function(manifest).items() if f != "fused_pool2d_add2"}
+    assert others == {f: (v["launch"], v["schedule"]) for f, v in by_function(on).items() if f != "fused_pool2d_add2"}
+
+
+@pytest.mark.parametrize("variant", ["off", "on"])
+def test_launch_configs_match_the_h200_cupti_capture(bundles, variant):
+    manifest, path = bundles(variant, "cuda:sm_90")
+    seen = cupti_launches()
+    checked = 0
+    for k in manifest["kernels"]:
+        if k["name"] in seen:
+            r = seen[k["name"]]
+            assert k["launch"]["grid"] == [r["grid_x"], r["grid_y"], r["grid_z"]], k["name"]
+            assert k["launch"]["block"] == [r["block_x"], r["block_y"], r["block_z"]], k["name"]
+            checked += 1
+    assert checked == len(manifest["kernels"])  # every kernel of off and on ran on the H200
+    if variant == "on":  # registers and static shared memory of the fused kernel, as CUPTI saw them
+        fused = cupti_launches()["fused_pool2d_add2_kernel"]
+        res = cuobjdump_resources(path / "binaries" / "module.fatbin")["fused_pool2d_add2_kernel"]
+        assert res["REG"] == fused["registers_per_thread"]
+        # cuobjdump's SHARED includes the 1 KB sm_90 reserves per block; CUPTI's static count does not
+        assert res["SHARED"] - 1024 == fused["static_shared_memory"]
+
+
+def test_rules_are_verified_against_the_real_pass(bundles):
+    for variant in ("off", "partial", "on"):
+        manifest, _ = bundles(variant, "cuda:sm_90")
+        for k in manifest["kernels"]:
+            assert k["schedule"]["rule"] in ("Fallback", "GeneralReduction", "Reduction") and \
+                k["schedule"]["rule_verified"], k["name"]
+
+
+def test_bytes_moved_is_the_sum_of_parameter_buffers(bundles):
+    manifest, _ = bundles("on", "cuda:sm_90")
+    # fused_pool2d_add2(lv15 [1,144,64,64] f32, param_0 [] f32, out [1,144,32,32] f32)
+    assert by_function(manifest)["fused_pool2d_add2"]["bytes_moved"] == 4 * (144 * 64 * 64 + 1 + 144 * 32 * 32)
+
+
+def _bad(tmp_path, tvm_table, target="llvm"):
+    text = (CASE / "variants.toml").read_text()
+    text = text.replace('source = "graph_tvmscript.py"', f'source = "{CASE / "graph_tvmscript.py"}"')
+    text = text.replace('python = "reference.py:reference"', f'python = "{CASE / "reference.py"}:reference"')
+    text += f"\n[variants.bad.tvm]\n{tvm_table}\n"
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    s = spec_mod.with_target(spec_mod.load(f"{path}#bad"), target)
+    from rootcause.frontends import tvm as frontend
+    with pytest.raises(UsageError) as err:
+        frontend.build(s, tmp_path / "out")
+    return str(err.value)
+
+
+def test_unknown_pass_lists_the_real_pipeline(tmp_path):
+    msg = _bad(tmp_path, 'skip_passes = ["FuseOps", "FuseOp"]')
+    assert msg.startswith('bad.toml: [variants.bad.tvm].skip_passes[1]: unknown pass "FuseOp"')
+    assert "valid: DispatchSampling, DispatchSortScan, LegalizeOps" in msg and "FuseTIR" in msg
+
+
+def test_override_of_a_missing_function_lists_functions(tmp_path):
+    msg = _bad(tmp_path, f'schedule_overrides = {{ fused_pool2d = "{CASE / "serial_kernel.py"}" }}', "cuda:sm_90")
+    assert 'no function "fused_pool2d" after fusion; functions: add2, fused_add_add_add' in msg
+    assert "fused_pool2d_add2" in msg
+
+
+def test_override_with_wrong_parameters_is_refused(tmp_path):
+    msg = _bad(tmp_path, f'schedule_overrides = {{ add2 = "{CASE / "serial_kernel.py"}" }}', "cuda:sm_90")
+    assert "[variants.bad.tvm].schedule_overrides.add2: parameters of serial_kernel.py" in msg
+    assert "float32[1, 144, 64, 64]" in msg and "float32[1, 144, 32, 32]" in msg
+
+
+def test_boundary_after_a_missing_op_lists_callees(tmp_path):
+    msg = _bad(tmp_path, 'dataflow_boundaries_after = ["pool3d"]')
+    assert msg == ('bad.toml: [variants.bad.tvm].dataflow_boundaries_after[0]: no call_tir of "pool3d" in main; '
+                   'callees: add, add1, add2, concatenate, concatenate1, pool2d')
