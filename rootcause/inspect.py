@@ -182,7 +182,7 @@ def _select_entries(entries: list, arch: str | None) -> list:
     """With --arch, keep what the driver would load: the matching cubin, else the PTX."""
     if not arch:
         return entries
-    want = gpus.normalize_arch(arch) if not arch.startswith("gfx") else arch
+    want = gpus.normalize_arch(arch)
     cubins = [e for e in entries if e.kind == "cubin" and e.arch and gpus.normalize_arch(e.arch) == want]
     if cubins:
         return cubins
