@@ -96,7 +96,7 @@ def dispatch_key(name: str) -> str | None:
     return m.group(1) if m else None
 
 
-def fused_ops(name: str, vocabulary: set[str]) -> list[str]:
+def fused_ops(name: str, vocabulary: set[str], longest: int | None = None) -> list[str]:
     """Op names a TVM fused kernel covers: 'fused_pool2d_add2' -> ['pool2d', 'add2'].
 
     The body is split at '_' into the fewest pieces found in `vocabulary` (the unfused
@@ -108,7 +108,8 @@ def fused_ops(name: str, vocabulary: set[str]) -> list[str]:
         return [base]
     tokens = base[len("fused_"):].split("_")
     n = len(tokens)
-    longest = max((w.count("_") + 1 for w in vocabulary), default=1)
+    if longest is None:  # most '_'-pieces in a vocabulary word (pass it when calling in a loop)
+        longest = max((w.count("_") + 1 for w in vocabulary), default=1)
     best: list[list[str] | None] = [None] * (n + 1)
     best[0] = []
     for i in range(n):
@@ -157,18 +158,18 @@ def call_site_ops(k: CatalogKernel, entry: str | None) -> list[str]:
 
 
 def _kernel_names(events: pd.DataFrame) -> list[str]:
-    return list(dict.fromkeys(events["kernel"].astype(str)))
+    return [str(k) for k in pd.unique(events["kernel"].to_numpy())]  # first-seen order
 
 
 def _work_sizes(events: pd.DataFrame) -> dict[str, int]:
     cols = ["grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
     if not set(cols) <= set(events.columns):
         return {}
-    dims = events[["kernel"] + cols].dropna()
+    dims = events.drop_duplicates("kernel")[["kernel"] + cols].dropna()  # first launch of each
     if dims.empty:
         return {}
     work = dims[cols].astype("int64").prod(axis=1)
-    return work.groupby(dims["kernel"].astype(str)).median().astype("int64").to_dict()
+    return dict(zip(dims["kernel"].astype(str), work.astype("int64")))
 
 
 def align(events_a: pd.DataFrame, events_b: pd.DataFrame,
@@ -248,7 +249,8 @@ def align(events_a: pd.DataFrame, events_b: pd.DataFrame,
     left = pending()
     vocab = {strip_kernel(n) for v in "ab" for n in names[v] if not n.startswith("fused_")}
     active = {f"{v}:{n}" for v in "ab" for n in left[v]}
-    fused = {f"{v}:{n}": fused_ops(n, vocab) for v in "ab" for n in names[v]
+    longest = max((w.count("_") + 1 for w in vocab), default=1)
+    fused = {f"{v}:{n}": fused_ops(n, vocab, longest) for v in "ab" for n in names[v]
              if f"{v}:{n}" in active or (not n.startswith("fused_") and not info[f"{v}:{n}"]["source_ops"])}
     link_through(fused, "fused-name", "opname", active)
     # 5. launch work size, unique among the still-unmatched of each side

@@ -133,8 +133,12 @@ def _boot_medians(values: np.ndarray, ranks: tuple[np.ndarray, np.ndarray]) -> n
 
 
 def _interval(point: np.ndarray, boot: np.ndarray) -> list[Interval]:
+    """Percentile interval (order statistics, no interpolation: partition, not a full sort)."""
     alpha = (1 - LEVEL) / 2
-    lo, hi = np.quantile(boot, [alpha, 1 - alpha], axis=0)
+    n = boot.shape[0]
+    i, j = int(np.floor(alpha * (n - 1))), int(np.ceil((1 - alpha) * (n - 1)))
+    part = np.partition(boot, [i, j], axis=0)
+    lo, hi = part[i], part[j]
     return [Interval(float(p), float(a), float(b)) for p, a, b in zip(point, lo, hi)]
 
 
@@ -160,29 +164,29 @@ def _mode(s: pd.Series):
     return s.mode().iloc[0] if not s.empty else None
 
 
-def _kernel_stats(ev: pd.DataFrame, variant: str, unit_of: dict[str, int], n_calls: int
-                  ) -> pd.DataFrame:
-    g = ev.groupby("kernel", sort=False)
+def _kernel_stats(ev: pd.DataFrame, variant: str, codes: np.ndarray, names: np.ndarray,
+                  unit_of: dict[str, int], call_idx: np.ndarray, n_calls: int) -> pd.DataFrame:
+    """Per kernel: launches and time per call, median launch, launch config of its first launch."""
+    n_k = len(names)
+    dur = ev["duration_ns"].to_numpy(dtype="float64")
+    per_call = np.bincount(codes * n_calls + call_idx, weights=dur, minlength=n_k * n_calls)
     stats = pd.DataFrame({
-        "launches_per_call": g.size() / n_calls,
-        "duration_ns": g["duration_ns"].median(),
-        "time_per_call_ns": ev.groupby(["kernel", "call"])["duration_ns"].sum()
-                              .groupby(level=0).median(),
+        "variant": variant, "kernel": names, "unit": [unit_of[k] for k in names],
+        "launches_per_call": np.bincount(codes, minlength=n_k) / n_calls,
+        "duration_ns": pd.Series(dur).groupby(codes).median().reindex(range(n_k)).to_numpy(),
+        "time_per_call_ns": np.median(per_call.reshape(n_k, n_calls), axis=1),
     })
+    _, first = np.unique(codes, return_index=True)
+    head = ev.iloc[first]
     for col in ("grid", "block"):
         cols = [f"{col}_{a}" for a in "xyz"]
         if set(cols) <= set(ev.columns):
-            first = ev.drop_duplicates("kernel").set_index("kernel")[cols]
-            stats[col] = [tuple(int(x) for x in r) if not pd.isna(r).any() else None
-                          for r in first.loc[stats.index].to_numpy()]
+            stats[col] = [None if pd.isna(r).any() else tuple(int(x) for x in r)
+                          for r in head[cols].to_numpy(dtype=object)]
         else:
             stats[col] = None
     for col in ("registers", "shared_bytes", "local_bytes"):
-        stats[col] = (ev.drop_duplicates("kernel").set_index("kernel")[col].loc[stats.index]
-                      if col in ev.columns else None)
-    stats = stats.reset_index().rename(columns={"index": "kernel"})
-    stats.insert(0, "variant", variant)
-    stats.insert(2, "unit", stats["kernel"].map(unit_of))
+        stats[col] = head[col].to_numpy() if col in ev.columns else None
     return stats
 
 
@@ -203,26 +207,30 @@ def attribute(events_a: pd.DataFrame, events_b: pd.DataFrame, alignment: Alignme
     evs = {"a": _with_calls(events_a, labels[0], notes), "b": _with_calls(events_b, labels[1], notes)}
     unit_ids = alignment.units["unit"].to_numpy()
     per = {}
+    k = len(unit_ids)
     for v, ev in evs.items():
         unit_of = dict(zip(alignment.kernels.kernel[alignment.kernels.variant == v],
                            alignment.kernels.unit[alignment.kernels.variant == v]))
-        calls = np.sort(ev["call"].unique())
-        unit_col = ev["kernel"].astype(str).map(unit_of)
-        if unit_col.isna().any():
-            raise ValueError(f"variant {v}: kernels not in the alignment: "
-                             f"{sorted(set(ev.kernel[unit_col.isna()]))[:3]}")
-        times = (ev.groupby([ev["call"], unit_col.rename("unit")])["duration_ns"].sum()
-                   .unstack(fill_value=0).reindex(index=calls, columns=unit_ids, fill_value=0))
-        launches = (ev.groupby([ev["call"], unit_col.rename("unit")]).size()
-                      .unstack(fill_value=0).reindex(index=calls, columns=unit_ids, fill_value=0))
-        busy = _busy_per_call(ev).reindex(calls)
-        span = _span_per_call(ev).reindex(calls)
+        codes, names = pd.factorize(ev["kernel"].to_numpy())
+        names = np.asarray([str(n) for n in names], dtype=object)
+        missing = [n for n in names if n not in unit_of]
+        if missing:
+            raise ValueError(f"variant {v}: kernels not in the alignment: {missing[:3]}")
+        pos = {u: j for j, u in enumerate(unit_ids)}
+        unit_pos = np.array([pos[unit_of[n]] for n in names], dtype=np.int64)[codes]
+        calls, call_idx = np.unique(ev["call"].to_numpy(), return_inverse=True)
+        n = len(calls)
+        flat = call_idx * k + unit_pos
+        times = np.bincount(flat, weights=ev["duration_ns"].to_numpy(dtype="float64"), minlength=n * k)
+        launches = np.bincount(flat, minlength=n * k)
+        ev = ev.assign(call=call_idx)
         per[v] = {
-            "times": times.to_numpy(dtype="float64"), "launches": launches.to_numpy(),
-            "busy": busy.to_numpy(dtype="float64"), "span": span.to_numpy(dtype="float64"),
-            "count": ev.groupby("call").size().reindex(calls).to_numpy(),
-            "ranks": _rank_draws(len(calls), n_boot, rng), "n": len(calls),
-            "stats": _kernel_stats(ev, v, unit_of, len(calls)),
+            "times": times.reshape(n, k), "launches": launches.reshape(n, k),
+            "busy": _busy_per_call(ev).reindex(range(n)).to_numpy(dtype="float64"),
+            "span": _span_per_call(ev).reindex(range(n)).to_numpy(dtype="float64"),
+            "count": np.bincount(call_idx, minlength=n),
+            "ranks": _rank_draws(n, n_boot, rng), "n": n,
+            "stats": _kernel_stats(ev, v, codes, names, unit_of, call_idx, n),
         }
     return _assemble(per, alignment, whole_a, whole_b, labels, notes, environment)
 
@@ -263,6 +271,7 @@ def _assemble(per, alignment, whole_a, whole_b, labels, notes, environment) -> A
     def significant(x: Interval) -> bool:
         return x.excludes_zero() and abs(x.median) >= min_effect
 
+    launches_med = {v: np.median(per[v]["launches"], axis=0) for v in "ab"}
     unit_rows = []
     for j, row in enumerate(alignment.units.itertuples(index=False)):
         d = idelta[j]
@@ -270,8 +279,7 @@ def _assemble(per, alignment, whole_a, whole_b, labels, notes, environment) -> A
             "unit": int(row.unit), "kernels_a": list(row.kernels_a), "kernels_b": list(row.kernels_b),
             "source_ops": list(row.source_ops), "method": row.method, "flagged": bool(row.flagged),
             "time_a_ns": _ival(ia[j]), "time_b_ns": _ival(ib[j]),
-            "launches_a": float(np.median(per["a"]["launches"][:, j])),
-            "launches_b": float(np.median(per["b"]["launches"][:, j])),
+            "launches_a": float(launches_med["a"][j]), "launches_b": float(launches_med["b"][j]),
             "delta_ns": _ival(d), "significant": significant(d),
             "share": d.median / whole_delta.median if whole_delta.median else None,
             "findings": [],
