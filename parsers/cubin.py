@@ -2,7 +2,7 @@
 
 Where each field comes from, in a cubin written by ptxas:
 - kernels: STT_FUNC symbols that live in their own `.text.<name>` section and are entries
-  (st_other bit STO_CUDA_ENTRY, or a `.nv.info.<name>` section exists).
+  (st_other bit STO_CUDA_ENTRY 0x10; a `.nv.info.<name>` section only when no symbol has it).
 - registers: EIATTR_REGCOUNT in the global `.nv.info` (keyed by symbol index); else the
   top byte of `.text.<name>` sh_info (ptxas 13 leaves it 0 on sm_90, pre-Blackwell it is set).
 - local_bytes: EIATTR_FRAME_SIZE (ptxas -v "bytes stack frame"; per thread).
@@ -12,7 +12,8 @@ Where each field comes from, in a cubin written by ptxas:
   (CUPTI static_shared_memory) report it. On sm_90+ ptxas sizes `.nv.shared.<name>` with a
   reserved system area at its start (cuobjdump SHARED is the section size): the reserved
   amount is `.nv.reservedSmem.cap` when the cubin defines it, else 1 KiB whenever the
-  cubin carries `.nv.reservedSmem.offset0` (ptxas 13.5 sm_90 writes no cap symbol).
+  cubin carries `.nv.reservedSmem.offset0` (ptxas 13.5 sm_90 writes no cap symbol), and
+  only in an executable (ET_EXEC) cubin: a relocatable (-rdc) one has no reserve yet.
   extra['shared_section_bytes'] and extra['reserved_shared_bytes'] keep both numbers.
 - param_bytes: EIATTR_CBANK_PARAM_SIZE (bytes of kernel parameters), else the size half of
   EIATTR_PARAM_CBANK, else the end of the last EIATTR_KPARAM_INFO; the whole constant bank 0
@@ -242,15 +243,20 @@ def kernels(data: bytes, file: str = "<bytes>") -> list[KernelRecord]:
         funcs, symvalues = _symbols(elf)
         glob = sections.get(".nv.info")
         per_sym = _per_symbol(nvinfo_records(glob.data(), ".nv.info", file), file) if glob else {}
-        reserved = _reserved_smem(symvalues)
+        # nvlink/ptxas add the reserved area when they lay out an executable cubin; a
+        # relocatable one (-rdc, ET_REL) holds only the program's own shared bytes.
+        reserved = _reserved_smem(symvalues) if elf.header["e_type"] == "ET_EXEC" else 0
+        marked = any(other & STO_CUDA_ENTRY for *_, other in funcs)
         rows = []
         for index, name, shndx, other in funcs:
             text = sections.get(f".text.{name}")
             if text is None or elf.get_section(shndx).name != text.name:
                 continue  # a device function inside another kernel's text, or not ours
             info = sections.get(f".nv.info.{name}")
-            if not (other & STO_CUDA_ENTRY) and info is None:
-                continue  # a non-entry device function
+            # Entries carry STO_CUDA_ENTRY; in a relocatable cubin device functions have their
+            # own .text and .nv.info too, so .nv.info only decides when no symbol is marked.
+            if not (other & STO_CUDA_ENTRY) and (marked or info is None):
+                continue
             rows.append(_row(name, file, arch, text, info, sections, per_sym.get(index, {}), reserved))
         for row in rows:
             row.extra.update(e_flags=elf.header["e_flags"], abi_version=abi_version)

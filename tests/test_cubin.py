@@ -222,3 +222,20 @@ def test_static_shared_is_what_the_driver_reports():
     assert rows[fused].registers == driver[fused]["registers_per_thread"] == usage[fused]["REG"]
     for name in rows.keys() & driver.keys():
         assert rows[name].shared_bytes == driver[name]["static_shared_memory"], name
+
+
+def test_relocatable_cubin_from_rdc_object():
+    # nvcc -rdc puts ET_REL cubins in __nv_relfatbin: device functions have .text/.nv.info of
+    # their own (not kernels) and no shared-memory reserve is laid out yet.
+    from io import BytesIO
+    from elftools.elf.elffile import ELFFile
+    from parsers import fatbin
+    obj, _ = nvcc("c", "-rdc=true", "-arch=sm_90")
+    section = ELFFile(BytesIO(obj.read_bytes())).get_section_by_name("__nv_relfatbin").data()
+    (entry,) = [e for e in fatbin.entries(section, str(obj)) if e.kind == "cubin"]
+    rows = {r.name: r for r in cubin.kernels(entry.data, str(obj))}
+    usage = {n: u for n, u in resource_usage(obj).items() if "CONSTANT[0]" in u}  # kernels only
+    assert set(rows) == set(usage) == KERNELS
+    for name, r in rows.items():
+        assert r.registers == usage[name]["REG"], name
+        assert r.shared_bytes == usage[name]["SHARED"] and r.extra.get("reserved_shared_bytes", 0) == 0

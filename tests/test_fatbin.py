@@ -101,6 +101,13 @@ def test_host_object_section():
     assert {e.container for e in found} == {0}
 
 
+def test_relocatable_object_section():
+    obj, _ = nvcc("c", "-rdc=true", *GENCODE)
+    sec = ELFFile(BytesIO(obj.read_bytes())).get_section_by_name("__nv_relfatbin")
+    found = fatbin.entries(sec.data(), f"{obj}:__nv_relfatbin")
+    _same_as_cuobjdump(obj, found)
+
+
 def test_shared_library_holds_several_containers():
     need("nvcc")
     other = _WORK / "other.cu"
