@@ -120,3 +120,39 @@ def test_shared_executable_names_lowering_config(prefill):
         if want_dedup[key] != want_alone[key]:
             assert f"{key}={want_dedup[key]}" in s and f"{key}={want_alone[key]}" in s
     assert "prefill_bs2" in s and "prefill_bs8" in s
+
+
+@pytest.fixture(scope="module")
+def pool_bundles(tmp_path_factory):
+    """D's real pool_fusion bundles (TVM 0.27, cuda:sm_90) for FuseOps OFF and ON."""
+    from rootcause import spec as spec_mod
+    from rootcause.build import build_bundle
+
+    out = {}
+    for v in ("off", "on"):
+        sp = spec_mod.with_target(spec_mod.load(f"{ROOT / 'fixtures/cases/pool_fusion/variants.toml'}#{v}"),
+                                  "cuda:sm_90")
+        d = tmp_path_factory.mktemp(f"pool_{v}")
+        build_bundle(sp, d)
+        out[v] = d
+    return out
+
+
+def test_catalogs_give_provenance_units_and_schedule_rule(variants, pool_bundles):
+    from rootcause.compare import load_catalog
+
+    off, on = variants
+    cat_off, man_off = load_catalog(str(pool_bundles["off"]))
+    cat_on, man_on = load_catalog(str(pool_bundles["on"]))
+    al = align(off, on, cat_off, cat_on, man_off.get("entry"), man_on.get("entry"))
+    assert set(al.units.method) == {"provenance"}
+    att = attribute(off, on, al, labels=("OFF", "ON"))
+    diagnose(att, al, cat_off, cat_on, "H200")
+    top = att.units[0]
+    fused = next(k for k in man_on["kernels"] if "main/lv16:pool2d" in k["source_ops"])
+    assert fused["name"] in top["kernels_b"] and "main/lv16:pool2d" in top["source_ops"]
+    rules = _rules(top)
+    assert fused["schedule"]["rule"] in rules["schedule"]["sentence"]
+    bw = rules["bandwidth"]["evidence"]["ON"]
+    assert bw["bytes_per_call"] == sum(k["bytes_moved"] for k in man_on["kernels"] if k["name"] in top["kernels_b"])
+    assert bw["bytes_per_s"] == pytest.approx(bw["bytes_per_call"] / top["time_b_ns"]["median"] * 1e9)
