@@ -25,25 +25,27 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(command: str | None) -> argparse.ArgumentParser:
+    """The argument parser; only the chosen command's module is imported.
+
+    Importing every command for --help would make one broken or heavy module (TVM, IREE)
+    cost every other command.
+    """
     parser = argparse.ArgumentParser(prog="rootcause", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as err:
-            if err.name != module_name:
-                raise
-            continue  # not built yet: the command is absent from --help, not faked
         p = sub.add_parser(name, help=help_text, description=help_text)
-        module.add_arguments(p)
-        p.set_defaults(_run=module.run)
+        if name == command:
+            module = importlib.import_module(module_name)
+            module.add_arguments(p)
+            p.set_defaults(_run=module.run)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = next((a for a in argv if not a.startswith("-")), None)
+    args = _parser(command if command in COMMANDS else None).parse_args(argv)
     try:
         return int(args._run(args) or 0)
     except (ParseError, UsageError) as err:
