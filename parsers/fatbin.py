@@ -32,7 +32,7 @@ KIND_PTX, KIND_ELF, KIND_CONCAT = 1, 2, 0x100
 FLAG_LZ4, FLAG_ZSTD, FLAG_ARCH_SPECIFIC = 0x2000, 0x8000, 0x100000
 ENTRY_MIN = 64
 # A decompressed entry larger than this is refused rather than allocated (a damaged size field).
-MAX_ENTRY_BYTES = 1 << 31
+MAX_ENTRY_BYTES = 1 << 28
 
 
 @dataclass
@@ -92,6 +92,16 @@ def _decompress(payload: bytes, flags: int, size: int, file: str, where: str) ->
         return payload, None
     if size <= 0 or size > MAX_ENTRY_BYTES:
         raise ParseError(file, where, f"compressed entry with uncompressed size {size}")
+    # Check the size before decompressing: both decompressors allocate it up front.
+    if flags & FLAG_ZSTD:
+        try:
+            frame_size = zstandard.frame_content_size(payload)
+        except zstandard.ZstdError as exc:
+            raise ParseError(file, where, f"not a zstd frame ({exc})") from None
+        if frame_size not in (size, -1):
+            raise ParseError(file, where, f"zstd frame holds {frame_size} bytes, entry header says {size}")
+    elif size > 255 * len(payload) + 16:  # LZ4 cannot expand a block more than ~255 times
+        raise ParseError(file, where, f"LZ4 block of {len(payload)} bytes cannot hold {size} bytes")
     try:
         if flags & FLAG_ZSTD:
             out = zstandard.ZstdDecompressor().decompress(payload, max_output_size=size)

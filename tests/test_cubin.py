@@ -239,3 +239,21 @@ def test_relocatable_cubin_from_rdc_object():
     for name, r in rows.items():
         assert r.registers == usage[name]["REG"], name
         assert r.shared_bytes == usage[name]["SHARED"] and r.extra.get("reserved_shared_bytes", 0) == 0
+
+
+def test_register_fallback_to_text_sh_info():
+    # sm_80 cubins also keep the register count in the top byte of .text.<name> sh_info. Rename
+    # the REGCOUNT records of a real cubin so only that copy is left; cuobjdump on the original
+    # is still the truth.
+    path, _ = nvcc("cubin", "-arch=sm_80")
+    data = bytearray(path.read_bytes())
+    off, size = _section(bytes(data), ".nv.info")
+    renamed = 0
+    for rec in cubin.nvinfo_records(bytes(data[off:off + size])):
+        if rec.attr == cubin.EIATTR_REGCOUNT:
+            data[off + rec.offset + 1] = 0x37  # EIATTR_CUDA_API_VERSION, which the reader ignores
+            renamed += 1
+    assert renamed == len(KERNELS)
+    usage = resource_usage(path)
+    for r in cubin.kernels(bytes(data)):
+        assert r.registers == usage[r.name]["REG"], r.name
