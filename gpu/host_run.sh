@@ -21,10 +21,17 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,te
 nvidia-smi | head -15
 echo "== imports"
 python3 -c 'import tvm, iree.runtime, cupti, pynvml; print("tvm", tvm.__version__, "runtime-only:", tvm.base._RUNTIME_ONLY)'
-echo "== rootcause run"
-mapfile -t BUNDLES < <(ls -d .device-carry/bundles/*/ | sed 's:/$::')
-python3 -m rootcause run "${BUNDLES[@]}" --out "$OUT/run" "$@"
-rc=$?
-echo "rootcause run exit status $rc"
-ls -la "$OUT/run"
+rc=0
+for case_dir in .device-carry/bundles/*/; do
+  case_name=$(basename "$case_dir")
+  echo "== rootcause run: $case_name"
+  mapfile -t BUNDLES < <(ls -d "$case_dir"*/ | sed 's:/$::')
+  python3 -m rootcause run "${BUNDLES[@]}" --out "$OUT/results/$case_name" "$@"
+  status=$?
+  echo "rootcause run $case_name: exit status $status"
+  [ $status -ne 0 ] && rc=$status
+  ls -la "$OUT/results/$case_name"
+done
+# The device tool returns at most 8 files: one archive holds every case's results.
+tar czf "$OUT/results.tar.gz" -C "$OUT" results && rm -rf "$OUT/results"
 exit $rc

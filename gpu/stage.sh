@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Run on the CPU machine: fill .device-carry/ (git-ignored via .git/info/exclude) with what the
 # GPU host needs and lacks: cp312 runtime wheels, the runtime-only tvm package, and bundles.
-#   gpu/stage.sh [BUNDLE_DIR...]    (default: build the pool_fusion on/off pair)
+#   gpu/stage.sh [CASE:BUNDLE_DIR...]   (default: build the pool_fusion on/off pair)
+# Bundles land in .device-carry/bundles/CASE/<bundle>; host_run.sh runs each CASE together
+# (the variants of one case share inputs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CARRY=.device-carry
@@ -29,9 +31,13 @@ mkdir -p "$CARRY/tvm"
     --exclude='tvm/include' --exclude='__pycache__' tvm) | tar xf - -C "$CARRY/tvm"
 
 # 3. Bundles.
+rm -rf "$CARRY/bundles"; mkdir -p "$CARRY/bundles"
 if [ $# -eq 0 ]; then
-  $PY gpu/build_pool_fusion.py "$CARRY/bundles"
+  $PY gpu/build_pool_fusion.py "$CARRY/bundles/pool_fusion"
 else
-  for b in "$@"; do rm -rf "$CARRY/bundles/$(basename "$b")"; cp -r "$b" "$CARRY/bundles/"; done
+  for arg in "$@"; do
+    case_name=${arg%%:*}; dir=${arg#*:}
+    mkdir -p "$CARRY/bundles/$case_name"; cp -r "$dir" "$CARRY/bundles/$case_name/"
+  done
 fi
 du -sh "$CARRY"/*
