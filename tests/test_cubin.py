@@ -13,7 +13,7 @@ from parsers import cubin
 from test_cubin_helpers import (FIXTURES, elf_arch, elf_dump, need, nvcc, nvinfo_values, ptxas,
                                 ptxas_info, resource_usage)
 
-ARCHS = ["sm_80", "sm_90", "sm_90a", "sm_100"]
+ARCHS = ["sm_80", "sm_90", "sm_90a", "sm_100", "sm_100a"]
 KERNELS = {"smem_tile", "local_array", "recursive", "pressure", "dyn_shared",
            "_Z5scaleILi3EEvPddic", "_Z11with_structc4QuadPf"}
 
