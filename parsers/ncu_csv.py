@@ -106,7 +106,7 @@ def _read_csv(source, lineno: int, file: str, skip_units: bool,
         return pd.read_csv(source, header=0,
                            skiprows=[1] if skip_units else None, thousands=",", usecols=usecols,
                            dtype={"Kernel Name": str}, na_values=["", "n/a", "N/A"],
-                           keep_default_na=False, low_memory=False)
+                           keep_default_na=False, low_memory=usecols is not None)
     except pd.errors.ParserError as err:
         # pandas counts lines from the header; report lines of the file.
         msg = str(err).strip()
