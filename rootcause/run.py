@@ -15,12 +15,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from rootcause import env
 from rootcause.errors import OutputsDiffer, UsageError
@@ -54,55 +52,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 # ---- measurement ----------------------------------------------------------------------
-# The one place the protocol is chosen: rootcause.measure (engineer F) once it provides
-# measure_interleaved(timers, budget_s), else the minimal loop below.
-
-def _calibrate(timer_for: Callable[[int], Callable[[], float]], target_s: float = 2e-3) -> tuple[int, Callable[[], float]]:
-    """Calls per sample so one sample lasts about target_s (launch noise averages out)."""
-    number = 1
-    while True:
-        timer = timer_for(number)
-        t = timer()
-        if t * number >= target_s or number >= 1 << 16:
-            return number, timer
-        number = min(1 << 16, max(number * 2, int(target_s / max(t, 1e-9)) + 1))
-
-
-def minimal_measure(sessions: list, budget_s: float) -> dict[str, Any]:
-    """Warm up each variant, then rounds of one sample per variant, order rotated each round."""
-    names = [s.bundle.name for s in sessions]
-    warm_end = time.monotonic() + min(3.0, max(1.0, budget_s * 0.15))
-    while time.monotonic() < warm_end:  # the GPU idles at low clocks: bring it up first
-        for s in sessions:
-            s.call()
-    timers, numbers = {}, {}
-    for s in sessions:
-        numbers[s.bundle.name], timers[s.bundle.name] = _calibrate(s.timer)
-    samples: dict[str, list[float]] = {n: [] for n in names}
-    deadline = time.monotonic() + budget_s
-    rounds = 0
-    while rounds < 5 or (time.monotonic() < deadline and rounds < 10000):
-        order = names[rounds % len(names):] + names[:rounds % len(names)]
-        for name in order:
-            samples[name].append(timers[name]())
-        rounds += 1
-    variants = {}
-    for name in names:
-        xs = samples[name]
-        q = statistics.quantiles(xs, n=4) if len(xs) > 1 else [xs[0]] * 3
-        variants[name] = {"median_s": statistics.median(xs), "mean_s": statistics.fmean(xs),
-                          "min_s": min(xs), "q1_s": q[0], "q3_s": q[2],
-                          "cv": statistics.stdev(xs) / statistics.fmean(xs) if len(xs) > 1 else None,
-                          "calls_per_sample": numbers[name], "samples_s": xs}
-    return {"protocol": "rootcause.run.minimal_measure: warm-up, calibrated samples, interleaved rotated rounds",
-            "rounds": rounds, "budget_s": budget_s, "variants": variants}
-
 
 def measure(sessions: list, budget_s: float) -> dict[str, Any]:
-    try:
-        from rootcause.measure import measure_interleaved  # type: ignore[attr-defined]
-    except ImportError:
-        return minimal_measure(sessions, budget_s)
+    """Whole-graph latency by rootcause.measure's interleaved protocol (engineer F)."""
+    from rootcause.measure import measure_interleaved
+
     return measure_interleaved({s.bundle.name: s.timer for s in sessions}, budget_s=budget_s)
 
 
