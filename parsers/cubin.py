@@ -201,8 +201,8 @@ def _kernel_attrs(records: list[NvInfoRecord], section: str, file: str) -> dict:
     return out
 
 
-def _accelerator_target(elf: ELFFile, file: str) -> bool:
-    sec = elf.get_section_by_name(".nv.compat")
+def _accelerator_target(sections: dict, file: str) -> bool:
+    sec = sections.get(".nv.compat")
     if sec is None:
         return False
     recs = nvinfo_records(sec.data(), ".nv.compat", file)
@@ -215,9 +215,9 @@ def _reserved_smem(symbols: dict[str, int]) -> int:
     return RESERVED_SMEM_DEFAULT if ".nv.reservedSmem.offset0" in symbols else 0
 
 
-def _symbols(elf: ELFFile) -> tuple[list[tuple[int, str, int, int]], dict[str, int]]:
+def _symbols(sections: dict) -> tuple[list[tuple[int, str, int, int]], dict[str, int]]:
     """(index, name, section index, raw st_other) of FUNC symbols; name -> st_value of all."""
-    symtab = elf.get_section_by_name(".symtab")
+    symtab = sections.get(".symtab")
     if symtab is None:
         return [], {}
     raw = symtab.data()
@@ -236,11 +236,12 @@ def kernels(data: bytes, file: str = "<bytes>") -> list[KernelRecord]:
     _check_layout(data, file)
     with _elf_errors(file, "ELF"):
         elf = ELFFile(io.BytesIO(data))
-        sections = {s.name: s for s in elf.iter_sections()}
+        listed = list(elf.iter_sections())  # pyelftools re-parses headers on every lookup
+        sections = {s.name: s for s in listed}
         abi_version = elf.header["e_ident"]["EI_ABIVERSION"]
         arch = cubin_arch(elf.header["e_flags"], abi_version if isinstance(abi_version, int) else 0,
-                          _accelerator_target(elf, file))
-        funcs, symvalues = _symbols(elf)
+                          _accelerator_target(sections, file))
+        funcs, symvalues = _symbols(sections)
         glob = sections.get(".nv.info")
         per_sym = _per_symbol(nvinfo_records(glob.data(), ".nv.info", file), file) if glob else {}
         # nvlink/ptxas add the reserved area when they lay out an executable cubin; a
@@ -250,7 +251,7 @@ def kernels(data: bytes, file: str = "<bytes>") -> list[KernelRecord]:
         rows = []
         for index, name, shndx, other in funcs:
             text = sections.get(f".text.{name}")
-            if text is None or elf.get_section(shndx).name != text.name:
+            if text is None or shndx >= len(listed) or listed[shndx].name != text.name:
                 continue  # a device function inside another kernel's text, or not ours
             info = sections.get(f".nv.info.{name}")
             # Entries carry STO_CUDA_ENTRY; in a relocatable cubin device functions have their
