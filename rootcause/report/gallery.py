@@ -1,0 +1,134 @@
+"""Regenerate reports/: one attribution, HTML report and Markdown comment per real capture.
+
+    python -m rootcause.report.gallery [--out reports] [--rebuild-catalogs]
+
+Every input is a committed file: the H200 captures under fixtures/captures/, and the bundle
+manifests (catalogs) under reports/inputs/, which `--rebuild-catalogs` rebuilds with
+`rootcause build` from fixtures/cases/. The steps are the CLI's own (`rootcause compare`,
+then `rootcause report`), run from the repository root so the paths recorded in each
+attribution.json are relative and the gallery can be moved with the repository.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rootcause.fileio import write_json
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN = "fixtures/captures/h200-2026-12-02-run"
+SHARED = "fixtures/captures/h200-2026-12-02/tvm_pool_fusion.cupti.json"
+INPUTS = "reports/inputs"
+
+# name -> what goes into `rootcause compare`. A is the baseline (FuseOps off), B the candidate.
+ENTRIES: dict[str, dict[str, Any]] = {
+    "pool_fusion_h200_cupti": {
+        "title": "seed 000, TVM pool fusion on the H200: FuseOps ON against OFF (CUPTI, measured)",
+        "profiles": (f"{RUN}/pool_fusion_off.cupti.json", f"{RUN}/pool_fusion_on.cupti.json"),
+        "measurement": f"{RUN}/measurement.json",
+        "catalogs": (f"{INPUTS}/pool_fusion_off.manifest.json", f"{INPUTS}/pool_fusion_on.manifest.json"),
+        "labels": ("pool_fusion_off", "pool_fusion_on"),
+    },
+    "pool_fusion_h200_ncu": {
+        "title": "seed 000, TVM pool fusion on the H200: FuseOps ON against OFF (ncu, one call, measured)",
+        "profiles": (f"{RUN}/ncu/pool_fusion_off.ncu.csv", f"{RUN}/ncu/pool_fusion_on.ncu.csv"),
+        "measurement": f"{RUN}/ncu/measurement.json",
+        "catalogs": (f"{INPUTS}/pool_fusion_off.manifest.json", f"{INPUTS}/pool_fusion_on.manifest.json"),
+        "labels": ("pool_fusion_off", "pool_fusion_on"),
+    },
+    "pool_fusion_h200_shared_capture": {
+        "title": "seed 000, TVM pool fusion on the H200: ON against OFF in one process (CUPTI, profiled span)",
+        "profiles": (f"{SHARED}#1", f"{SHARED}#0"),
+        "measurement": None,
+        "catalogs": (f"{INPUTS}/pool_fusion_off.manifest.json", f"{INPUTS}/pool_fusion_on.manifest.json"),
+        "labels": ("OFF", "ON"),
+    },
+}
+
+# Catalog manifests: (spec, output name) built by --rebuild-catalogs.
+CATALOG_SPECS = (("fixtures/cases/pool_fusion/variants.toml#off", "pool_fusion_off.manifest.json"),
+                 ("fixtures/cases/pool_fusion/variants.toml#on", "pool_fusion_on.manifest.json"))
+
+N_BOOT = 4000
+
+
+def median_interval(samples_s: list[float], seed: int = 0) -> tuple[float, float, float]:
+    """Median and 95% percentile-bootstrap interval of the median, in seconds."""
+    x = np.asarray(samples_s, dtype="float64")
+    rng = np.random.default_rng(seed)
+    boot = np.median(x[rng.integers(0, len(x), size=(N_BOOT, len(x)))], axis=1)
+    lo, hi = np.quantile(boot, [0.025, 0.975])
+    return float(np.median(x)), float(lo), float(hi)
+
+
+def measurement_file(run_measurement: Path, labels: tuple[str, str], out: Path) -> Path:
+    """`rootcause run`'s measurement.json -> the {variants: {label: median/low/high}} that
+    `rootcause compare --measurement` reads, the interval bootstrapped from its samples."""
+    doc = json.loads(run_measurement.read_text())
+    table = doc["measurement"]["variants"]
+    variants = {}
+    for label in labels:
+        med, lo, hi = median_interval(table[label]["samples_s"])
+        variants[label] = {"median_s": med, "low_s": lo, "high_s": hi, "samples": len(table[label]["samples_s"]),
+                           "from": str(run_measurement.relative_to(ROOT)),
+                           "interval": f"95% percentile bootstrap of the median, {N_BOOT} resamples, seed 0"}
+    return write_json(out, {"variants": variants})
+
+
+def _rootcause(*args: str) -> str:
+    r = subprocess.run([sys.executable, "-m", "rootcause", *args], cwd=ROOT, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"rootcause {' '.join(args)} failed (exit {r.returncode}):\n{r.stderr.strip()}")
+    return r.stdout
+
+
+def rebuild_catalogs() -> None:
+    for spec, name in CATALOG_SPECS:
+        with tempfile.TemporaryDirectory() as tmp:
+            _rootcause("build", spec, "--out", f"{tmp}/bundle")
+            shutil.copyfile(f"{tmp}/bundle/manifest.json", ROOT / INPUTS / name)
+            print(f"rebuilt {INPUTS}/{name} from {spec}")
+
+
+def make(name: str, entry: dict[str, Any], out: Path) -> dict[str, Any]:
+    folder = out / name
+    folder.mkdir(parents=True, exist_ok=True)
+    rel = folder.resolve().relative_to(ROOT) if folder.resolve().is_relative_to(ROOT) else folder.resolve()
+    args = ["compare", *entry["profiles"], "--catalog-a", entry["catalogs"][0], "--catalog-b", entry["catalogs"][1],
+            "--label-a", entry["labels"][0], "--label-b", entry["labels"][1], "--device", "H200", "--out", str(rel)]
+    if entry["measurement"]:
+        m = measurement_file(ROOT / entry["measurement"], entry["labels"], folder / "measurement.interval.json")
+        args += ["--measurement", str(m.resolve().relative_to(ROOT)) if m.resolve().is_relative_to(ROOT) else str(m)]
+    summary = _rootcause(*args)
+    (folder / "compare.txt").write_text(f"$ rootcause {' '.join(args)}\n{summary}")
+    for fmt, file in (("html", "report.html"), ("markdown", "report.md")):
+        _rootcause("report", f"{rel}/attribution.json", "--format", fmt, "--out", f"{rel}/{file}",
+                   "--device", "H200", "--title", entry["title"])
+    return {"name": name, "args": args, "summary": summary.splitlines()[0]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rootcause.report.gallery", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "reports")
+    parser.add_argument("--rebuild-catalogs", action="store_true",
+                        help="rebuild reports/inputs/*.manifest.json with rootcause build first (TVM, nvcc)")
+    parser.add_argument("--only", action="append", choices=sorted(ENTRIES), help="make only these entries")
+    args = parser.parse_args(argv)
+    if args.rebuild_catalogs:
+        rebuild_catalogs()
+    for name in args.only or ENTRIES:
+        done = make(name, ENTRIES[name], args.out)
+        print(f"{name}: {done['summary']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,341 @@
+"""One self-contained HTML page from attribution.json: verdict, plots, tables, findings, environment.
+
+plotly.js is embedded inline from plotly's offline bundle, so the file opens without a network.
+Every string from the input goes through html.escape; figure JSON embedded in <script> has
+'<', '>', '&' and U+2028/9 written as \\u escapes, so no kernel name can close the script.
+Large graphs stay readable: the plots show the top units and fold the rest into one 'other'
+bar; the tables show the top units and put the rest in a collapsed <details>.
+"""
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+from rootcause.report import view
+
+TOP_UNITS = 12       # bars in the plots and rows in the open units table
+RESOURCE_UNITS = 8   # units with an open resource table
+FOLDED_ROWS = 5000   # rows of the folded units table; the rest are counted, not listed
+
+_A_COLOR, _B_COLOR = "#4C78A8", "#F58518"
+
+_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1200px;color:#222;padding:0 16px}
+h1{font-size:22px;margin:0 0 8px}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
+h3{font-size:15px;margin:18px 0 6px}
+.verdict{background:#f4f7fb;border-left:5px solid #4C78A8;padding:12px 16px;font-size:16px}
+.verdict.slower{border-color:#d62728}.verdict.faster{border-color:#2ca02c}
+table{border-collapse:collapse;margin:8px 0;font-size:13px}
+th,td{border:1px solid #ddd;padding:3px 7px;text-align:left;vertical-align:top}
+th{background:#f3f3f3}td.num{text-align:right;font-variant-numeric:tabular-nums}
+td.changed{background:#fff1b8;font-weight:600}tr.dominant td:first-child::after{content:" \\2605";color:#b8860b}
+code,.k{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px;word-break:break-all}
+.muted{color:#777}.na{color:#999;font-style:italic}.plot{width:100%;min-height:380px}
+details{margin:8px 0}summary{cursor:pointer;color:#235}
+pre{background:#f7f7f7;padding:8px;overflow:auto;font-size:12px;max-height:320px}
+"""
+
+
+def esc(x: Any) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def script_json(obj: Any) -> str:
+    """JSON safe inside <script>: no '</script>', '<!--' or line separators can appear."""
+    text = json.dumps(obj, separators=(",", ":"), allow_nan=False, default=_plain)
+    return (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+
+
+def _plain(o: Any) -> Any:
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    if isinstance(o, (set, tuple)):
+        return list(o)
+    return str(o)
+
+
+def _table(head: list[str], rows: list[list[str]], num: set[int] = frozenset(), cls: list[str] | None = None,
+           changed: list[set[int]] | None = None) -> str:
+    """Cells are already-escaped HTML."""
+    out = ["<table><thead><tr>", *(f"<th>{esc(h)}</th>" for h in head), "</tr></thead><tbody>"]
+    for i, row in enumerate(rows):
+        attr = f' class="{cls[i]}"' if cls and cls[i] else ""
+        out.append(f"<tr{attr}>")
+        for j, cell in enumerate(row):
+            classes = [c for c, on in (("num", j in num), ("changed", changed and j in changed[i])) if on]
+            out.append(f"<td{' class=' + chr(34) + ' '.join(classes) + chr(34) if classes else ''}>{cell}</td>")
+        out.append("</tr>")
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+def _na(text: str = "not available") -> str:
+    return f'<span class="na">{esc(text)}</span>'
+
+
+def _kernels(names: list[str], limit: int = 4) -> str:
+    if not names:
+        return _na("none")
+    shown = "<br>".join(f'<span class="k">{esc(n)}</span>' for n in names[:limit])
+    return shown + (f'<br><span class="muted">+{len(names) - limit} more</span>' if len(names) > limit else "")
+
+
+# --- figures ----------------------------------------------------------------------------------
+
+def _fig_waterfall(doc, top, other) -> dict:
+    import plotly.graph_objects as go
+
+    x = [view.unit_label(u) for u in top] + ([f"other ({other['count']} units)"] if other else [])
+    y = [u["delta_ns"]["median"] / 1e3 for u in top] + ([other["delta_ns"]["median"] / 1e3] if other else [])
+    x.append("residual (launch, gaps, host)")
+    y.append(doc["residual"]["delta_ns"]["median"] / 1e3)
+    whole = doc["whole_graph"]["delta_ns"]["median"] / 1e3
+    unexplained = whole - sum(y)
+    measure = ["relative"] * len(y)
+    if abs(unexplained) > 1e-9:
+        x.append("not explained")
+        y.append(unexplained)
+        measure.append("relative")
+    x.append("whole-graph delta")
+    y.append(whole)
+    measure.append("total")
+    fig = go.Figure(go.Waterfall(x=x, y=y, measure=measure, textposition="outside",
+                                 text=[f"{v:+.2f}" if abs(v) < 1 else f"{v:+.1f}" for v in y], connector={"line": {"color": "#999"}},
+                                 increasing={"marker": {"color": "#d62728"}},
+                                 decreasing={"marker": {"color": "#2ca02c"}},
+                                 totals={"marker": {"color": "#555"}}))
+    fig.update_layout(title="Where the whole-graph delta goes (B - A, us per call; up = B slower)",
+                      yaxis_title="us per graph call", margin={"t": 50, "b": 140}, showlegend=False)
+    return fig.to_plotly_json()
+
+
+def _fig_pairs(doc, top, other) -> dict:
+    import plotly.graph_objects as go
+
+    rows = top + ([other] if other else [])
+    x = [view.unit_label(u) if u["unit"] is not None else f"other ({u['count']} units)" for u in rows]
+    fig = go.Figure()
+    for v, color in (("a", _A_COLOR), ("b", _B_COLOR)):
+        t = [u[f"time_{v}_ns"] for u in rows]
+        med = [i["median"] / 1e3 for i in t]
+        err = {"type": "data", "symmetric": False,
+               "array": [(i["high"] - i["median"]) / 1e3 if "high" in i else 0 for i in t],
+               "arrayminus": [(i["median"] - i["low"]) / 1e3 if "low" in i else 0 for i in t]}
+        fig.add_trace(go.Bar(name=view.label(doc, v), x=x, y=med, error_y=err, marker_color=color))
+    fig.update_layout(barmode="group", title="Time per graph call of each unit (median, 95% interval)",
+                      yaxis_title="us per graph call", margin={"t": 50, "b": 140})
+    return fig.to_plotly_json()
+
+
+def _fig_timeline(doc, prof, top) -> dict | None:
+    import plotly.graph_objects as go
+
+    unit_of = {}
+    for rank, u in enumerate(top):
+        for v in "ab":
+            for k in u[f"kernels_{v}"]:
+                unit_of[(v, k)] = rank
+    palette = ["#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#EECA3B", "#B279A2",
+               "#FF9DA6", "#9D755D", "#BAB0AC", "#1F77B4", "#8C564B"]
+    fig = go.Figure()
+    drawn = False
+    for v in ("b", "a"):
+        tl = prof[v]["timeline"]
+        if not tl or not tl.get("kernels"):
+            continue
+        ks = tl["kernels"]
+        streams = {k.get("stream") for k in ks}
+        name = view.label(doc, v)
+        y = [f"{name} s{k.get('stream')}" if len(streams) > 1 else name for k in ks]
+        colors = [palette[unit_of[(v, k["kernel"])] % len(palette)] if (v, k["kernel"]) in unit_of else "#bbb"
+                  for k in ks]
+        fig.add_trace(go.Bar(
+            orientation="h", y=y, base=[k["start_ns"] / 1e3 for k in ks],
+            x=[max(k["end_ns"] - k["start_ns"], 1) / 1e3 for k in ks], marker_color=colors,
+            name=name, hovertext=[f"{k['kernel']}<br>{(k['end_ns'] - k['start_ns']) / 1e3:.2f} us" for k in ks],
+            hoverinfo="text", marker_line_width=0.5, marker_line_color="#333"))
+        drawn = True
+    if not drawn:
+        return None
+    ncu = any("ncu" in (view.get(doc, f"variants.{v}.source") or []) for v in "ab")
+    title = "One graph call per variant (the call with the median span; colour = unit)"
+    if ncu:
+        title += "<br><sub>ncu records no timeline: its launches are laid back to back, gaps are not real</sub>"
+    fig.update_layout(title=title,
+                      xaxis_title="us since the call's first launch", barmode="overlay", showlegend=False,
+                      margin={"t": 50}, height=200 + 60 * len(fig.data))
+    return fig.to_plotly_json()
+
+
+# --- sections ---------------------------------------------------------------------------------
+
+def _verdict(doc, v) -> str:
+    state = "" if v["significant"] is False else ("slower" if v["slower"] == v["b"] else "faster")
+    notes = []
+    if v["source_note"]:
+        notes.append(esc(v["source_note"]))
+    if isinstance(v["closure"], (int, float)):
+        notes.append(f"Closure {v['closure']:.0%}: units {esc(view.fmt_time(v['unit_sum_ns'], True))} "
+                     f"+ residual {esc(view.fmt_interval(v['residual']))} against the whole-graph "
+                     f"delta {esc(view.fmt_interval(v['delta']))}.")
+    return (f'<div class="verdict {state}"><strong>{esc(view.verdict_sentence(v))}</strong>'
+            + "".join(f'<div class="muted">{n}</div>' for n in notes) + "</div>")
+
+
+def _unit_row(u) -> list[str]:
+    return [esc(u["unit"]), _kernels(u["kernels_a"]), _kernels(u["kernels_b"]),
+            esc(view.fmt_interval(u["time_a_ns"], False)), esc(view.fmt_interval(u["time_b_ns"], False)),
+            esc(view.fmt_interval(u["delta_ns"])), esc(view.fmt_share(u.get("share"))),
+            esc("yes" if u.get("significant") else "no" if "significant" in u else "n/a"),
+            esc(u.get("method", "n/a")) + (" (flagged)" if u.get("flagged") else ""),
+            esc(len(u.get("findings") or []))]
+
+
+_UNIT_HEAD = ["unit", "kernels A", "kernels B", "A per call", "B per call", "delta (B - A)", "share",
+              "significant", "aligned by", "findings"]
+
+
+def _units(doc, units, top, other) -> str:
+    head = [h.replace(" A", f" ({view.label(doc, 'a')})").replace(" B", f" ({view.label(doc, 'b')})")
+            if h.startswith("kernels") else h for h in _UNIT_HEAD]
+    out = [_table(head, [_unit_row(u) for u in top], num={3, 4, 5, 6, 9})]
+    if other:
+        rest = units[len(top):]
+        rows = [_unit_row(u) for u in rest[:FOLDED_ROWS]]
+        more = (f'<p class="muted">{len(rest) - FOLDED_ROWS} more units are not listed here; '
+                f"attribution.json holds all of them.</p>" if len(rest) > FOLDED_ROWS else "")
+        out.append(f"<details><summary>{len(rest)} more units (together {esc(view.fmt_time(other['delta_ns']['median'], True))}"
+                   f" of the delta)</summary>{_table(head, rows, num={3, 4, 5, 6, 9})}{more}</details>")
+    return "".join(out)
+
+
+def _resources(doc, units, prof, cats, dev) -> str:
+    head = ["variant", "kernel", *view.RESOURCE_COLUMNS]
+    out = []
+    if dev is None:
+        out.append(f"<p>{_na('Occupancy not available: no device named (attribution.json has no device; give --device).')}</p>")
+    else:
+        out.append(f'<p class="muted">Occupancy: theoretical, rootcause.gpus for the {esc(dev)}. '
+                   "Highlighted: differs from the other variant's dominant kernel (marked with a star).</p>")
+    for v in "ab":
+        for what, err in (("launch facts", prof[v]["error"]), ("schedule facts", cats[v]["error"])):
+            if err:
+                out.append(f"<p>{_na(f'{view.label(doc, v)}: {what} not available: {err}')}</p>")
+    for u in units[:RESOURCE_UNITS]:
+        rows = view.resource_rows(u, prof, cats, dev)
+        body = [[esc(view.label(doc, r["variant"])), f'<span class="k">{esc(r["kernel"])}</span>',
+                 *(esc(r["cells"][c]) for c in view.RESOURCE_COLUMNS)] for r in rows]
+        changed = [{i + 2 for i, c in enumerate(view.RESOURCE_COLUMNS) if c in r["changed"]} for r in rows]
+        out.append(f"<h3>Unit {esc(u['unit'])}: {esc(view.fmt_interval(u['delta_ns']))}</h3>")
+        out.append(_table(head, body, num=set(range(2, 10)), changed=changed,
+                          cls=["dominant" if r["dominant"] else "" for r in rows]))
+    return "".join(out)
+
+
+def _findings(doc, units) -> str:
+    out = []
+    for u in units:
+        fs = u.get("findings") or []
+        if not fs:
+            continue
+        out.append(f"<h3>Unit {esc(u['unit'])} ({esc(view.fmt_interval(u['delta_ns']))})</h3><ul>")
+        out.extend(_finding(f) for f in fs)
+        out.append("</ul>")
+    general = [f for f in doc.get("findings") or [] if isinstance(f, dict) and f.get("unit") is None]
+    if general:
+        out.append("<h3>Whole graph</h3><ul>" + "".join(_finding(f) for f in general) + "</ul>")
+    if not out:
+        out.append(f"<p>{_na('No findings: no unit delta is significant, or diagnose did not run.')}</p>")
+    for title, key in (("Cannot conclude", "cannot_conclude"), ("Notes", "notes")):
+        items = doc.get(key) or []
+        if items:
+            out.append(f"<h3>{title}</h3><ul>" + "".join(f"<li>{esc(x)}</li>" for x in items) + "</ul>")
+    return "".join(out)
+
+
+def _finding(f: dict) -> str:
+    ev = f.get("evidence")
+    evidence = (f"<details><summary>evidence ({esc(ev.get('source', 'source not given'))})</summary>"
+                f"<pre>{esc(json.dumps(ev, indent=1, default=str))}</pre></details>") if isinstance(ev, dict) else ""
+    return f"<li><strong>{esc(f.get('rule', 'finding'))}</strong>: {esc(f.get('sentence', ''))}{evidence}</li>"
+
+
+def _environment(doc, env) -> str:
+    out = ["<ul>"]
+    out.append(f"<li>rootcause {esc(env['rootcause_version'] or 'version not recorded')}, "
+               f"attribution schema {esc(doc['schema_version'])}</li>")
+    for v in "ab":
+        src = view.get(doc, f"variants.{v}.source")
+        out.append(f"<li>{esc(view.label(doc, v))}: profile <code>{esc(view.get(doc, f'variants.{v}.profile', 'n/a'))}</code>"
+                   f" ({esc(', '.join(src) if isinstance(src, list) else src or 'profiler n/a')}), "
+                   f"{esc(view.get(doc, f'variants.{v}.calls', 'n/a'))} calls, catalog "
+                   f"<code>{esc(view.get(doc, f'variants.{v}.catalog') or 'none')}</code></li>")
+    if env["versions"]:
+        out.append("<li>Built with " + esc(", ".join(f"{k} {v}" for k, v in env["versions"].items())) + "</li>")
+    else:
+        out.append(f"<li>Compiler versions: {_na()} (no catalogs)</li>")
+    host = view.host_line(env["env"]) if env["env"] else None
+    if env["snapshots"]:
+        out.append(f"<li>Host: {esc(host or 'n/a')} (from <code>{esc(env['source'])}</code>)</li>")
+        out.extend(f"<li>{esc(view.snapshot_line(k, s))}</li>" for k, s in env["snapshots"].items())
+    else:
+        out.append(f"<li>GPU, driver and clocks: {_na()} (attribution.json has no environment and "
+                   "no env.json lies beside the profiles)</li>")
+    m = env["measurement"]
+    if isinstance(m, dict) and m.get("protocol"):
+        out.append(f"<li>Measurement: {esc(m['protocol'])}, {esc(m.get('rounds', 'n/a'))} rounds, "
+                   f"budget {esc(m.get('budget_s', 'n/a'))} s</li>")
+    out.append("</ul>")
+    out.append(f"<p>Reproduce the attribution:</p><pre>{esc(view.reproduce_command(doc))}</pre>")
+    out.append(f"<p>Then this report: <code>rootcause report attribution.json --format html --out report.html</code></p>")
+    if env["env"]:
+        out.append(f"<details><summary>environment as recorded</summary><pre>"
+                   f"{esc(json.dumps(env['env'], indent=1, default=str))}</pre></details>")
+    return "".join(out)
+
+
+def render_html(attribution: dict[str, Any], base_dir: str | Path | None = None,
+                device: str | None = None, title: str | None = None) -> str:
+    """The whole report page. base_dir: where relative profile/catalog paths are looked up
+    (attribution.json's directory); device: a rootcause.gpus.DEVICES name for occupancy."""
+    import plotly.offline
+
+    doc = attribution
+    view.check(doc)
+    base = Path(base_dir) if base_dir is not None else None
+    units = view.units_sorted(doc)
+    top, other = view.fold(units, TOP_UNITS)
+    prof = view.profiles(doc, base)
+    cats = view.catalogs(doc, base)
+    env = view.environment(doc, base, cats)
+    dev = view.device(doc, device, env["env"])
+    v = view.verdict(doc)
+    figs = {"waterfall": _fig_waterfall(doc, top, other), "pairs": _fig_pairs(doc, top, other)}
+    timeline = _fig_timeline(doc, prof, top)
+    if timeline is not None:
+        figs["timeline"] = timeline
+    title = title or f"rootcause: {view.label(doc, 'b')} against {view.label(doc, 'a')}"
+    missing = "; ".join(f"{view.label(doc, k)}: {prof[k]['error']}" for k in "ab" if prof[k]["error"])
+    plots = ['<div id="waterfall" class="plot"></div>', '<div id="pairs" class="plot"></div>',
+             '<div id="timeline" class="plot"></div>' if timeline is not None else
+             f"<p>{_na('Timeline not available: ' + (missing or 'no per-kernel start/end in the profiles'))}</p>"]
+    body = [
+        f"<h1>{esc(title)}</h1>",
+        f'<p class="muted">A = {esc(view.label(doc, "a"))} (baseline), B = {esc(view.label(doc, "b"))} '
+        f"(candidate); {esc(doc.get('delta_convention', 'deltas are B - A'))}.</p>",
+        _verdict(doc, v),
+        "<h2>Where the time goes</h2>", *plots,
+        f"<h2>Units ({len(units)})</h2>", _units(doc, units, top, other),
+        "<h2>Resources per unit, A against B</h2>", _resources(doc, units, prof, cats, dev),
+        "<h2>Findings and evidence</h2>", _findings(doc, units),
+        "<h2>Environment and how to reproduce</h2>", _environment(doc, env),
+    ]
+    plot_script = ("const FIGS=" + script_json(figs) + ";for(const [id,f] of Object.entries(FIGS)){"
+                   "Plotly.newPlot(id,f.data,f.layout,{responsive:true,displaylogo:false});}")
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>{esc(title)}</title><style>{_CSS}</style>"
+            f"<script>{plotly.offline.get_plotlyjs()}</script></head><body>"
+            + "\n".join(body) + f"<script>{plot_script}</script></body></html>\n")

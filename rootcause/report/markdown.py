@@ -1,0 +1,191 @@
+"""A GitHub-flavoured Markdown triage comment from attribution.json.
+
+Layout: a one-line verdict with its interval, a table of the top units, the per-kernel
+resource table of the top units, findings, then the full tables inside <details>, and an
+environment footer. Names are escaped for table cells ('|' and every other ASCII punctuation
+a Markdown parser could act on), and the whole comment stays under GitHub's 65,536
+characters: the folded tables are cut, with a note, when they would not fit.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from rootcause.report import view
+
+GITHUB_LIMIT = 65536
+BUDGET = 64000      # leave room for the truncation note and GitHub's own counting
+TOP_UNITS = 8
+RESOURCE_UNITS = 5
+
+_PUNCT = re.compile(r"([\\`*_\[\]|<>~&])")
+
+
+def text(x: Any) -> str:
+    """Plain text safe in a GFM table cell: ASCII punctuation backslash-escaped, no newlines."""
+    return _PUNCT.sub(r"\\\1", str(x)).replace("\n", " ")
+
+
+def code(x: Any) -> str:
+    """A code span safe in a table cell ('|' escaped as GFM requires); names with a backtick
+    fall back to escaped text, since a code span cannot hold its own delimiter simply."""
+    s = str(x).replace("\n", " ")
+    if "`" in s:
+        return text(s)
+    return "`" + s.replace("|", "\\|") + "`"
+
+
+def _row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def _table(head: list[str], rows: list[list[str]], right: set[int] = frozenset()) -> list[str]:
+    sep = ["---:" if i in right else "---" for i in range(len(head))]
+    return [_row([text(h) for h in head]), _row(sep), *(_row(r) for r in rows)]
+
+
+def _side(names: list[str], limit: int = 2, width: int = 60) -> str:
+    if not names:
+        return "(none)"
+    shown = " + ".join(code(view.short(n, width)) for n in names[:limit])
+    return shown + (f" + {len(names) - limit} more" if len(names) > limit else "")
+
+
+def _unit_cells(u: dict[str, Any], full: bool = False) -> list[str]:
+    limit, width = (len(u["kernels_a"]) + len(u["kernels_b"]), 10**6) if full else (2, 60)
+    return [str(u["unit"]), _side(u["kernels_a"], limit, width), _side(u["kernels_b"], limit, width),
+            text(view.fmt_interval(u["time_a_ns"], False)), text(view.fmt_interval(u["time_b_ns"], False)),
+            text(view.fmt_interval(u["delta_ns"])), text(view.fmt_share(u.get("share"))),
+            "yes" if u.get("significant") else ("no" if "significant" in u else "n/a"),
+            text(u.get("method", "n/a")) + (" (flagged)" if u.get("flagged") else "")]
+
+
+def _unit_head(doc) -> list[str]:
+    A, B = view.label(doc, "a"), view.label(doc, "b")
+    return ["unit", f"kernels {A}", f"kernels {B}", f"{A} per call", f"{B} per call", "delta (B - A)",
+            "share", "significant", "aligned by"]
+
+
+def _resource_rows(doc, units, prof, cats, dev) -> list[list[str]]:
+    rows = []
+    for u in units:
+        for r in view.resource_rows(u, prof, cats, dev):
+            cells = [text(r["cells"][c]) if r["cells"][c] != "n/a" else "n/a" for c in view.RESOURCE_COLUMNS]
+            cells = [f"**{c}**" if col in r["changed"] else c for c, col in zip(cells, view.RESOURCE_COLUMNS)]
+            star = " (dominant)" if r["dominant"] else ""
+            rows.append([str(u["unit"]), text(view.label(doc, r["variant"])), code(r["kernel"]) + star, *cells])
+    return rows
+
+
+def _fit(head_lines: list[str], rows: list[str], used: int, what: str) -> list[str]:
+    """As many table rows as fit the comment budget; a note says how many were cut."""
+    out, size = list(head_lines), used + sum(len(x) + 1 for x in head_lines)
+    for i, row in enumerate(rows):
+        if size + len(row) + 1 > BUDGET:
+            out.append("")
+            out.append(f"*{len(rows) - i} more {what} not shown: the comment would pass GitHub's "
+                       f"{GITHUB_LIMIT:,}-character limit; see attribution.json.*")
+            return out
+        out.append(row)
+        size += len(row) + 1
+    return out
+
+
+def _footer(doc, env, dev) -> list[str]:
+    bits = [f"rootcause {env['rootcause_version'] or 'n/a'}", f"schema {doc['schema_version']}"]
+    profilers = sorted({p for v in "ab" for p in (view.get(doc, f"variants.{v}.source") or [])})
+    bits.append("profiler " + (", ".join(profilers) or "n/a"))
+    bits.append(f"whole graph: {view.get(doc, 'whole_graph.source', 'n/a')}")
+    if env["versions"]:
+        bits.append(", ".join(f"{k} {v}" for k, v in env["versions"].items()))
+    host = view.host_line(env["env"]) if env["env"] else None
+    snaps = list(env["snapshots"].items())
+    if snaps:
+        gpu = [g for g in snaps[0][1].get("gpus") or [] if isinstance(g, dict)]
+        if gpu:
+            bits.append(str(gpu[0].get("name", "GPU")))
+        if host:
+            bits.append(host)
+        clocks = [f"{k} {g.get('sm_clock_mhz')} MHz" for k, s in snaps
+                  for g in (s.get("gpus") or [])[:1] if isinstance(g, dict) and g.get("sm_clock_mhz") is not None]
+        if clocks:
+            bits.append("SM clock " + ", ".join(clocks))
+    else:
+        bits.append(f"GPU {dev or 'n/a'} (environment not recorded)")
+    return ["---", "<sub>" + text(" · ".join(bits)) + "</sub>", "",
+            "<sub>reproduce: " + code(view.reproduce_command(doc)) + "</sub>"]
+
+
+def render_markdown(attribution: dict[str, Any], base_dir: str | Path | None = None,
+                    device: str | None = None, title: str | None = None) -> str:
+    """The triage comment (module doc); the same optional arguments as render_html."""
+    doc = attribution
+    view.check(doc)
+    base = Path(base_dir) if base_dir is not None else None
+    units = view.units_sorted(doc)
+    prof, cats = view.profiles(doc, base), view.catalogs(doc, base)
+    env = view.environment(doc, base, cats)
+    dev = view.device(doc, device, env["env"])
+    v = view.verdict(doc)
+    top, other = view.fold(units, TOP_UNITS)
+
+    lines = []
+    if title:
+        lines += [f"### {text(title)}", ""]
+    lines += [f"**rootcause:** {text(view.verdict_sentence(v))}", ""]
+    lines += [f"**Top units** ({len(units)} in all; delta is B - A per graph call, 95% interval)", ""]
+    rows = [_unit_cells(u) for u in top]
+    if other:
+        rows.append(["other", f"{other['count']} units", "", text(view.fmt_time(other["time_a_ns"]["median"])),
+                     text(view.fmt_time(other["time_b_ns"]["median"])),
+                     text(view.fmt_time(other["delta_ns"]["median"], True)), "", "", ""])
+    r = doc["residual"]
+    rows.append(["residual", "launch overhead, gaps, host", "",
+                 text(view.fmt_interval(r.get("a"), False)), text(view.fmt_interval(r.get("b"), False)),
+                 text(view.fmt_interval(r["delta_ns"])), text(view.fmt_share(r.get("share"))),
+                 "yes" if r.get("significant") else ("no" if "significant" in r else "n/a"), ""])
+    lines += _table(_unit_head(doc), rows, right={3, 4, 5, 6}) + [""]
+
+    res_head = ["unit", "variant", "kernel", *view.RESOURCE_COLUMNS]
+    lines += ["**Resources of the top units**, A against B (bold: differs from the other variant's "
+              "dominant kernel" + (f"; occupancy for the {dev}" if dev else "; occupancy n/a, no device named")
+              + ")", ""]
+    res_rows = _resource_rows(doc, units[:RESOURCE_UNITS], prof, cats, dev)
+    lines += _table(res_head, res_rows, right={3, 4, 5, 6, 7, 8, 9}) + [""]
+    for vv in "ab":
+        for what, err in (("launch facts", prof[vv]["error"]), ("schedule facts", cats[vv]["error"])):
+            if err:
+                lines.append(f"- {text(view.label(doc, vv))}: {what} not available: {text(err)}")
+    lines.append("")
+
+    findings = [(u["unit"], f) for u in units for f in (u.get("findings") or [])]
+    findings += [(None, f) for f in doc.get("findings") or [] if isinstance(f, dict) and f.get("unit") is None]
+    lines += ["**Findings**", ""]
+    if findings:
+        lines += [f"- {'unit ' + str(unit) if unit is not None else 'whole graph'}, "
+                  f"{text(f.get('rule', 'finding'))}: {_sentence(f.get('sentence', ''))}" for unit, f in findings]
+    else:
+        lines.append("- none (no significant unit delta, or diagnose did not run)")
+    for head, key in (("Cannot conclude", "cannot_conclude"), ("Notes", "notes")):
+        if doc.get(key):
+            lines += ["", f"**{head}**", ""] + [f"- {text(x)}" for x in doc[key]]
+    lines.append("")
+
+    footer = _footer(doc, env, dev)
+    used = sum(len(x) + 1 for x in lines + footer) + 200
+    full_units = _table(_unit_head(doc), [_unit_cells(u, full=True) for u in units], right={3, 4, 5, 6})
+    lines += _fit(["<details><summary>All units</summary>", "", *full_units[:2]], full_units[2:], used, "units")
+    lines += ["", "</details>", ""]
+    used = sum(len(x) + 1 for x in lines + footer) + 200
+    all_res = _table(res_head, _resource_rows(doc, units, prof, cats, dev), right={3, 4, 5, 6, 7, 8, 9})
+    lines += _fit(["<details><summary>Resources of every unit's kernels</summary>", "", *all_res[:2]],
+                  all_res[2:], used, "kernel rows")
+    lines += ["", "</details>", ""] + footer
+    return "\n".join(lines) + "\n"
+
+
+def _sentence(s: str) -> str:
+    """A finding's sentence keeps its `code` spans; the text between them is escaped."""
+    parts = re.split(r"(`[^`]*`)", str(s))
+    return "".join(p if p.startswith("`") and p.endswith("`") and len(p) > 1 else text(p) for p in parts)

@@ -1,0 +1,305 @@
+"""The HTML report of the real H200 pool-fusion capture, opened in a real headless Chromium.
+
+Truth comes from outside the report: the CUPTI capture's own records (plain json), the bundle
+manifests' catalog, and what Chromium drew (its DOM after JS ran, its console, a screenshot
+decoded here with zlib).
+"""
+import copy
+import json
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import zlib
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from rootcause.report import render_html
+from rootcause.report.html import TOP_UNITS
+
+ROOT = Path(__file__).parent.parent
+CAPTURE = ROOT / "fixtures/captures/h200-2026-12-02/tvm_pool_fusion.cupti.json"
+CATALOGS = ROOT / "reports/inputs"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (.ci/run installs it)")
+
+# The environment skill's flags for a headless, offline, sandbox-less Chromium.
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def chromium(page: Path, *extra: str, timeout: int = 90) -> subprocess.CompletedProcess:
+    with tempfile.TemporaryDirectory() as profile:
+        return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--enable-logging=stderr",
+                               "--v=0", "--virtual-time-budget=15000", *extra, page.as_uri()],
+                              capture_output=True, text=True, timeout=timeout)
+
+
+def console_lines(stderr: str) -> list[str]:
+    """Chromium logs every console message (and uncaught exceptions) as INFO:CONSOLE."""
+    return [line for line in stderr.splitlines() if ":CONSOLE" in line or "Uncaught" in line]
+
+
+def png_pixels(data: bytes) -> tuple[int, int, list[bytes]]:
+    """(width, height, rows of RGB(A) bytes) of an 8-bit non-interlaced PNG."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat, width = 8, b"", None
+    while pos < len(data):
+        n, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + n]
+        if kind == b"IHDR":
+            width, height, depth, color, _, _, interlace = struct.unpack(">IIBBBBB", body)
+            assert depth == 8 and interlace == 0 and color in (2, 6)
+            bpp = 3 if color == 2 else 4
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + n
+    raw, stride, rows, prev = zlib.decompress(idat), width * bpp, [], bytearray(width * bpp)
+    for y in range(height):
+        f, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - bpp] if i >= bpp else 0
+            b, c = prev[i], prev[i - bpp] if i >= bpp else 0
+            if f == 1:
+                line[i] = (line[i] + a) & 255
+            elif f == 2:
+                line[i] = (line[i] + b) & 255
+            elif f == 3:
+                line[i] = (line[i] + (a + b) // 2) & 255
+            elif f == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+        rows.append(bytes(line))
+        prev = line
+    return width, height, [bytes(r[i:i + 3]) for r in rows for i in range(0, stride, bpp)]
+
+
+class PlotPoints(HTMLParser):
+    """Per plot div id: how many plotly data points (<g class="point">) were drawn inside it."""
+
+    def __init__(self, ids):
+        super().__init__()
+        self.ids, self.stack, self.points, self.svgs = set(ids), [], {i: 0 for i in ids}, {i: 0 for i in ids}
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        owner = a.get("id") if a.get("id") in self.ids else (self.stack[-1][1] if self.stack else None)
+        if tag not in ("path", "rect", "line", "circle", "br", "img", "input", "meta"):
+            self.stack.append((tag, owner))
+        if owner is None:
+            return
+        classes = (a.get("class") or "").split()
+        if tag == "g" and "point" in classes:
+            self.points[owner] += 1
+        if tag == "svg" and "main-svg" in classes:
+            self.svgs[owner] += 1
+
+    def handle_endtag(self, tag):
+        for i in range(len(self.stack) - 1, -1, -1):
+            if self.stack[i][0] == tag:
+                del self.stack[i:]
+                return
+
+
+@pytest.fixture(scope="module")
+def attribution(tmp_path_factory):
+    out = tmp_path_factory.mktemp("att")
+    r = subprocess.run([sys.executable, "-m", "rootcause", "compare", f"{CAPTURE}#1", f"{CAPTURE}#0",
+                        "--catalog-a", CATALOGS / "pool_fusion_off.manifest.json",
+                        "--catalog-b", CATALOGS / "pool_fusion_on.manifest.json",
+                        "--label-a", "OFF", "--label-b", "ON", "--device", "H200", "--out", out],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    return json.loads((out / "attribution.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def raw_calls():
+    """The capture's own records: 20 ON calls of 3 launches, then 20 OFF calls of 19 (PROVENANCE.md)."""
+    recs = sorted(json.loads(CAPTURE.read_text()), key=lambda r: r["start"])
+    on, off = recs[:60], recs[60:]
+    return [off[i:i + 19] for i in range(0, 380, 19)], [on[i:i + 3] for i in range(0, 60, 3)]
+
+
+@pytest.fixture(scope="module")
+def page(attribution, tmp_path_factory):
+    path = tmp_path_factory.mktemp("html") / "report.html"
+    path.write_text(render_html(attribution), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def dom(page):
+    r = chromium(page, "--dump-dom")
+    assert r.returncode == 0, r.stderr[-2000:]
+    return r.stdout, r.stderr
+
+
+def test_verdict_against_the_capture(page, raw_calls):
+    off, on = raw_calls
+    span = lambda calls: sorted(max(x["end"] for x in c) - min(x["start"] for x in c) for c in calls)
+    med = lambda v: (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
+    ratio = med(span(on)) / med(span(off))
+    text = page.read_text()
+    assert f"ON is {ratio:.2f}x slower than OFF" in text
+    verdict = text.index('class="verdict')
+    assert verdict < text.index('id="waterfall"') < text.index("Resources per unit")
+
+
+def test_self_contained(page):
+    text = page.read_text()
+    assert not re.search(r"<(script|link|img|iframe)[^>]+(src|href)=", text)
+    import plotly.offline
+    bundle = plotly.offline.get_plotlyjs()
+    assert bundle in text  # plotly.js inline, the whole offline bundle
+    assert text.count("<script") == 2
+
+
+def test_resource_table_against_capture_and_catalog(page, raw_calls):
+    off, on = raw_calls
+    fused = next(r for r in on[0] if r["name"] == "fused_pool2d_add2_kernel")
+    text = page.read_text()
+    row = re.search(r"<tr[^>]*><td>ON</td><td><span class=\"k\">fused_pool2d_add2_kernel</span></td>(.*?)</tr>", text)
+    assert row, "no resource row for the fused kernel"
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row.group(1))
+    assert cells[2] == f"{fused['grid_x']:,}" and cells[3] == f"{fused['block_x']:,}"
+    assert cells[4] == str(fused["registers_per_thread"])
+    assert cells[5] == str(fused["static_shared_memory"] + fused["dynamic_shared_memory"])
+    catalog = json.loads((CATALOGS / "pool_fusion_on.manifest.json").read_text())
+    rule = next(k for k in catalog["kernels"] if k["name"] == "fused_pool2d_add2_kernel")["schedule"]["rule"]
+    assert rule in cells[-1]
+    # grid and registers differ from OFF's dominant kernel: highlighted
+    assert re.search(r'<td class="num changed">' + re.escape(f"{fused['grid_x']:,}"), row.group(1))
+    assert cells[7] == "n/a" and cells[8] == "n/a"  # no device named: no occupancy guessed
+
+
+def test_occupancy_with_device(attribution):
+    """Occupancy and limiter as diagnose recorded them in the finding's evidence (waves)."""
+    ev = next(f["evidence"] for f in attribution["units"][0]["findings"] if f["rule"] == "launch-config")
+    waves = ev["ON"]["waves"]
+    text = render_html(attribution, device="H200")
+    row = re.search(r"<td>ON</td><td><span class=\"k\">fused_pool2d_add2_kernel</span></td>(.*?)</tr>", text)
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row.group(1))
+    assert cells[7] == f"{waves['occupancy']:.0%}" and cells[8] == waves["limiter"]
+
+
+@needs_chromium
+def test_loads_without_console_errors(dom):
+    _, stderr = dom
+    assert console_lines(stderr) == []
+
+
+@needs_chromium
+def test_console_check_catches_a_broken_page(tmp_path):
+    bad = tmp_path / "bad.html"
+    bad.write_text("<html><body><script>undefinedFunction();</script></body></html>")
+    assert any("Uncaught" in line for line in console_lines(chromium(bad, "--dump-dom").stderr))
+
+
+@needs_chromium
+def test_plots_drawn_with_every_point(dom, attribution, raw_calls):
+    html_dom, _ = dom
+    p = PlotPoints(["waterfall", "pairs", "timeline"])
+    p.feed(html_dom)
+    n_units = len(attribution["units"])
+    assert all(n >= 1 for n in p.svgs.values()), p.svgs
+    unexplained = abs(attribution["whole_graph"]["delta_ns"]["median"] - sum(u["delta_ns"]["median"] for u in attribution["units"])
+                      - attribution["residual"]["delta_ns"]["median"]) > 1e-6
+    assert p.points["waterfall"] == n_units + 1 + unexplained + 1  # units, residual, [rest], total
+    assert p.points["pairs"] == 2 * n_units
+    off, on = raw_calls
+    assert p.points["timeline"] == len(off[0]) + len(on[0])  # one call of each variant
+
+
+@needs_chromium
+def test_screenshot_is_not_blank(page, tmp_path):
+    shot = tmp_path / "shot.png"
+    r = chromium(page, f"--screenshot={shot}", "--window-size=1200,1800")
+    assert shot.is_file(), r.stderr[-2000:]
+    w, h, pixels = png_pixels(shot.read_bytes())
+    assert (w, h) == (1200, 1800)
+    colors = set(pixels)
+    assert len(colors) > 200
+    assert sum(px != b"\xff\xff\xff" for px in pixels) > 0.05 * len(pixels)
+    # bars in the report's own fill colours: B slower (waterfall red), A and B series
+    for rgb in ((0xd6, 0x27, 0x28), (0x4C, 0x78, 0xA8), (0xF5, 0x85, 0x18)):
+        assert bytes(rgb) in colors, rgb
+
+
+HOSTILE = "</script><script>alert(1)</script><b>&amp;x|y"
+
+
+def _hostile(attribution):
+    doc = copy.deepcopy(attribution)
+    old = doc["units"][0]["kernels_b"][0]
+    for u in doc["units"]:
+        u["kernels_b"] = [HOSTILE if k == old else k for k in u["kernels_b"]]
+        for f in u["findings"]:
+            f["sentence"] = f["sentence"].replace(old, HOSTILE)
+    doc["variants"]["b"]["label"] = "<i>B</i>"
+    return doc
+
+
+def test_names_are_escaped(attribution):
+    text = render_html(_hostile(attribution))
+    assert HOSTILE not in text and "<i>B</i>" not in text
+    assert "&lt;/script&gt;&lt;script&gt;alert(1)&lt;/script&gt;&lt;b&gt;&amp;amp;x|y" in text
+    assert "\\u003c/script\\u003e" in text  # the plot JSON (unit labels) is escaped too
+    assert text.count("<script") == 2
+
+
+@needs_chromium
+def test_hostile_names_render_as_text(attribution, tmp_path):
+    page = tmp_path / "hostile.html"
+    page.write_text(render_html(_hostile(attribution)))
+    r = chromium(page, "--dump-dom")
+    assert console_lines(r.stderr) == []
+    assert r.stdout.count("<script") == 2  # no injected script element
+    assert "&lt;/script&gt;&lt;script&gt;alert(1)" in r.stdout
+
+
+def _many(attribution, n):
+    """A large attribution: the real units replicated under new kernel names."""
+    doc = copy.deepcopy(attribution)
+    base = doc["units"]
+    units = []
+    for i in range(n):
+        u = copy.deepcopy(base[i % len(base)])
+        u["unit"] = i
+        u["kernels_a"] = [f"{k}_{i}" for k in u["kernels_a"]]
+        u["kernels_b"] = [f"{k}_{i}" for k in u["kernels_b"]]
+        units.append(u)
+    doc["units"] = units
+    return doc
+
+
+@needs_chromium
+def test_thousands_of_units_fold(attribution, tmp_path):
+    doc = _many(attribution, 3000)
+    page = tmp_path / "big.html"
+    page.write_text(render_html(doc))
+    text = page.read_text()
+    assert "<details><summary>2988 more units" in text
+    assert f"other ({3000 - TOP_UNITS} units)" in text
+    r = chromium(page, "--dump-dom")
+    assert console_lines(r.stderr) == []
+    p = PlotPoints(["waterfall", "pairs"])
+    p.feed(r.stdout)
+    assert p.points["pairs"] == 2 * (TOP_UNITS + 1)
+    assert TOP_UNITS + 3 <= p.points["waterfall"] <= TOP_UNITS + 4  # + other, residual, [rest], total
+
+
+def test_missing_profile_says_not_available(attribution):
+    doc = copy.deepcopy(attribution)
+    doc["variants"]["a"]["profile"] = "/nonexistent/off.cupti.json"
+    doc["variants"]["b"].pop("profile")
+    for key in ("findings", "environment", "closure", "cannot_conclude", "notes"):
+        doc.pop(key)
+    text = render_html(doc)
+    assert "Timeline not available" in text and "launch facts not available" in text
+    assert "closure not available" in text
