@@ -78,3 +78,26 @@ def _is_kernel(name: str, catalog: set[str]) -> bool:
     if catalog:
         return name in catalog
     return not name.startswith("vm.")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """python -m rootcause.profilers.tvm_vm BUNDLE --out FILE.json [--calls N]: profile a run directory's
+    CPU bundle after `rootcause run --profile none` (the CPU half of a split analyze)."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
+    parser.add_argument("bundle")
+    parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--calls", type=int, default=10)
+    args = parser.parse_args(argv)
+    try:
+        print(capture(args.bundle, args.out, args.calls))
+    except UsageError as err:
+        print(f"rootcause.profilers.tvm_vm: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

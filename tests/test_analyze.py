@@ -1,0 +1,159 @@
+"""`rootcause analyze` end to end on the CPU (llvm): pool_fusion on vs off with real TVM builds,
+the real interleaved measurement and the TVM VM profile; exit statuses on bad input and on
+outputs that differ. Builds go through the content-keyed cache ($ROOTCAUSE_CACHE), so only the
+first session pays for them (about 90 s cold on the 2-core CI machine, 40 s warm)."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rootcause import cli
+from rootcause.report import view
+
+ROOT = Path(__file__).resolve().parents[1]
+CASE = ROOT / "fixtures" / "cases" / "pool_fusion" / "variants.toml"
+ON, OFF = f"{CASE}#on", f"{CASE}#off"
+
+
+@pytest.fixture(scope="session")
+def analyzed(tmp_path_factory):
+    out = tmp_path_factory.mktemp("analyze") / "pf"
+    rc = cli.main(["analyze", ON, OFF, "--target", "llvm", "--out", str(out), "--budget-s", "4",
+                   "--hybrids", "2"])
+    assert rc == 0
+    return out
+
+
+def _stderr_line(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err  # one line, never a traceback
+    return err[0]
+
+
+def test_reports_written_and_valid(analyzed):
+    doc = json.loads((analyzed / "attribution.json").read_text())
+    view.check(doc, "attribution.json")  # the report's own schema keys
+    assert doc["variants"]["a"]["label"] == "pool_fusion-on" and doc["variants"]["b"]["label"] == "pool_fusion-off"
+    html, md = (analyzed / "report.html").read_text(), (analyzed / "report.md").read_text()
+    assert "<html" in html.lower() and 'id="confirmation"' in html
+    assert "Counterfactual hybrids" in md and len(md) > 200
+
+
+def test_whole_graph_is_the_measured_median(analyzed):
+    doc = json.loads((analyzed / "attribution.json").read_text())
+    m = json.loads((analyzed / "run" / "measurement.json").read_text())["measurement"]["variants"]
+    for v, name in (("a", "pool_fusion-on"), ("b", "pool_fusion-off")):
+        assert doc["whole_graph"][v]["median"] == pytest.approx(np.median(m[name]["samples_s"]) * 1e9)
+    assert doc["whole_graph"]["source"] == "measured"
+
+
+def test_cpu_profile_covers_the_catalog_kernels(analyzed):
+    """Every kernel the TVM catalog (read from the lowered IR) lists is in the VM profile, once per call."""
+    for name in ("pool_fusion-on", "pool_fusion-off"):
+        manifest = json.loads((analyzed / "bundles" / name / "manifest.json").read_text())
+        trace = json.loads((analyzed / "run" / f"{name}.tvm-vm.json").read_text())
+        calls = trace["otherData"]["calls"]
+        seen = [e["name"] for e in trace["traceEvents"]]
+        assert set(seen) == {k["name"] for k in manifest["kernels"]}
+        for k in manifest["kernels"]:
+            # a fused kernel runs once per call; an unfused one reused by n bindings n times
+            per_call = 1 if k["name"].startswith("fused_") else len(k["source_ops"])
+            assert seen.count(k["name"]) == calls * per_call, k["name"]
+
+
+def test_hybrid_really_splits_the_pool(analyzed):
+    """The boundary hybrid's own catalog (from its IR) computes pool2d alone, as B does."""
+    plan = json.loads((analyzed / "plan.json").read_text())
+    split = [h for h in plan["hybrids"] if h["kind"] == "dataflow-boundary" and "fused_pool2d_add2" in h["kernels"]]
+    assert split, plan["hybrids"]
+    manifest = json.loads((analyzed / plan["bundles"][split[0]["name"]] / "manifest.json").read_text())
+    covering = [k for k in manifest["kernels"] if "main/lv16:pool2d" in k["source_ops"]]
+    assert len(covering) == 1 and covering[0]["source_ops"] == ["main/lv16:pool2d"]
+
+
+def test_confirmation_recomputed_from_samples(analyzed):
+    doc = json.loads((analyzed / "attribution.json").read_text())
+    m = json.loads((analyzed / "run" / "measurement.json").read_text())["measurement"]["variants"]
+    rows = [r for r in doc["confirmation"]["hybrids"] if r.get("recovered")]
+    assert rows
+    ta, tb = np.median(m["pool_fusion-on"]["samples_s"]), np.median(m["pool_fusion-off"]["samples_s"])
+    for r in rows:
+        th = np.median(m[r["name"]]["samples_s"])
+        want = (ta - th) / (ta - tb) if r["base"] == "a" else (th - tb) / (ta - tb)
+        assert r["recovered"]["median"] == pytest.approx(want)
+        assert r["recovered"]["low"] <= r["recovered"]["median"] <= r["recovered"]["high"]
+        assert r["verdict"] in ("confirmed", "refuted", "inconclusive")
+
+
+def test_from_run_reproduces_the_attribution(analyzed, tmp_path):
+    """The split path (analysis of a run directory) gives the same document as the one-host path."""
+    copy = tmp_path / "pf"
+    shutil.copytree(analyzed, copy)
+    for f in ("attribution.json", "report.html", "report.md"):
+        (copy / f).unlink()
+    rc = cli.main(["analyze", ON, OFF, "--out", str(copy), "--from-run", str(copy / "run")])
+    assert rc == 0
+    first = json.loads((analyzed / "attribution.json").read_text())
+    again = json.loads((copy / "attribution.json").read_text())
+    for doc in (first, again):
+        doc.pop("run")
+        for v in "ab":
+            for key in ("profile", "catalog"):
+                doc["variants"][v].pop(key)
+    assert first == again
+
+
+def test_bundle_only_writes_plan_and_commands(tmp_path, capsys):
+    out = tmp_path / "staged"
+    rc = cli.main(["analyze", ON, OFF, "--target", "llvm", "--out", str(out), "--bundle-only", "--no-confirm"])
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert "rootcause run" in printed and "--from-run" in printed
+    plan = json.loads((out / "plan.json").read_text())
+    assert set(plan["bundles"]) == {"pool_fusion-on", "pool_fusion-off"}
+    assert (out / "bundles" / "pool_fusion-on" / "manifest.json").is_file()
+
+
+@pytest.mark.parametrize("argv, needle", [
+    ([str(ROOT / "no_such.toml"), OFF], "spec file not found"),
+    ([f"{CASE}#nope", OFF], "no variant 'nope'"),
+    ([ON, OFF, "--target", "tpu"], "unknown target"),
+    ([ON, OFF, "--budget-s", "0"], "--budget-s"),
+    ([ON, ON], "same as A's"),
+])
+def test_bad_input_exit_2(argv, needle, capsys, tmp_path):
+    rc = cli.main(["analyze", *argv, "--out", str(tmp_path / "o")])
+    assert rc == 2
+    assert needle in _stderr_line(capsys)
+
+
+def test_from_run_without_plan_exit_2(tmp_path, capsys):
+    rc = cli.main(["analyze", ON, OFF, "--out", str(tmp_path / "none"), "--from-run", str(tmp_path)])
+    assert rc == 2
+    assert "plan.json" in _stderr_line(capsys)
+
+
+def test_outputs_differ_exit_1(tmp_path, capsys):
+    """A real variant whose reference is wrong (every output + 1): verification stops analyze."""
+    (tmp_path / "wrong_reference.py").write_text(
+        "import importlib.util\n"
+        f"spec = importlib.util.spec_from_file_location('ref', {str(CASE.parent / 'reference.py')!r})\n"
+        "mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)\n"
+        "def reference(x):\n    return tuple(o + 1 for o in mod.reference(x))\n")
+    text = CASE.read_text().replace('source = "graph_tvmscript.py"',
+                                    f'source = "{CASE.parent / "graph_tvmscript.py"}"')
+    text = text.replace('python = "reference.py:reference"', 'python = "wrong_reference.py:reference"')
+    spec = tmp_path / "variants.toml"
+    spec.write_text(text)
+    rc = cli.main(["analyze", f"{spec}#on", f"{spec}#off", "--target", "llvm", "--no-confirm",
+                   "--budget-s", "1", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert rc == 1
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("rootcause analyze: outputs differ") and "vs reference" in last
+    record = json.loads((tmp_path / "o" / "run" / "measurement.json").read_text())["verification"]
+    assert record["ok"] is False
