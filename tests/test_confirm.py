@@ -1,0 +1,112 @@
+"""confirm: hybrid planning on real specs and real TVM catalogs, and the recovered-share statistics.
+
+Planning is checked against the catalogs' own provenance (source_ops read from the IR by the TVM
+frontend); the statistics against samples drawn from distributions whose true share is known."""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rootcause import build, bundle, confirm, spec as spec_mod
+
+ROOT = Path(__file__).resolve().parents[1]
+POOL = ROOT / "fixtures" / "cases" / "pool_fusion" / "variants.toml"
+EINSUM = ROOT / "fixtures" / "cases" / "einsum_fusion" / "variants.toml"
+
+
+@pytest.fixture(scope="session")
+def pool(tmp_path_factory):
+    """Specs and catalogs of pool_fusion on/off for llvm (cached builds)."""
+    out = tmp_path_factory.mktemp("confirm")
+    specs = {n: spec_mod.with_target(spec_mod.load(f"{POOL}#{n}"), "llvm") for n in ("on", "off", "serial")}
+    cats = {n: bundle.kernels(build.build_bundle(specs[n], out / n)) for n in ("on", "off")}
+    return specs, cats
+
+
+def test_boundaries_cut_where_the_other_side_splits(pool):
+    specs, cats = pool
+    hybrids, _ = confirm.plan(specs["on"], specs["off"], cats["on"], cats["off"], limit=10)
+    boundary = [h for h in hybrids if h.kind == "dataflow-boundary"]
+    owner = {op: k.name for k in cats["off"] for op in k.source_ops}
+    for h in boundary:
+        kernel = next(k for k in cats["on"] if k.name == h.kernels[0])
+        # a cut after op i exactly when OFF computes op i and op i+1 in different kernels
+        want = [op.split("/")[1].split(":")[0] for op, nxt in zip(kernel.source_ops, kernel.source_ops[1:])
+                if owner[op] != owner[nxt]]
+        assert h.change["dataflow_boundaries_after"] == want
+        assert h.spec.tvm.dataflow_boundaries_after == want and h.base == "a"
+    assert any(h.kernels == ["fused_pool2d_add2"] and h.change["dataflow_boundaries_after"] == ["lv16"]
+               for h in boundary)
+    # OFF's add2 serves two bindings as one function: a reuse, not a fusion, so nothing to split
+    assert not [h for h in boundary if h.base == "b"]
+
+
+def test_pass_bisection_one_level(pool):
+    specs, cats = pool
+    hybrids, _ = confirm.plan(specs["on"], specs["off"], cats["on"], cats["off"], limit=10)
+    passes = [h for h in hybrids if h.kind == "passes"]
+    assert sorted(h.change["toggled"][0] for h in passes) == ["FuseOps", "FuseTIR"]
+    for h in passes:
+        assert h.spec.tvm.skip_passes == h.change["toggled"]
+    assert len({h.name for h in hybrids}) == len(hybrids)
+
+
+def test_override_hybrid_and_limit(pool):
+    specs, cats = pool
+    # serial differs from on only by the override of fused_pool2d_add2: that hybrid is B itself
+    hybrids, _ = confirm.plan(specs["on"], specs["serial"], cats["on"], cats["on"], limit=10)
+    assert not [h for h in hybrids if h.kind == "schedule-override"]
+    # with a boundary on B too, the override alone is a real hybrid
+    other = dataclasses.replace(specs["serial"], tvm=dataclasses.replace(specs["serial"].tvm,
+                                                                         dataflow_boundaries_after=["lv2"]))
+    hybrids, _ = confirm.plan(specs["on"], other, cats["on"], cats["on"], limit=10)
+    over = [h for h in hybrids if h.kind == "schedule-override"]
+    assert len(over) == 1 and over[0].spec.tvm.schedule_overrides == specs["serial"].tvm.schedule_overrides
+    assert over[0].spec.tvm.dataflow_boundaries_after == []
+    few, notes = confirm.plan(specs["on"], specs["off"], cats["on"], cats["off"], limit=1)
+    assert len(few) == 1 and any("more hybrid" in n for n in notes)
+
+
+def test_iree_flag_bisection():
+    a = spec_mod.load(f"{EINSUM}#unfused_small")
+    b = dataclasses.replace(a, name="flags", iree=dataclasses.replace(a.iree, flags=["--x=1", "--y=2"]))
+    hybrids, notes = confirm.plan(a, b, [], [], limit=10)
+    assert sorted(h.spec.iree.flags for h in hybrids) == [["--x=1"], ["--y=2"]]
+    assert any("substitut" in n for n in notes)
+    single = dataclasses.replace(a, name="one", iree=dataclasses.replace(a.iree, flags=["--x=1"]))
+    assert confirm.plan(a, single, [], [], limit=10)[0] == []  # one flag: the hybrid is B
+
+
+def test_recovered_interval_covers_the_true_share():
+    rng = np.random.default_rng(1)
+    blocks, repeats = 30, 5
+    drift = np.repeat(rng.normal(0, 2, blocks), repeats)  # block effects shared by all variants
+    s = {"a": 100 + drift + rng.normal(0, 1, blocks * repeats), "b": 50 + drift + rng.normal(0, 1, blocks * repeats),
+         "h": 62.5 + drift + rng.normal(0, 1, blocks * repeats)}
+    point, lo, hi, method = confirm.recovered_interval(s, "a", repeats, blocks)
+    assert lo < 0.75 < hi and hi - lo < 0.1 and "blocks" in method
+    assert confirm.verdict(lo, hi) == "confirmed"
+    # base B: how much of the gap the hybrid re-introduces from B's side
+    point_b, lo_b, hi_b, _ = confirm.recovered_interval(s, "b", repeats, blocks)
+    assert lo_b < 0.25 < hi_b and confirm.verdict(lo_b, hi_b) == "refuted"
+    # unequal sample counts: independent resampling, still an interval around the truth
+    uneven = {**s, "h": s["h"][:-3]}
+    _, lo_u, hi_u, method_u = confirm.recovered_interval(uneven, "a", repeats, blocks)
+    assert lo_u < 0.75 < hi_u and "independently" in method_u
+
+
+def test_evaluate_marks_failed_and_insignificant():
+    rng = np.random.default_rng(2)
+    samples = {n: list(rng.normal(m, 0.5, 40)) for n, m in (("A", 10), ("B", 5), ("H", 6))}
+    measurement = {"variants": {n: {"samples_s": v} for n, v in samples.items()},
+                   "protocol": {"repeats": 5}, "blocks_run": 8}
+    hs = [confirm.Hybrid("H", "a", "passes", {}, "h"), confirm.Hybrid("X", "a", "passes", {}, "x")]
+    out = confirm.evaluate(measurement, "A", "B", hs, [], failed={"X": "build failed: no"})
+    h, x = out["hybrids"]
+    assert h["verdict"] == "confirmed" and h["recovered"]["low"] > 0.5
+    assert x["verdict"] == "not measured" and "build failed" in x["sentence"]
+    quiet = confirm.evaluate(measurement, "A", "B", hs[:1], [], delta_significant=False)
+    assert quiet["hybrids"][0]["verdict"] == "inconclusive"
