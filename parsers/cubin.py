@@ -32,20 +32,15 @@ EIFMT_SVAL, followed by that many payload bytes.
 """
 from __future__ import annotations
 
-import io
 import struct
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator
 
-from elftools.elf.elffile import ELFFile
-
+from parsers import elf
 from parsers.base import KernelRecord, ParseError
 
 EM_CUDA = 190
 ELF_MAGIC = b"\x7fELF"
 STO_CUDA_ENTRY = 0x10
-SHT_NOBITS = 8
 
 EIFMT_NVAL, EIFMT_BVAL, EIFMT_HVAL, EIFMT_SVAL = 1, 2, 3, 4
 
@@ -118,44 +113,17 @@ def cubin_arch(e_flags: int, abi_version: int, accelerator: bool = False) -> str
     return f"sm_{sm}" + ("a" if accel or accelerator else "")
 
 
-@contextmanager
-def _elf_errors(file: str, where: str) -> Iterator[None]:
-    # pyelftools raises many exception types on damaged input; every one becomes a ParseError.
-    try:
-        yield
-    except ParseError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - the reader's contract is ParseError only
-        raise ParseError(file, where, f"malformed ELF ({type(exc).__name__}: {exc})") from None
-
-
-def _check_layout(data: bytes, file: str) -> None:
-    """Bounds-check the ELF header and section table before pyelftools reads them."""
-    if len(data) < 64:
-        raise ParseError(file, "offset 0", f"truncated ELF header ({len(data)} bytes, 64 needed)")
-    if data[:4] != ELF_MAGIC:
-        raise ParseError(file, "offset 0", f"not an ELF file (magic {data[:4].hex()})")
-    if data[4] != 2 or data[5] != 1:
-        raise ParseError(file, "e_ident", f"not a 64-bit little-endian ELF (class {data[4]}, data {data[5]})")
-    machine = struct.unpack_from("<H", data, 18)[0]
-    if machine != EM_CUDA:
-        raise ParseError(file, "e_machine", f"not a CUDA ELF: e_machine {machine}, expected {EM_CUDA} (EM_CUDA)")
-    shoff, = struct.unpack_from("<Q", data, 0x28)
-    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
-    if shnum == 0:
+def _open(data: bytes, file: str) -> elf.Elf:
+    """The cubin's ELF, after the checks that say why a file is not a cubin at all."""
+    header = elf.read_header(data, file)
+    if header.byteorder != "<":
+        raise ParseError(file, "e_ident", "not a little-endian ELF (CUDA ELF is little-endian)")
+    if header.machine != EM_CUDA:
+        raise ParseError(file, "e_machine", f"not a CUDA ELF: e_machine {header.machine}, expected {EM_CUDA} (EM_CUDA)")
+    image = elf.Elf(data, file)
+    if not image.sections:
         raise ParseError(file, "e_shnum", "no section headers")
-    if shentsize != 64:
-        raise ParseError(file, "e_shentsize", f"section header size {shentsize}, expected 64")
-    if shoff + shnum * 64 > len(data):
-        raise ParseError(file, f"e_shoff {shoff:#x}",
-                         f"{shnum} section headers run past the end of the file ({len(data)} bytes)")
-    if shstrndx >= shnum:
-        raise ParseError(file, "e_shstrndx", f"section name table index {shstrndx} >= {shnum} sections")
-    for i in range(shnum):
-        sh_type, = struct.unpack_from("<I", data, shoff + i * 64 + 4)
-        off, size = struct.unpack_from("<QQ", data, shoff + i * 64 + 0x18)
-        if sh_type != SHT_NOBITS and off + size > len(data):
-            raise ParseError(file, f"section {i}", f"data at {off:#x}+{size:#x} runs past the end of the file ({len(data)} bytes)")
+    return image
 
 
 def _per_symbol(records: list[NvInfoRecord], file: str) -> dict[int, dict[int, int]]:
@@ -201,11 +169,11 @@ def _kernel_attrs(records: list[NvInfoRecord], section: str, file: str) -> dict:
     return out
 
 
-def _accelerator_target(sections: dict, file: str) -> bool:
-    sec = sections.get(".nv.compat")
+def _accelerator_target(image: elf.Elf) -> bool:
+    sec = image.section(".nv.compat")
     if sec is None:
         return False
-    recs = nvinfo_records(sec.data(), ".nv.compat", file)
+    recs = nvinfo_records(image.section_data(sec), ".nv.compat", image.file)
     return any(r.attr == EICOMPAT_ATTR_CUDA_ACCELERATOR_TARGET and r.value == 1 for r in recs)
 
 
@@ -215,68 +183,56 @@ def _reserved_smem(symbols: dict[str, int]) -> int:
     return RESERVED_SMEM_DEFAULT if ".nv.reservedSmem.offset0" in symbols else 0
 
 
-def _symbols(sections: dict) -> tuple[list[tuple[int, str, int, int]], dict[str, int]]:
-    """(index, name, section index, raw st_other) of FUNC symbols; name -> st_value of all."""
-    symtab = sections.get(".symtab")
-    if symtab is None:
-        return [], {}
-    raw = symtab.data()
-    funcs, values = [], {}
-    for i, sym in enumerate(symtab.iter_symbols()):
-        values[sym.name] = sym["st_value"]
-        if sym["st_info"]["type"] == "STT_FUNC" and isinstance(sym["st_shndx"], int):
-            other = raw[i * 24 + 5] if i * 24 + 6 <= len(raw) else 0
-            funcs.append((i, sym.name, sym["st_shndx"], other))
-    return funcs, values
+def _symbols(image: elf.Elf) -> tuple[list[elf.Symbol], dict[str, int]]:
+    """FUNC symbols defined in a section; name -> st_value of every symbol."""
+    syms = image.symbols(".symtab")
+    funcs = [s for s in syms if s.type == elf.STT_FUNC and elf.SHN_UNDEF < s.shndx < elf.SHN_LORESERVE]
+    return funcs, {s.name: s.value for s in syms}
 
 
 def kernels(data: bytes, file: str = "<bytes>") -> list[KernelRecord]:
     """One KernelRecord per kernel entry of a cubin (format 'cubin')."""
     data = bytes(data)
-    _check_layout(data, file)
-    with _elf_errors(file, "ELF"):
-        elf = ELFFile(io.BytesIO(data))
-        listed = list(elf.iter_sections())  # pyelftools re-parses headers on every lookup
-        sections = {s.name: s for s in listed}
-        abi_version = elf.header["e_ident"]["EI_ABIVERSION"]
-        arch = cubin_arch(elf.header["e_flags"], abi_version if isinstance(abi_version, int) else 0,
-                          _accelerator_target(sections, file))
-        funcs, symvalues = _symbols(sections)
-        glob = sections.get(".nv.info")
-        per_sym = _per_symbol(nvinfo_records(glob.data(), ".nv.info", file), file) if glob else {}
-        # nvlink/ptxas add the reserved area when they lay out an executable cubin; a
-        # relocatable one (-rdc, ET_REL) holds only the program's own shared bytes.
-        reserved = _reserved_smem(symvalues) if elf.header["e_type"] == "ET_EXEC" else 0
-        marked = any(other & STO_CUDA_ENTRY for *_, other in funcs)
-        rows = []
-        for index, name, shndx, other in funcs:
-            text = sections.get(f".text.{name}")
-            if text is None or shndx >= len(listed) or listed[shndx].name != text.name:
-                continue  # a device function inside another kernel's text, or not ours
-            info = sections.get(f".nv.info.{name}")
-            # Entries carry STO_CUDA_ENTRY; in a relocatable cubin device functions have their
-            # own .text and .nv.info too, so .nv.info only decides when no symbol is marked.
-            if not (other & STO_CUDA_ENTRY) and (marked or info is None):
-                continue
-            rows.append(_row(name, file, arch, text, info, sections, per_sym.get(index, {}), reserved))
-        for row in rows:
-            row.extra.update(e_flags=elf.header["e_flags"], abi_version=abi_version)
+    image = _open(data, file)
+    header = image.header
+    arch = cubin_arch(header.flags, header.abi_version, _accelerator_target(image))
+    funcs, symvalues = _symbols(image)
+    glob = image.section(".nv.info")
+    per_sym = _per_symbol(nvinfo_records(image.section_data(glob), ".nv.info", file), file) if glob else {}
+    # nvlink/ptxas add the reserved area when they lay out an executable cubin; a
+    # relocatable one (-rdc, ET_REL) holds only the program's own shared bytes.
+    reserved = _reserved_smem(symvalues) if header.type == elf.ET_EXEC else 0
+    marked = any(s.other & STO_CUDA_ENTRY for s in funcs)
+    rows = []
+    for sym in funcs:
+        text = image.section(f".text.{sym.name}")
+        if text is None or sym.shndx != text.index:
+            continue  # a device function inside another kernel's text, or not ours
+        info = image.section(f".nv.info.{sym.name}")
+        # Entries carry STO_CUDA_ENTRY; in a relocatable cubin device functions have their
+        # own .text and .nv.info too, so .nv.info only decides when no symbol is marked.
+        if not (sym.other & STO_CUDA_ENTRY) and (marked or info is None):
+            continue
+        row = _row(sym.name, image, arch, text, info, per_sym.get(sym.index, {}), reserved)
+        row.extra.update(e_flags=header.flags, abi_version=header.abi_version)
+        rows.append(row)
     return rows
 
 
-def _row(name: str, file: str, arch: str, text, info, sections: dict, sym_attrs: dict[int, int],
-         reserved: int) -> KernelRecord:
+def _row(name: str, image: elf.Elf, arch: str, text: elf.Section, info: elf.Section | None,
+         sym_attrs: dict[int, int], reserved: int) -> KernelRecord:
+    file = image.file
     section = f".nv.info.{name}"
-    attrs = _kernel_attrs(nvinfo_records(info.data(), section, file), section, file) if info else {"kparams": []}
+    attrs = _kernel_attrs(nvinfo_records(image.section_data(info), section, file), section, file) \
+        if info else {"kparams": []}
     regs = sym_attrs.get(EIATTR_REGCOUNT)
-    if regs is None and text["sh_info"] >> 24:
-        regs = text["sh_info"] >> 24
+    if regs is None and text.info >> 24:
+        regs = text.info >> 24
     extra: dict = {}
 
-    shared_sec = sections.get(f".nv.shared.{name}")
-    shared = None
+    shared_sec = image.section(f".nv.shared.{name}")
     if shared_sec is not None:
-        size = shared_sec["sh_size"]
+        size = shared_sec.size
         res = reserved if size >= reserved else 0
         shared = size - res
         extra.update(shared_section_bytes=size, reserved_shared_bytes=res)
@@ -297,15 +253,15 @@ def _row(name: str, file: str, arch: str, text, info, sections: dict, sym_attrs:
     if param is None and kparams:
         param = max(off + size for _, off, size in kparams)
     extra["params"] = len(kparams)
-    const0 = sections.get(f".nv.constant0.{name}")
+    const0 = image.section(f".nv.constant0.{name}")
     if const0 is not None:
-        extra["constant0_bytes"] = const0["sh_size"]
-    local_sec = sections.get(f".nv.local.{name}")
-    extra["local_section_bytes"] = local_sec["sh_size"] if local_sec is not None else 0
+        extra["constant0_bytes"] = const0.size
+    local_sec = image.section(f".nv.local.{name}")
+    extra["local_section_bytes"] = local_sec.size if local_sec is not None else 0
 
     barriers = attrs.get("barriers")
-    if barriers is None and (text["sh_flags"] >> 20) & 0x7F:
-        barriers = (text["sh_flags"] >> 20) & 0x7F  # older ptxas: bar count in sh_flags
+    if barriers is None and (text.flags >> 20) & 0x7F:
+        barriers = (text.flags >> 20) & 0x7F  # older ptxas: bar count in sh_flags
     elif barriers is None and info is not None:
         barriers = 0  # ptxas writes EIATTR_NUM_BARRIERS only when the kernel uses a barrier
     extra["barriers"] = barriers
