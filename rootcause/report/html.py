@@ -17,7 +17,7 @@ from rootcause.report import view
 
 TOP_UNITS = 12       # bars in the plots and rows in the open units table
 RESOURCE_UNITS = 8   # units with an open resource table
-FOLDED_ROWS = 5000   # rows of the folded units table; the rest are counted, not listed
+FOLDED_ROWS = 2000   # rows of a folded table or list; the rest are counted, not listed
 
 _A_COLOR, _B_COLOR = "#4C78A8", "#F58518"
 
@@ -140,6 +140,8 @@ def _fig_timeline(doc, prof, top) -> dict | None:
                 unit_of[(v, k)] = rank
     palette = ["#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#EECA3B", "#B279A2",
                "#FF9DA6", "#9D755D", "#BAB0AC", "#1F77B4", "#8C564B"]
+    import numpy as np
+
     fig = go.Figure()
     drawn = False
     for v in ("b", "a"):
@@ -149,14 +151,21 @@ def _fig_timeline(doc, prof, top) -> dict | None:
         ks = tl["kernels"]
         streams = {k.get("stream") for k in ks}
         name = view.label(doc, v)
-        y = [f"{name} s{k.get('stream')}" if len(streams) > 1 else name for k in ks]
-        colors = [palette[unit_of[(v, k["kernel"])] % len(palette)] if (v, k["kernel"]) in unit_of else "#bbb"
-                  for k in ks]
-        fig.add_trace(go.Bar(
-            orientation="h", y=y, base=[k["start_ns"] / 1e3 for k in ks],
-            x=[max(k["end_ns"] - k["start_ns"], 1) / 1e3 for k in ks], marker_color=colors,
-            name=name, hovertext=[f"{k['kernel']}<br>{(k['end_ns'] - k['start_ns']) / 1e3:.2f} us" for k in ks],
-            hoverinfo="text", marker_line_width=0.5, marker_line_color="#333"))
+        # One trace per colour (unit rank, grey for the rest): per-point colour arrays make
+        # plotly validate every element, which is slow for tens of thousands of bars.
+        groups: dict[int, list[dict]] = {}
+        for k in ks:
+            groups.setdefault(unit_of.get((v, k["kernel"]), -1), []).append(k)
+        for rank, members in sorted(groups.items()):
+            start = np.array([k["start_ns"] for k in members], dtype="float64")
+            end = np.array([k["end_ns"] for k in members], dtype="float64")
+            fig.add_trace(go.Bar(
+                orientation="h", base=np.round(start / 1e3, 4), x=np.round(np.maximum(end - start, 1) / 1e3, 4),
+                y=[f"{name} s{k.get('stream')}" if len(streams) > 1 else name for k in members],
+                marker_color=palette[rank % len(palette)] if rank >= 0 else "#bbb",
+                name=name, hovertext=[k["kernel"] for k in members],
+                hovertemplate="%{hovertext}<br>%{x:.2f} us at %{base:.2f} us<extra></extra>",
+                marker_line_width=0.5, marker_line_color="#333"))
         drawn = True
     if not drawn:
         return None
@@ -166,7 +175,7 @@ def _fig_timeline(doc, prof, top) -> dict | None:
         title += "<br><sub>ncu records no timeline: its launches are laid back to back, gaps are not real</sub>"
     fig.update_layout(title=title,
                       xaxis_title="us since the call's first launch", barmode="overlay", showlegend=False,
-                      margin={"t": 50}, height=200 + 60 * len(fig.data))
+                      margin={"t": 50}, height=220 + 60 * len({y for t in fig.data for y in t.y}))
     return fig.to_plotly_json()
 
 
@@ -224,8 +233,9 @@ def _resources(doc, units, prof, cats, dev) -> str:
         for what, err in (("launch facts", prof[v]["error"]), ("schedule facts", cats[v]["error"])):
             if err:
                 out.append(f"<p>{_na(f'{view.label(doc, v)}: {what} not available: {err}')}</p>")
+    index = view.kernel_index(prof)
     for u in units[:RESOURCE_UNITS]:
-        rows = view.resource_rows(u, prof, cats, dev)
+        rows = view.resource_rows(u, index, cats, dev)
         body = [[esc(view.label(doc, r["variant"])), f'<span class="k">{esc(r["kernel"])}</span>',
                  *(esc(r["cells"][c]) for c in view.RESOURCE_COLUMNS)] for r in rows]
         changed = [{i + 2 for i, c in enumerate(view.RESOURCE_COLUMNS) if c in r["changed"]} for r in rows]
@@ -235,15 +245,24 @@ def _resources(doc, units, prof, cats, dev) -> str:
     return "".join(out)
 
 
-def _findings(doc, units) -> str:
+def _findings(doc, units, top) -> str:
+    """Findings of the top units with their evidence; the others' sentences folded."""
     out = []
-    for u in units:
+    for u in top:
         fs = u.get("findings") or []
         if not fs:
             continue
         out.append(f"<h3>Unit {esc(u['unit'])} ({esc(view.fmt_interval(u['delta_ns']))})</h3><ul>")
         out.extend(_finding(f) for f in fs)
         out.append("</ul>")
+    later = [(u["unit"], f) for u in units[len(top):] for f in (u.get("findings") or []) if isinstance(f, dict)]
+    if later:
+        items = "".join(f"<li>unit {esc(unit)}, <strong>{esc(f.get('rule', 'finding'))}</strong>: "
+                        f"{esc(f.get('sentence', ''))}</li>" for unit, f in later[:FOLDED_ROWS])
+        more = (f'<p class="muted">{len(later) - FOLDED_ROWS} more findings are in attribution.json.</p>'
+                if len(later) > FOLDED_ROWS else "")
+        out.append(f"<details><summary>{len(later)} findings of the other units (evidence in "
+                   f"attribution.json)</summary><ul>{items}</ul>{more}</details>")
     general = [f for f in doc.get("findings") or [] if isinstance(f, dict) and f.get("unit") is None]
     if general:
         out.append("<h3>Whole graph</h3><ul>" + "".join(_finding(f) for f in general) + "</ul>")
@@ -330,7 +349,7 @@ def render_html(attribution: dict[str, Any], base_dir: str | Path | None = None,
         "<h2>Where the time goes</h2>", *plots,
         f"<h2>Units ({len(units)})</h2>", _units(doc, units, top, other),
         "<h2>Resources per unit, A against B</h2>", _resources(doc, units, prof, cats, dev),
-        "<h2>Findings and evidence</h2>", _findings(doc, units),
+        "<h2>Findings and evidence</h2>", _findings(doc, units, top),
         "<h2>Environment and how to reproduce</h2>", _environment(doc, env),
     ]
     plot_script = ("const FIGS=" + script_json(figs) + ";for(const [id,f] of Object.entries(FIGS)){"

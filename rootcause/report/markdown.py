@@ -18,6 +18,8 @@ GITHUB_LIMIT = 65536
 BUDGET = 64000      # leave room for the truncation note and GitHub's own counting
 TOP_UNITS = 8
 RESOURCE_UNITS = 5
+RESOURCE_ROWS = 40   # kernel rows of the open resource table
+RIGHT = {3, 4, 5, 6, 7, 8, 9}  # numeric columns of the resource tables
 
 _PUNCT = re.compile(r"([\\`*_\[\]|<>~&])")
 
@@ -41,8 +43,12 @@ def _row(cells: list[str]) -> str:
 
 
 def _table(head: list[str], rows: list[list[str]], right: set[int] = frozenset()) -> list[str]:
+    return _head(head, right) + [_row(r) for r in rows]
+
+
+def _head(head: list[str], right: set[int] = frozenset()) -> list[str]:
     sep = ["---:" if i in right else "---" for i in range(len(head))]
-    return [_row([text(h) for h in head]), _row(sep), *(_row(r) for r in rows)]
+    return [_row([text(h) for h in head]), _row(sep)]
 
 
 def _side(names: list[str], limit: int = 2, width: int = 60) -> str:
@@ -67,24 +73,25 @@ def _unit_head(doc) -> list[str]:
             "share", "significant", "aligned by"]
 
 
-def _resource_rows(doc, units, prof, cats, dev) -> list[list[str]]:
-    rows = []
+def _resource_rows(doc, units, index, cats, dev):
+    """Table rows, lazily: the full table is cut once the comment is full."""
     for u in units:
-        for r in view.resource_rows(u, prof, cats, dev):
+        for r in view.resource_rows(u, index, cats, dev):
             cells = [text(r["cells"][c]) if r["cells"][c] != "n/a" else "n/a" for c in view.RESOURCE_COLUMNS]
             cells = [f"**{c}**" if col in r["changed"] else c for c, col in zip(cells, view.RESOURCE_COLUMNS)]
             star = " (dominant)" if r["dominant"] else ""
-            rows.append([str(u["unit"]), text(view.label(doc, r["variant"])), code(r["kernel"]) + star, *cells])
-    return rows
+            yield _row([str(u["unit"]), text(view.label(doc, r["variant"])), code(r["kernel"]) + star, *cells])
 
 
-def _fit(head_lines: list[str], rows: list[str], used: int, what: str) -> list[str]:
-    """As many table rows as fit the comment budget; a note says how many were cut."""
+def _fit(head_lines: list[str], rows, used: int, what: str, total: int | None = None) -> list[str]:
+    """As many rows (lines) as fit the comment budget; a note says how many were cut.
+    rows may be lazy; total is then their count."""
+    total = len(rows) if total is None else total
     out, size = list(head_lines), used + sum(len(x) + 1 for x in head_lines)
     for i, row in enumerate(rows):
         if size + len(row) + 1 > BUDGET:
             out.append("")
-            out.append(f"*{len(rows) - i} more {what} not shown: the comment would pass GitHub's "
+            out.append(f"*{total - i} more {what} not shown: the comment would pass GitHub's "
                        f"{GITHUB_LIMIT:,}-character limit; see attribution.json.*")
             return out
         out.append(row)
@@ -151,20 +158,23 @@ def render_markdown(attribution: dict[str, Any], base_dir: str | Path | None = N
     lines += ["**Resources of the top units**, A against B (bold: differs from the other variant's "
               "dominant kernel" + (f"; occupancy for the {dev}" if dev else "; occupancy n/a, no device named")
               + ")", ""]
-    res_rows = _resource_rows(doc, units[:RESOURCE_UNITS], prof, cats, dev)
-    lines += _table(res_head, res_rows, right={3, 4, 5, 6, 7, 8, 9}) + [""]
+    index = view.kernel_index(prof)
+    res_rows = list(_resource_rows(doc, units[:RESOURCE_UNITS], index, cats, dev))
+    lines += _head(res_head, RIGHT) + res_rows[:RESOURCE_ROWS] + [""]
+    if len(res_rows) > RESOURCE_ROWS:
+        lines += [f"*{len(res_rows) - RESOURCE_ROWS} more kernels of these units in the full table below.*", ""]
     for vv in "ab":
         for what, err in (("launch facts", prof[vv]["error"]), ("schedule facts", cats[vv]["error"])):
             if err:
                 lines.append(f"- {text(view.label(doc, vv))}: {what} not available: {text(err)}")
     lines.append("")
 
-    findings = [(u["unit"], f) for u in units for f in (u.get("findings") or [])]
+    findings = [(u["unit"], f) for u in top for f in (u.get("findings") or [])]
     findings += [(None, f) for f in doc.get("findings") or [] if isinstance(f, dict) and f.get("unit") is None]
-    lines += ["**Findings**", ""]
+    later = [(u["unit"], f) for u in units[len(top):] for f in (u.get("findings") or [])]
+    lines += ["**Findings**" + (f" (of the top {len(top)} units; the rest below)" if later else ""), ""]
     if findings:
-        lines += [f"- {'unit ' + str(unit) if unit is not None else 'whole graph'}, "
-                  f"{text(f.get('rule', 'finding'))}: {_sentence(f.get('sentence', ''))}" for unit, f in findings]
+        lines += [_finding_line(unit, f) for unit, f in findings]
     else:
         lines.append("- none (no significant unit delta, or diagnose did not run)")
     for head, key in (("Cannot conclude", "cannot_conclude"), ("Notes", "notes")):
@@ -178,11 +188,22 @@ def render_markdown(attribution: dict[str, Any], base_dir: str | Path | None = N
     lines += _fit(["<details><summary>All units</summary>", "", *full_units[:2]], full_units[2:], used, "units")
     lines += ["", "</details>", ""]
     used = sum(len(x) + 1 for x in lines + footer) + 200
-    all_res = _table(res_head, _resource_rows(doc, units, prof, cats, dev), right={3, 4, 5, 6, 7, 8, 9})
-    lines += _fit(["<details><summary>Resources of every unit's kernels</summary>", "", *all_res[:2]],
-                  all_res[2:], used, "kernel rows")
-    lines += ["", "</details>", ""] + footer
+    n_rows = sum(len(u["kernels_a"]) + len(u["kernels_b"]) for u in units)
+    lines += _fit(["<details><summary>Resources of every unit's kernels</summary>", "", *_head(res_head, RIGHT)],
+                  _resource_rows(doc, units, index, cats, dev), used, "kernel rows", n_rows)
+    lines += ["", "</details>", ""]
+    if later:
+        used = sum(len(x) + 1 for x in lines + footer) + 200
+        lines += _fit(["<details><summary>Findings of the other units</summary>", ""],
+                      [_finding_line(unit, f) for unit, f in later], used, "findings")
+        lines += ["", "</details>", ""]
+    lines += footer
     return "\n".join(lines) + "\n"
+
+
+def _finding_line(unit: int | None, f: dict[str, Any]) -> str:
+    where = f"unit {unit}" if unit is not None else "whole graph"
+    return f"- {where}, {text(f.get('rule', 'finding'))}: {_sentence(f.get('sentence', ''))}"
 
 
 def _sentence(s: str) -> str:

@@ -410,12 +410,17 @@ RESOURCE_COLUMNS = ("launches", "time/call", "grid", "block", "registers", "shar
                     "occupancy", "limiter", "schedule")
 
 
-def resource_rows(unit: dict[str, Any], prof: dict, cats: dict, dev: str | None) -> list[dict[str, Any]]:
+def kernel_index(prof: dict) -> dict[str, dict[str, dict[str, Any]]]:
+    """variant -> kernel name -> its launch facts (profiles()' 'kernels' rows)."""
+    return {v: {k["kernel"]: k for k in (prof[v]["kernels"] or [])} for v in "ab"}
+
+
+def resource_rows(unit: dict[str, Any], index: dict, cats: dict, dev: str | None) -> list[dict[str, Any]]:
     """One row per kernel of the unit (A then B), each cell a string; 'changed' names the
-    columns whose value differs from the other variant's dominant kernel."""
+    columns whose value differs from the other variant's dominant kernel. index: kernel_index()."""
     rows = []
     for v in "ab":
-        stats = {k["kernel"]: k for k in (prof[v]["kernels"] or [])}
+        stats = index[v]
         for name in unit[f"kernels_{v}"]:
             s = stats.get(name, {"kernel": name})
             cat = cats[v]["kernels"].get(name) or cats[v]["kernels"].get(re.sub(r"_kernel\d*$", "", name))

@@ -1,0 +1,178 @@
+"""The Markdown triage comment, parsed by a real CommonMark/GFM parser (markdown-it-py with its
+table rule), and the `rootcause report` command's handling of bad input. Numbers are checked
+against the H200 CUPTI capture's own records."""
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from markdown_it import MarkdownIt
+
+from rootcause.report import render_markdown
+from rootcause.report.markdown import GITHUB_LIMIT, TOP_UNITS
+
+ROOT = Path(__file__).parent.parent
+CAPTURE = ROOT / "fixtures/captures/h200-2026-12-02/tvm_pool_fusion.cupti.json"
+CATALOGS = ROOT / "reports/inputs"
+MD = MarkdownIt("commonmark").enable("table")
+
+
+@pytest.fixture(scope="module")
+def att_path(tmp_path_factory):
+    out = tmp_path_factory.mktemp("att")
+    r = subprocess.run([sys.executable, "-m", "rootcause", "compare", f"{CAPTURE}#1", f"{CAPTURE}#0",
+                        "--catalog-a", CATALOGS / "pool_fusion_off.manifest.json",
+                        "--catalog-b", CATALOGS / "pool_fusion_on.manifest.json",
+                        "--label-a", "OFF", "--label-b", "ON", "--device", "H200", "--out", out],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    return out / "attribution.json"
+
+
+@pytest.fixture(scope="module")
+def attribution(att_path):
+    return json.loads(att_path.read_text())
+
+
+def tables(text: str) -> list[list[list[str]]]:
+    """Each GFM table as rows of cell texts (inline content rendered to plain text)."""
+    out, rows, row, cell = [], None, None, None
+    for tok in MD.parse(text):
+        if tok.type == "table_open":
+            rows = []
+        elif tok.type == "table_close":
+            out.append(rows)
+            rows = None
+        elif tok.type == "tr_open":
+            row = []
+        elif tok.type == "tr_close":
+            rows.append(row)
+        elif tok.type == "inline" and rows is not None:
+            row.append("".join(c.content for c in tok.children if c.type in ("text", "code_inline")))
+    return out
+
+
+def _ratio(calls_on, calls_off):
+    span = lambda calls: sorted(max(x["end"] for x in c) - min(x["start"] for x in c) for c in calls)
+    med = lambda v: (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
+    return med(span(calls_on)) / med(span(calls_off))
+
+
+def test_verdict_line_and_tables(attribution):
+    recs = sorted(json.loads(CAPTURE.read_text()), key=lambda r: r["start"])
+    on = [recs[i:i + 3] for i in range(0, 60, 3)]
+    off = [recs[60 + i:60 + i + 19] for i in range(0, 380, 19)]
+    text = render_markdown(attribution)
+    first = text.splitlines()[0]
+    assert first.startswith("**rootcause:** ON is ") and f"{_ratio(on, off):.2f}x slower than OFF" in first
+    assert "[" in first and "]" in first  # the delta's interval
+    found = tables(text)
+    assert len(found) == 4  # top units, top resources, all units, all resources
+    for t in found:
+        assert len({len(r) for r in t}) == 1, "every row has the header's cell count"
+    top = found[0]
+    assert len(top) - 1 == min(len(attribution["units"]), TOP_UNITS) + 1  # + residual row
+    assert top[1][0] == str(attribution["units"][0]["unit"])
+    # resource table: the fused kernel's registers and grid, from the capture's records
+    fused = next(r for r in on[0] if r["name"] == "fused_pool2d_add2_kernel")
+    row = next(r for r in found[1] if r[2].startswith("fused_pool2d_add2_kernel"))
+    head = found[1][0]
+    assert row[head.index("registers")] == str(fused["registers_per_thread"])
+    assert row[head.index("grid")] == f"{fused['grid_x']:,}"
+
+
+def test_footer_and_details(attribution):
+    text = render_markdown(attribution)
+    assert text.count("<details>") == 2 == text.count("</details>")
+    tokens = MD.parse(text)
+    assert [t.type for t in tokens].count("table_open") == 4  # tables inside <details> parse as tables
+    assert "rootcause 0.1.0" in text.split("---")[-1] and "cupti" in text.split("---")[-1]
+
+
+NASTY = "a|b`c <d> *e* _f_ [g](h) \\i"
+
+
+def test_markdown_active_characters_in_names(attribution):
+    doc = copy.deepcopy(attribution)
+    for u in doc["units"]:
+        u["kernels_b"] = [NASTY if k == "fused_pool2d_add2_kernel" else k for k in u["kernels_b"]]
+    doc["variants"]["b"]["label"] = "B|*x*"
+    text = render_markdown(doc)
+    found = tables(text)
+    for t in found:
+        assert len({len(r) for r in t}) == 1
+    cells = [c for t in found for r in t for c in r]
+    assert any(NASTY in c for c in cells)  # one cell holds the whole name, as text
+    assert "B|*x*" in found[0][0][2]
+    html = MD.render(text)
+    assert "<d>" not in html and "<em>e</em>" not in html and 'href="h"' not in html
+
+
+def _many(doc, n):
+    out = copy.deepcopy(doc)
+    base = out["units"]
+    units = []
+    for i in range(n):
+        u = copy.deepcopy(base[i % len(base)])
+        u["unit"] = i
+        u["kernels_a"] = [f"{k}_{i}" for k in u["kernels_a"]]
+        u["kernels_b"] = [f"{k}_{i}" for k in u["kernels_b"]]
+        units.append(u)
+    out["units"] = units
+    return out
+
+
+def test_fits_a_github_comment(attribution):
+    text = render_markdown(_many(attribution, 10_000))
+    assert len(text) < GITHUB_LIMIT
+    assert "more units not shown" in text and "more kernel rows not shown" in text
+    for t in tables(text):
+        assert len({len(r) for r in t}) == 1
+    assert text.rstrip().endswith("</sub>")  # the footer survives the cut
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "rootcause", "report", *map(str, args)],
+                          capture_output=True, text=True, cwd=ROOT)
+
+
+def test_cli_formats(att_path, tmp_path):
+    for fmt, name in (("html", "r.html"), ("markdown", "r.md"), ("json", "r.json")):
+        r = _cli(att_path, "--format", fmt, "--out", tmp_path / name)
+        assert r.returncode == 0, r.stderr
+    assert (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")
+    assert tables((tmp_path / "r.md").read_text())
+    assert json.loads((tmp_path / "r.json").read_text()) == json.loads(att_path.read_text())
+
+
+@pytest.mark.parametrize("mutate, key", [
+    (lambda d: d.update(schema_version=99), "schema_version"),
+    (lambda d: d.pop("units"), "units"),
+    (lambda d: d["units"][0].pop("delta_ns"), "units[0].delta_ns"),
+    (lambda d: d["whole_graph"]["a"].update(median="fast"), "whole_graph.a.median"),
+    (lambda d: d["variants"].pop("b"), "variants.b"),
+])
+def test_cli_bad_schema_one_line(att_path, tmp_path, mutate, key):
+    doc = json.loads(att_path.read_text())
+    mutate(doc)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    r = _cli(bad, "--format", "markdown")
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(bad) in lines[0] and f"'{key}'" in lines[0], r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_cli_not_json(tmp_path):
+    bad = tmp_path / "broken.json"
+    bad.write_text('{"schema_version": 1, "units": [')
+    r = _cli(bad)
+    assert r.returncode == 2 and str(bad) in r.stderr and "line 1" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    r = _cli(tmp_path / "absent.json")
+    assert r.returncode == 2 and "no such attribution file" in r.stderr
+    r = _cli(bad.with_name("x.json"), "--device", "Z9000")
+    assert r.returncode == 2
