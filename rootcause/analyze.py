@@ -149,10 +149,13 @@ def read_plan(out: Path) -> dict[str, Any]:
 # ---- run on this host -------------------------------------------------------------------
 
 def _run_namespace(bundles: list[Path], run_dir: Path, budget_s: float, profile: str, calls: int):
-    from rootcause.run import NCU_METRICS
+    """`rootcause run`'s own arguments, parsed by its own parser (its defaults stay its own)."""
+    from rootcause import run as run_mod
 
-    return argparse.Namespace(bundles=[str(b) for b in bundles], out=run_dir, profile=profile, budget_s=budget_s,
-                              device=None, profile_calls=calls, ncu_metrics=NCU_METRICS, ncu="ncu")
+    parser = argparse.ArgumentParser(prog="rootcause run")
+    run_mod.add_arguments(parser)
+    return parser.parse_args([*map(str, bundles), "--out", str(run_dir), "--profile", profile,
+                              "--budget-s", str(budget_s), "--profile-calls", str(calls)])
 
 
 def run_here(plan: dict[str, Any], out: Path, run_dir: Path, budget_s: float, calls: int) -> None:
@@ -283,8 +286,8 @@ def _device_name(run_dir: Path) -> str | None:
     for snap in (env.get("before"), env.get("after")):
         for gpu in (snap or {}).get("gpus", []) or []:
             name = str(gpu.get("name", "")).upper()
-            for key in gpus.DEVICES:
-                if key.upper() in name.split() or key.upper() in name:
+            for key in sorted(gpus.DEVICES, key=len, reverse=True):  # 'A100' before 'A10'
+                if key.upper() in name:
                     return key
     return None
 

@@ -157,3 +157,20 @@ def test_outputs_differ_exit_1(tmp_path, capsys):
     assert last.startswith("rootcause analyze: outputs differ") and "vs reference" in last
     record = json.loads((tmp_path / "o" / "run" / "measurement.json").read_text())["verification"]
     assert record["ok"] is False
+
+
+def test_iree_einsum_on_local_task(tmp_path):
+    """IREE llvm-cpu end to end (seed 002's small reproducer): local-task host-execution profile."""
+    einsum = ROOT / "fixtures" / "cases" / "einsum_fusion" / "variants.toml"
+    out = tmp_path / "ein"
+    rc = cli.main(["analyze", f"{einsum}#fused_small", f"{einsum}#unfused_small", "--out", str(out),
+                   "--budget-s", "2"])
+    assert rc == 0
+    doc = json.loads((out / "attribution.json").read_text())
+    view.check(doc)
+    assert doc["variants"]["a"]["source"] == ["iree-profile"]
+    run = json.loads((out / "run" / "measurement.json").read_text())
+    assert run["profiles"]["einsum-fused-small"]["ok"] and run["verification"]["ok"]
+    # different sources: no hybrid, and the report says why
+    assert doc["confirmation"]["hybrids"] == [] and any("different sources" in n
+                                                        for n in doc["confirmation"]["notes"])
