@@ -257,6 +257,12 @@ def _assemble(per, alignment, whole_a, whole_b, labels, notes, environment) -> A
         rd = resid["b"].median - resid["a"].median
         resid_delta = Interval(rd, resid["b"].low - resid["a"].high, resid["b"].high - resid["a"].low)
         whole_note = "measured whole-graph latency (Measurement)"
+        for i, v in enumerate("ab"):
+            if resid[v].median < 0:
+                notes.append(f"variant {labels[i]}: profiled kernel busy time per call ({med[v][k] / 1e3:.1f} us) "
+                             f"exceeds the measured whole-graph latency ({whole[v].median / 1e3:.1f} us): "
+                             "kernels ran slower under the profiler than when measured, so the residual "
+                             "is negative")
     else:
         whole = {"a": ia[k + 1], "b": ib[k + 1]}
         source = "profiled-span"

@@ -5,9 +5,12 @@ manifest.json) give provenance-based units and static facts; without them the ou
 what cannot be concluded. Writes DIR/attribution.json atomically and prints a summary that
 reads like the opening of a triage comment.
 
---measurement FILE: whole-graph latency per variant, JSON: {"a": {...}, "b": {...}} (or
-{"variants": {"a"|label: {...}}}), each with median and interval as median_ns/low_ns/high_ns
-(or _us, _ms, _s), or "ci": [low, high] next to "median_<unit>".
+--measurement FILE|RUN_DIR: whole-graph latency per variant, as rootcause.measure writes it
+(Measurement.to_dict(): "variants": {name: {"median_s", "ci_s", "samples_s", ...}}), bare or
+inside `rootcause run`'s measurement.json (under "measurement"); a run directory means its
+measurement.json. Variants are found by label (--label-a/-b, default the bundle names, which
+are the names `rootcause run` measured them under). Without "ci_s" (a run before F's protocol
+landed) the interval is recomputed from "samples_s" with rootcause.measure.median_ci.
 """
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from rootcause.attribute import Attribution, WholeGraph, attribute
 from rootcause.diagnose import diagnose
 from rootcause.errors import UsageError
 from rootcause.fileio import write_json
+from rootcause.measure import median_ci
 from rootcause.model import CatalogKernel
 from rootcause.profilers import split_calls
 
@@ -111,44 +115,53 @@ def load_catalog(path: str | None) -> tuple[list[CatalogKernel] | None, dict[str
     return out, manifest
 
 
-_SCALE = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
-
-
-def _figure(d: Any, where: str) -> WholeGraph:
-    if not isinstance(d, dict):
-        raise UsageError(f"{where}: expected an object with a median")
-    for unit, scale in _SCALE.items():
-        if f"median_{unit}" in d:
-            med = d[f"median_{unit}"]
-            ci = d.get("ci") or d.get(f"ci_{unit}") or [d.get(f"low_{unit}", med), d.get(f"high_{unit}", med)]
-            try:
-                lo, hi = float(ci[0]), float(ci[1])
-                return WholeGraph(float(med) * scale, lo * scale, hi * scale, "measured",
-                                  d.get("samples") if isinstance(d.get("samples"), int) else None)
-            except (TypeError, ValueError, IndexError):
-                raise UsageError(f"{where}: interval is not two numbers: {ci!r}") from None
-    raise UsageError(f"{where}: no median_ns / median_us / median_ms / median_s")
-
-
 def load_measurement(path: str | None, labels: tuple[str, str]) -> tuple[WholeGraph | None, WholeGraph | None]:
+    """Measured whole-graph latency of the variants named `labels` (module doc)."""
     if path is None:
         return None, None
+    p = Path(path)
+    if p.is_dir():
+        p = p / "measurement.json"
     try:
-        doc = json.loads(Path(path).read_text())
+        doc = json.loads(p.read_text())
     except FileNotFoundError:
-        raise UsageError(f"{path}: no such measurement file") from None
+        raise UsageError(f"{p}: no such measurement file") from None
     except json.JSONDecodeError as err:
-        raise UsageError(f"{path}: line {err.lineno}: not JSON: {err.msg}") from None
-    table = doc.get("variants", doc) if isinstance(doc, dict) else None
+        raise UsageError(f"{p}: line {err.lineno}: not JSON: {err.msg}") from None
+    where = f"{p}: measurement"
+    if isinstance(doc, dict) and isinstance(doc.get("measurement"), dict):
+        doc = doc["measurement"]  # rootcause run's measurement.json
+    elif isinstance(doc, dict) and doc.get("measurement") is not None:
+        raise UsageError(f"{where}: not an object (the run recorded no measurement?)")
+    table = doc.get("variants") if isinstance(doc, dict) else None
     if not isinstance(table, dict):
-        raise UsageError(f"{path}: expected an object keyed by variant")
+        raise UsageError(f"{p}: \"variants\": missing or not an object (not a rootcause Measurement)")
     out = []
     for key, label in zip("ab", labels):
-        entry = table.get(key, table.get(label))
-        if entry is None:
-            raise UsageError(f"{path}: no figure for variant {key!r} ({label})")
-        out.append(_figure(entry, f"{path}: {key}"))
+        if label not in table:
+            raise UsageError(f"{p}: no variant {label!r} (variant {key}); it holds {', '.join(map(repr, table))}: "
+                             f"name them with --label-{key}")
+        out.append(_whole_graph(table[label], f"{where}.variants.{label}"))
     return out[0], out[1]
+
+
+def _whole_graph(v: Any, where: str) -> WholeGraph:
+    """WholeGraph (ns) of one Measurement variant: median_s and ci_s, or ci from samples_s."""
+    if not isinstance(v, dict) or not isinstance(v.get("median_s"), (int, float)):
+        raise UsageError(f"{where}: \"median_s\": missing or not a number")
+    samples = v.get("samples_s")
+    if samples is not None and (not isinstance(samples, list) or not samples
+                                or not all(isinstance(x, (int, float)) for x in samples)):
+        raise UsageError(f"{where}: \"samples_s\": not a non-empty list of numbers")
+    ci = v.get("ci_s")
+    if ci is None:
+        if samples is None:
+            raise UsageError(f"{where}: neither \"ci_s\" nor \"samples_s\": no interval")
+        ci = median_ci(samples)
+    if not isinstance(ci, (list, tuple)) or len(ci) != 2 or not all(isinstance(x, (int, float)) for x in ci):
+        raise UsageError(f"{where}: \"ci_s\": expected [low, high] in seconds, got {ci!r}")
+    return WholeGraph(float(v["median_s"]) * 1e9, float(ci[0]) * 1e9, float(ci[1]) * 1e9, "measured",
+                      len(samples) if samples else None)
 
 
 def _fmt_us(ns: float) -> str:
