@@ -33,7 +33,7 @@ EIFMT_SVAL, followed by that many payload bytes.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from parsers import elf
 from parsers.base import KernelRecord, ParseError
@@ -62,8 +62,7 @@ STACK_UNKNOWN = 0xFFFFFFFF
 RESERVED_SMEM_DEFAULT = 1024
 
 
-@dataclass
-class NvInfoRecord:
+class NvInfoRecord(NamedTuple):
     """One .nv.info / .nv.compat attribute: value is an int (BVAL/HVAL), bytes (SVAL) or None."""
 
     fmt: int
@@ -80,27 +79,48 @@ def matches(data: bytes) -> bool:
     return struct.unpack_from(order + "H", data, 18)[0] == EM_CUDA
 
 
+_RECORD = struct.Struct("<BBH")
+_U32X2 = struct.Struct("<II")
+_U32X3 = struct.Struct("<3I")
+
+
+def _walk(data: bytes, section: str, file: str, keep: frozenset[int] | None) -> list[tuple[int, int, int, int]]:
+    """(attr, fmt, offset, half) of the records whose attribute is in keep (all when None).
+
+    Every record's framing is checked, kept or not. half is the value of a BVAL/HVAL record
+    (BVAL uses its low byte) and the payload size of an SVAL one, whose payload starts at offset+4.
+    """
+    # The hot loop of inspect (a few records per kernel parameter): locals, plain tuples.
+    out = []
+    append, unpack, n, pos = out.append, _RECORD.unpack_from, len(data), 0
+    while pos < n:
+        if n - pos < 4:
+            raise ParseError(file, f"{section}+{pos:#x}", f"truncated attribute header ({n - pos} of 4 bytes)")
+        fmt, attr, half = unpack(data, pos)
+        if fmt == EIFMT_SVAL:
+            end = pos + 4 + half
+            if end > n:
+                raise ParseError(file, f"{section}+{pos:#x}",
+                                 f"attribute {attr:#x} payload of {half} bytes runs past the section end ({n} bytes)")
+        elif fmt == EIFMT_HVAL or fmt == EIFMT_NVAL or fmt == EIFMT_BVAL:
+            end = pos + 4
+        else:
+            raise ParseError(file, f"{section}+{pos:#x}", f"unknown attribute format {fmt:#x} (attribute {attr:#x})")
+        if keep is None or attr in keep:
+            append((attr, fmt, pos, half))
+        pos = end
+    return out
+
+
 def nvinfo_records(data: bytes, section: str = ".nv.info", file: str = "<bytes>") -> list[NvInfoRecord]:
     """Decode the attribute records of one .nv.info-style section's bytes."""
     out = []
-    pos = 0
-    while pos < len(data):
-        if len(data) - pos < 4:
-            raise ParseError(file, f"{section}+{pos:#x}", f"truncated attribute header ({len(data) - pos} of 4 bytes)")
-        fmt, attr, half = struct.unpack_from("<BBH", data, pos)
+    for attr, fmt, pos, half in _walk(data, section, file, None):
         if fmt == EIFMT_SVAL:
-            end = pos + 4 + half
-            if end > len(data):
-                raise ParseError(file, f"{section}+{pos:#x}",
-                                 f"attribute {attr:#x} payload of {half} bytes runs past the section end ({len(data)} bytes)")
-            value: int | bytes | None = data[pos + 4:end]
-        elif fmt in (EIFMT_BVAL, EIFMT_HVAL, EIFMT_NVAL):
-            end = pos + 4
-            value = None if fmt == EIFMT_NVAL else (half & 0xFF if fmt == EIFMT_BVAL else half)
+            value: int | bytes | None = data[pos + 4:pos + 4 + half]
         else:
-            raise ParseError(file, f"{section}+{pos:#x}", f"unknown attribute format {fmt:#x} (attribute {attr:#x})")
+            value = None if fmt == EIFMT_NVAL else (half & 0xFF if fmt == EIFMT_BVAL else half)
         out.append(NvInfoRecord(fmt, attr, value, pos))
-        pos = end
     return out
 
 
@@ -126,47 +146,64 @@ def _open(data: bytes, file: str) -> elf.Elf:
     return image
 
 
-def _per_symbol(records: list[NvInfoRecord], file: str) -> dict[int, dict[int, int]]:
+_KEYED = frozenset((EIATTR_REGCOUNT, EIATTR_FRAME_SIZE, EIATTR_MIN_STACK_SIZE, EIATTR_MAX_STACK_SIZE))
+_PER_KERNEL = frozenset((EIATTR_MAX_THREADS, EIATTR_REQNTID, EIATTR_CBANK_PARAM_SIZE, EIATTR_PARAM_CBANK,
+                         EIATTR_KPARAM_INFO, EIATTR_MAXREG_COUNT, EIATTR_NUM_BARRIERS))
+
+
+def _per_symbol(data: bytes, file: str) -> dict[int, dict[int, int]]:
     """Global .nv.info SVAL records of (symbol index u32, value u32) -> {symbol: {attr: value}}."""
     out: dict[int, dict[int, int]] = {}
-    keyed = (EIATTR_REGCOUNT, EIATTR_FRAME_SIZE, EIATTR_MIN_STACK_SIZE, EIATTR_MAX_STACK_SIZE)
-    for rec in records:
-        if rec.attr in keyed and isinstance(rec.value, bytes):
-            if len(rec.value) < 8:
-                raise ParseError(file, f".nv.info+{rec.offset:#x}", f"attribute {rec.attr:#x} has {len(rec.value)} bytes, 8 expected")
-            sym, val = struct.unpack_from("<II", rec.value)
-            out.setdefault(sym, {})[rec.attr] = val
+    for attr, fmt, pos, half in _walk(data, ".nv.info", file, _KEYED):
+        if fmt == EIFMT_SVAL:
+            if half < 8:
+                raise ParseError(file, f".nv.info+{pos:#x}", f"attribute {attr:#x} has {half} bytes, 8 expected")
+            sym, val = _U32X2.unpack_from(data, pos + 4)
+            out.setdefault(sym, {})[attr] = val
     return out
 
 
-def _u32s(rec: NvInfoRecord, n: int, section: str, file: str) -> tuple[int, ...]:
-    if not isinstance(rec.value, bytes) or len(rec.value) < 4 * n:
-        raise ParseError(file, f"{section}+{rec.offset:#x}", f"attribute {rec.attr:#x}: expected {4 * n} payload bytes")
-    return struct.unpack_from(f"<{n}I", rec.value)
+def _payload(data: bytes, rec: tuple[int, int, int, int], size: int, section: str, file: str) -> int:
+    """Offset of an SVAL record's payload of at least size bytes."""
+    attr, fmt, pos, half = rec
+    if fmt != EIFMT_SVAL or half < size:
+        raise ParseError(file, f"{section}+{pos:#x}", f"attribute {attr:#x}: expected {size} payload bytes")
+    return pos + 4
 
 
-def _kernel_attrs(records: list[NvInfoRecord], section: str, file: str) -> dict:
-    """The per-kernel facts of a .nv.info.<name> section."""
-    out: dict = {"kparams": []}
-    for rec in records:
-        if rec.attr == EIATTR_MAX_THREADS:
-            out["max_threads"] = _u32s(rec, 3, section, file)
-        elif rec.attr == EIATTR_REQNTID:
-            out["reqntid"] = _u32s(rec, 3, section, file)
-        elif rec.attr == EIATTR_CBANK_PARAM_SIZE and isinstance(rec.value, int):
-            out["param_size"] = rec.value
-        elif rec.attr == EIATTR_PARAM_CBANK:
-            _, packed = _u32s(rec, 2, section, file)
+def _kernel_attrs(data: bytes, section: str, file: str) -> dict:
+    """The per-kernel facts of a .nv.info.<name> section's bytes."""
+    kparams: list[int] = []
+    out: dict = {"kparams": kparams}
+    for rec in _walk(data, section, file, _PER_KERNEL):
+        attr, fmt, pos, half = rec
+        value = half & 0xFF if fmt == EIFMT_BVAL else half if fmt == EIFMT_HVAL else None
+        if attr == EIATTR_KPARAM_INFO:  # the most common record: one per parameter
+            kparams.append(_payload(data, rec, 12, section, file))  # decoded only when needed
+        elif attr == EIATTR_MAX_THREADS:
+            out["max_threads"] = _U32X3.unpack_from(data, _payload(data, rec, 12, section, file))
+        elif attr == EIATTR_REQNTID:
+            out["reqntid"] = _U32X3.unpack_from(data, _payload(data, rec, 12, section, file))
+        elif attr == EIATTR_CBANK_PARAM_SIZE and value is not None:
+            out["param_size"] = value
+        elif attr == EIATTR_PARAM_CBANK:
+            _, packed = _U32X2.unpack_from(data, _payload(data, rec, 8, section, file))
             out["param_cbank"] = (packed & 0xFFFF, packed >> 16)  # (offset in bank 0, size)
-        elif rec.attr == EIATTR_KPARAM_INFO:
-            _, ordinal_offset, flags = _u32s(rec, 3, section, file)
-            # (ordinal, offset in the parameter bank, size): u32 index, u16 ordinal, u16 offset, u32 flags|size<<18
-            out["kparams"].append((ordinal_offset & 0xFFFF, ordinal_offset >> 16, (flags >> 18) & 0x3FFF))
-        elif rec.attr == EIATTR_MAXREG_COUNT and isinstance(rec.value, int):
-            out["maxreg"] = rec.value
-        elif rec.attr == EIATTR_NUM_BARRIERS and isinstance(rec.value, int):
-            out["barriers"] = rec.value
+        elif attr == EIATTR_MAXREG_COUNT and value is not None:
+            out["maxreg"] = value
+        elif attr == EIATTR_NUM_BARRIERS and value is not None:
+            out["barriers"] = value
     return out
+
+
+def _kparams_end(data: bytes, offsets: list[int]) -> int:
+    """End of the last parameter: KPARAM_INFO payload is u32 index, u16 ordinal, u16 offset,
+    u32 flags with the size in bits 18..31."""
+    ends = []
+    for at in offsets:
+        _, ordinal_offset, flags = _U32X3.unpack_from(data, at)
+        ends.append((ordinal_offset >> 16) + ((flags >> 18) & 0x3FFF))
+    return max(ends)
 
 
 def _accelerator_target(image: elf.Elf) -> bool:
@@ -198,7 +235,7 @@ def kernels(data: bytes, file: str = "<bytes>") -> list[KernelRecord]:
     arch = cubin_arch(header.flags, header.abi_version, _accelerator_target(image))
     funcs, symvalues = _symbols(image)
     glob = image.section(".nv.info")
-    per_sym = _per_symbol(nvinfo_records(image.section_data(glob), ".nv.info", file), file) if glob else {}
+    per_sym = _per_symbol(image.section_data(glob), file) if glob else {}
     # nvlink/ptxas add the reserved area when they lay out an executable cubin; a
     # relocatable one (-rdc, ET_REL) holds only the program's own shared bytes.
     reserved = _reserved_smem(symvalues) if header.type == elf.ET_EXEC else 0
@@ -223,8 +260,8 @@ def _row(name: str, image: elf.Elf, arch: str, text: elf.Section, info: elf.Sect
          sym_attrs: dict[int, int], reserved: int) -> KernelRecord:
     file = image.file
     section = f".nv.info.{name}"
-    attrs = _kernel_attrs(nvinfo_records(image.section_data(info), section, file), section, file) \
-        if info else {"kparams": []}
+    info_data = image.section_data(info) if info else b""
+    attrs = _kernel_attrs(info_data, section, file)
     regs = sym_attrs.get(EIATTR_REGCOUNT)
     if regs is None and text.info >> 24:
         regs = text.info >> 24
@@ -251,7 +288,7 @@ def _row(name: str, image: elf.Elf, arch: str, text: elf.Section, info: elf.Sect
     if param is None and "param_cbank" in attrs:
         param = attrs["param_cbank"][1]
     if param is None and kparams:
-        param = max(off + size for _, off, size in kparams)
+        param = _kparams_end(info_data, kparams)
     extra["params"] = len(kparams)
     const0 = image.section(f".nv.constant0.{name}")
     if const0 is not None:

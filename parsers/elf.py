@@ -26,6 +26,7 @@ EHDR_SIZE, SHDR_SIZE, SYM_SIZE = 64, 64, 24
 _EHDR = "HHIQQQIHHHHHH"
 _SHDR = "IIQQQQIIQQ"
 _SYM = "IBBHQQ"
+_new = tuple.__new__
 
 
 class Header(NamedTuple):
@@ -131,15 +132,15 @@ class Elf:
         strings = self.section_data(strtab)
         xindex = self._xindex(sec)
         order = self.header.byteorder
+        raw = list(struct.iter_unpack(order + _SYM, self.data[sec.offset:sec.offset + sec.size]))
+        names = _names(strings, [r[0] for r in raw], self.file, where + " symbol {i}", strtab.name)
         out = []
-        raw = self.data[sec.offset:sec.offset + sec.size]
-        for i, (name, info, other, shndx, value, size) in enumerate(struct.iter_unpack(order + _SYM, raw)):
+        for i, (_, info, other, shndx, value, size) in enumerate(raw):
             if shndx == SHN_XINDEX and xindex is not None:
                 if 4 * i + 4 > len(xindex):
                     raise ParseError(self.file, f"{where} symbol {i}", "no SHT_SYMTAB_SHNDX entry for SHN_XINDEX")
                 shndx, = struct.unpack_from(order + "I", xindex, 4 * i)
-            out.append(Symbol(i, _string(strings, name, self.file, f"{where} symbol {i}", strtab.name),
-                              value, size, info >> 4, info & 0xF, other, shndx))
+            out.append(_new(Symbol, (i, names[i], value, size, info >> 4, info & 0xF, other, shndx)))
         return out
 
     def _read_sections(self) -> list[Section]:
@@ -160,10 +161,10 @@ class Elf:
             raise ParseError(file, f"e_shoff {h.shoff:#x}",
                              f"{count} section headers run past the end of the file ({len(data)} bytes)")
         raw = list(struct.iter_unpack(order + _SHDR, data[h.shoff:end]))
-        for i, (_, sh_type, _, _, off, size, *_rest) in enumerate(raw):
-            if sh_type != SHT_NOBITS and off + size > len(data):
-                raise ParseError(file, f"section {i}",
-                                 f"data at {off:#x}+{size:#x} runs past the end of the file ({len(data)} bytes)")
+        n = len(data)
+        for i in [i for i, r in enumerate(raw) if r[4] + r[5] > n and r[1] != SHT_NOBITS][:1]:
+            raise ParseError(file, f"section {i}",
+                             f"data at {raw[i][4]:#x}+{raw[i][5]:#x} runs past the end of the file ({n} bytes)")
         if shstrndx == SHN_UNDEF:
             names = [""] * count
         else:
@@ -171,8 +172,9 @@ class Elf:
                 raise ParseError(file, "e_shstrndx", f"section name table index {shstrndx} >= {count} sections")
             _, _, _, _, off, size, *_rest = raw[shstrndx]
             strings = data[off:off + size]
-            names = [_string(strings, r[0], file, f"section {i}", "section name table") for i, r in enumerate(raw)]
-        return [Section(i, names[i], *r[1:]) for i, r in enumerate(raw)]
+            names = _names(strings, [r[0] for r in raw], file, "section {i}", "section name table")
+        # tuple.__new__ skips the NamedTuple's Python-level __new__: this runs per section.
+        return [_new(Section, (i, names[i]) + r[1:]) for i, r in enumerate(raw)]
 
     def _linked(self, sec: Section, where: str) -> Section:
         if not 0 < sec.link < len(self.sections):
@@ -186,10 +188,30 @@ class Elf:
         return None
 
 
+def _names(strings: bytes, offsets: list[int], file: str, where: str, table: str) -> list[str]:
+    """The NUL-terminated strings at offsets of a string table's bytes; where names entry {i}."""
+    if not strings.isascii():
+        return [_string(strings, off, file, where.format(i=i), table) for i, off in enumerate(offsets)]
+    # Fast path (cubin and most host tables): one decode, then str slicing per name; a
+    # table that ends in NUL terminates every name that starts inside it.
+    text = strings.decode("ascii")
+    find, n = text.find, len(text)
+    if text.endswith("\0") and max(offsets, default=0) < n:
+        return [text[off:find("\0", off)] for off in offsets]
+    out = []
+    for i, off in enumerate(offsets):
+        end = find("\0", off) if off < n else -1
+        if end < 0:
+            out.append(_string(strings, off, file, where.format(i=i), table))  # "" or the error
+        else:
+            out.append(text[off:end])
+    return out
+
+
 def _string(strings: bytes, offset: int, file: str, where: str, table: str) -> str:
     """The NUL-terminated string at offset of a string table's bytes."""
-    if offset == 0:
-        return ""
+    if offset == 0 and not strings:
+        return ""  # an empty table: every name is empty
     if offset >= len(strings):
         raise ParseError(file, where, f"name offset {offset:#x} is outside the {table} ({len(strings)} bytes)")
     end = strings.find(b"\0", offset)
