@@ -14,7 +14,12 @@ the rest go on to the next tier:
 4. fused-name: TVM fused names split into op names ('fused_pool2d_add2' covers 'pool2d'
    and 'add2'), joined through shared op names.
 5. shape: the same launch work size (grid * block threads), when unique on both sides.
-6. what is left is its own unit, flagged.
+6. remainder: when kernels of both sides are still unmatched, they form one unit: both
+   variants compute the same entry function (verify checks their outputs), so what the
+   matched units leave over computes the same rest, by elimination. This is how a fused
+   IREE dispatch meets the dispatches it replaces (seed 002: 'reduction' against
+   'elementwise' + 'matmul_like'): their source ops are dispatch names, which differ.
+7. what is left (kernels of one side only) is its own unit, flagged.
 
 Dedup (seed 001): a catalog kernel with several call_sites keeps only the source ops of
 the entry function being measured, so the bs8 call of an executable shared with bs2 aligns
@@ -36,7 +41,7 @@ UNIT_COLUMNS: dict[str, str] = {
     "kernels_b": "tuple of kernel names of variant B in this unit (may be empty)",
     "source_ops": "tuple of source-op ids (provenance) or op names (fused-name) covered",
     "method": "weakest tier that joined the unit: provenance, name, dispatch-name, "
-              "fused-name, shape, unmatched",
+              "fused-name, shape, remainder, unmatched",
     "flagged": "True when the unit has kernels on one side only or was joined by shape",
 }
 
@@ -51,7 +56,7 @@ KERNEL_COLUMNS: dict[str, str] = {
     "shared_call_sites": "tuple of all call sites of the kernel when it serves more than one",
 }
 
-TIERS = ("provenance", "name", "dispatch-name", "fused-name", "shape", "unmatched")
+TIERS = ("provenance", "name", "dispatch-name", "fused-name", "shape", "remainder", "unmatched")
 
 _DISPATCH = re.compile(r"^.*?(?:[$_]async)?_dispatch_\d+_(.+)$")
 
@@ -263,7 +268,14 @@ def align(events_a: pd.DataFrame, events_b: pd.DataFrame,
         for n, size in unique.items():
             keys[f"{v}:{n}"] = [str(size)]
     link_through(keys, "shape", "work")
-    # 6. the rest
+    # 6. by elimination, when both sides have kernels left
+    left = pending()
+    if left["a"] and left["b"]:
+        link_through({f"{v}:{n}": ["rest"] for v in "ab" for n in left[v]}, "remainder", "remainder")
+        notes.append(f"{len(left['a'])} kernel(s) of A and {len(left['b'])} of B matched no tier and "
+                     f"were joined as the remainder of the same entry function (by elimination): "
+                     f"{', '.join(left['a'][:3])} against {', '.join(left['b'][:3])}")
+    # 7. the rest
     place(list(info), "unmatched")
 
     return _tables(names, info, uf, method, fused, notes)

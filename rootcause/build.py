@@ -56,6 +56,7 @@ def cache_key(spec: VariantSpec) -> str:
         h.update(str(path).encode() + b"\0" + Path(path).read_bytes())
     h.update(json.dumps(_compiler_versions(spec), sort_keys=True).encode())
     h.update(rootcause.__version__.encode())
+    h.update(Path(frontend(spec.frontend).__file__).read_bytes())  # a frontend change invalidates its builds
     return h.hexdigest()[:16]
 
 

@@ -121,3 +121,22 @@ def test_dedup_executable_aligns_with_own_build_by_call_site(prefill_catalogs):
     k = al.kernels[al.kernels.kernel == shared[0].name].iloc[0]
     assert set(k.shared_call_sites) == {"prefill_bs2", "prefill_bs8"}
     assert call_site_ops(shared[0], "prefill_bs8") == [op for op in unit.source_ops]
+
+
+def test_leftovers_of_both_sides_join_as_remainder():
+    """Seed 002's IREE names (iree-compile 3.13, llvm-cpu, fixtures/cases/einsum_fusion): the
+    fused 'reduction' dispatch shares no name, op or work size with 'elementwise' +
+    'matmul_like', so only elimination pairs them; a kernel of one side alone stays flagged."""
+    ev = lambda names, grids: pd.DataFrame({"kernel": names, "start_ns": range(len(names)),
+                                            "end_ns": range(1, len(names) + 1), "duration_ns": 1,
+                                            "call": 0, "grid_x": grids, "grid_y": 1, "grid_z": 1,
+                                            "block_x": 1, "block_y": 1, "block_z": 1})
+    split = ev(["main_dispatch_0_elementwise_24x24x8_f32", "main_dispatch_0_elementwise_24x24x8_f32",
+                "main_dispatch_2_matmul_like_8x24x24x24_f32"], [1, 1, 8])
+    fused = ev(["main_dispatch_0_reduction_8x24x24x24_f32"], [16])
+    al = align(split, fused)
+    (unit,) = al.units.itertuples()
+    assert unit.method == "remainder" and not unit.flagged and len(unit.kernels_a) == 2
+    assert any("by elimination" in n for n in al.notes)
+    al = align(split, fused.iloc[:0])
+    assert al.units.flagged.all() and set(al.units.method) == {"unmatched"}

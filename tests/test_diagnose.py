@@ -3,6 +3,7 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -156,3 +157,119 @@ def test_catalogs_give_provenance_units_and_schedule_rule(variants, pool_bundles
     bw = rules["bandwidth"]["evidence"]["ON"]
     assert bw["bytes_per_call"] == sum(k["bytes_moved"] for k in man_on["kernels"] if k["name"] in top["kernels_b"])
     assert bw["bytes_per_s"] == pytest.approx(bw["bytes_per_call"] / top["time_b_ns"]["median"] * 1e9)
+
+
+# ---- seed 002: recomputation, on real IREE llvm-cpu builds profiled on local-task ----------
+
+EINSUM = ROOT / "fixtures/cases/einsum_fusion"
+
+
+def _iree_tool(name):
+    import iree.runtime
+
+    return Path(iree.runtime.__file__).resolve().parent.parent / "_runtime_libs" / name
+
+
+@pytest.fixture(scope="module")
+def einsum_runs(tmp_path_factory):
+    """fused_small and split_small built by `rootcause build` (IREE 3.13, llvm-cpu), each run
+    12 times by iree-benchmark-module with host-execution profiling, dumped by iree-profile
+    (the commands of fixtures/captures/iree-3.13-local-task/PROVENANCE.md)."""
+    import os
+    import subprocess
+
+    from rootcause import spec as spec_mod
+    from rootcause.build import build_bundle
+
+    base = tmp_path_factory.mktemp("einsum")
+    old = os.environ.get("ROOTCAUSE_CACHE")
+    os.environ["ROOTCAUSE_CACHE"] = str(base / "cache")  # this tree's frontend, not an old cached build
+    out = {}
+    try:
+        for v in ("fused_small", "split_small"):
+            d = base / v
+            build_bundle(spec_mod.load(f"{EINSUM / 'variants.toml'}#{v}"), d)
+            manifest = json.loads((d / "manifest.json").read_text())
+            inputs = [f"--input=@{d / i['file']}" for i in manifest["inputs"]]
+            prof = base / f"{v}.ireeprof"
+            subprocess.run([str(_iree_tool("iree-benchmark-module")), f"--module={d / manifest['module']}",
+                            "--device=local-task", f"--function={manifest['entry']}", *inputs,
+                            "--benchmark_min_time=12x", "--device_profiling_mode=host-execution",
+                            f"--device_profiling_output={prof}"], check=True, capture_output=True)
+            dump = subprocess.run([str(_iree_tool("iree-profile")), "dispatch", "--dispatch_events",
+                                   "--format=jsonl", str(prof)], check=True, capture_output=True)
+            (base / f"{v}.jsonl").write_bytes(dump.stdout)
+            out[v] = (d, manifest, base / f"{v}.jsonl")
+    finally:
+        if old is None:
+            os.environ.pop("ROOTCAUSE_CACHE", None)
+        else:
+            os.environ["ROOTCAUSE_CACHE"] = old
+    return out
+
+
+def _generic_flops(mlir_text):
+    """Per linalg.generic of an input file: loop extents from its operand shapes and maps (NumPy
+    shape arithmetic over the text, regexes only) x the arith/math lines of its body."""
+    aliases = dict(re.findall(r"^(#\w+) = (affine_map<.*>)$", mlir_text, re.M))
+    out = []
+    for m in re.finditer(r"linalg\.generic \{indexing_maps = \[([^\]]*)\].*?ins\(([^)]*)\) outs\(([^)]*)\)"
+                         r"(.*?)linalg\.yield", mlir_text, re.S):
+        maps_text, ins, outs, body = m.groups()
+        maps = [aliases.get(x.strip(), x.strip()) for x in maps_text.split(", ")]
+        shapes = [[int(n) for n in t.rstrip("x").split("x")]
+                  for t in re.findall(r"tensor<((?:\d+x)+)f32>", ins.split(" : ")[1] + outs.split(" : ")[1])]
+        extents = {}
+        for mp, shape in zip(maps, shapes, strict=True):
+            dims, res = re.match(r"affine_map<\(([^)]*)\) -> \(([^)]*)\)>", mp).groups()
+            extents.update(zip(res.split(", "), shape, strict=True))
+        domain = [extents[d] for d in dims.split(", ")]
+        ops = len(re.findall(r"= (?:arith|math)\.", body))
+        out.append(int(np.prod(domain, dtype=np.int64)) * ops)
+    return out
+
+
+def test_einsum_catalog_flops_from_linalg(einsum_runs):
+    fused = _generic_flops((EINSUM / "einsum_fused_small.mlir").read_text())
+    split = _generic_flops((EINSUM / "einsum_split_small.mlir").read_text())
+    # fused: 8 x 24 x 24 x 24 points (c, i, j, k) x 18 body ops; split: 2 producers of 24 x 24 x 8
+    # points x 8 ops, then the reduction with 2 ops per point.
+    assert fused == [8 * 24 * 24 * 24 * 18] and split == [24 * 24 * 8 * 8] * 2 + [8 * 24 ** 3 * 2]
+    (k,) = einsum_runs["fused_small"][1]["kernels"]
+    assert k["flops"] == fused[0]
+    ks = {kk["name"]: kk for kk in einsum_runs["split_small"][1]["kernels"]}
+    ew = next(kk for n, kk in ks.items() if "elementwise" in n)
+    mm = next(kk for n, kk in ks.items() if "matmul_like" in n)
+    assert len(ew["source_ops"]) == 2  # one executable serves both producers (dedup)
+    assert ew["flops"] == split[0] and mm["flops"] == split[2]
+
+
+def test_recomputation_fires_on_fused_einsum(einsum_runs, tmp_path):
+    import subprocess
+    import sys
+
+    (d_split, m_split, p_split), (d_fused, m_fused, p_fused) = einsum_runs["split_small"], einsum_runs["fused_small"]
+    r = subprocess.run([sys.executable, "-m", "rootcause", "compare", str(p_split), str(p_fused),
+                        "--catalog-a", str(d_split), "--catalog-b", str(d_fused), "--out", str(tmp_path)],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    att = json.loads((tmp_path / "attribution.json").read_text())
+    fused_name = m_fused["kernels"][0]["name"]
+    unit = next(u for u in att["units"] if fused_name in u["kernels_b"])
+    assert unit["method"] == "remainder" and len(unit["kernels_a"]) == 2 and unit["significant"]
+    f = next(f for f in unit["findings"] if f["rule"] == "recomputation")
+    # Independent evidence: flops per call from the MLIR text, times launches per call counted
+    # in the raw iree-profile JSONL (events per dispatch key / benchmark iterations).
+    rows = [json.loads(x) for x in p_split.read_text().splitlines() if '"host_dispatch_event"' in x]
+    calls = 12
+    per_call = {k: sum(r["key"] == k for r in rows) / calls for k in {r["key"] for r in rows}}
+    fused_flops = _generic_flops((EINSUM / "einsum_fused_small.mlir").read_text())[0]
+    ew, mm = [24 * 24 * 8 * 8, 8 * 24 ** 3 * 2]
+    split_flops = sum(n * (ew if "elementwise" in k else mm) for k, n in per_call.items())
+    assert split_flops == 2 * ew + mm
+    ev = f["evidence"]
+    assert ev["metric"] == "flops" and ev[att["variants"]["b"]["label"]] == fused_flops
+    assert ev[att["variants"]["a"]["label"]] == split_flops
+    assert ev["ratio"] == pytest.approx(fused_flops / split_flops)
+    assert "recomputes its producers" in f["sentence"] and fused_name in f["sentence"]
+    assert "recomputes its producers" in r.stdout

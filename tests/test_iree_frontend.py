@@ -190,3 +190,27 @@ def test_bad_mlir_is_one_line(tmp_path, built):
 def test_unsupported_target(target):
     with pytest.raises(UsageError, match="IREE frontend needs"):
         iree.target_flags(target)
+
+
+# -- arithmetic work (parsers.linalg) -------------------------------------------------------
+
+def test_linalg_work_dynamic_and_bad_input(built):
+    from parsers import ParseError, linalg
+
+    out, out_dir, _ = built(PREFILL, "alone")
+    (k,) = out.kernels
+    text = (out_dir / "ir" / f"module_{k.schedule['executable']}.mlir").read_text()
+    # torch input with a symbolic sequence length: the matmul's M is '?', so no flops, and why
+    line = next(i for i, row in enumerate(text.splitlines(), 1) if "= linalg.matmul" in row)
+    assert "tensor<?x5120xf16>" in text.splitlines()[line - 1]
+    assert k.flops is None
+    assert any(f"flops not counted" in n and f"linalg.matmul (line {line}): dynamic (?)" in n for n in out.notes)
+    with pytest.raises(ParseError) as err:
+        linalg.work("%1 = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>], iterator_types = "
+                    "[\"parallel\"]} ins(%a : tensor<4xf32>) outs(%b : tensor<4xf32>) {\n"
+                    "^bb0(%x: f32, %y: f32):\n", "cut.mlir")
+    assert str(err.value).startswith("cut.mlir: line 1:") and "not closed" in str(err.value)
+    with pytest.raises(ParseError, match="loop d0 is 4 in one operand, 5 in another"):
+        linalg.work("%1 = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], "
+                    "iterator_types = [\"parallel\"]} ins(%a : tensor<4xf32>) outs(%b : tensor<5xf32>) {\n"
+                    "^bb0(%x: f32, %y: f32):\n  linalg.yield %x : f32\n} -> tensor<5xf32>\n", "bad.mlir")

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from parsers import ParseError
+from parsers import ParseError, linalg
 from parsers.mlir_attrs import find_attrs
 from rootcause.errors import UsageError
 from rootcause.frontends import BuildOutput
@@ -454,8 +454,28 @@ def catalog(out_dir: Path, target: str, notes: list[str] | None = None) -> list[
             source_ops=[f"{entry}/{original}" for entry, original in my_sites],
             call_sites=sorted({entry for entry, _ in my_sites}),
             launch=launch, resources=resources, schedule=schedule,
-            bytes_moved=schedule.pop("bytes_moved", None)))
+            bytes_moved=schedule.pop("bytes_moved", None),
+            flops=dispatch_flops(ir, schedule.get("executable"), export, notes)))
     return kernels
+
+
+def dispatch_flops(ir: Path, executable: str | None, export: str, notes: list[str]) -> int | None:
+    """Arithmetic work of one export, from the linalg ops of its dumped executable source
+    (ir/module_<executable>.mlir): iteration domain x arith/math ops per point (parsers.linalg)."""
+    path = ir / f"module_{executable}.mlir"
+    if executable is None or not path.is_file():
+        notes.append(f"{export}: flops not counted: no dumped source {path.name}")
+        return None
+    text = path.read_text()
+    body, first = linalg.function_text(text, export) or (text, 1)
+    try:
+        work = linalg.work(body, str(path.relative_to(ir.parent)), first)
+    except ParseError as err:
+        notes.append(f"{export}: flops not counted: {err}")
+        return None
+    if work.flops is None:
+        notes.append(f"{export}: flops not counted: {'; '.join(work.unknown())}")
+    return work.flops
 
 
 def _binary(bins: Path, mine: list[HalDispatch]) -> Path | None:
