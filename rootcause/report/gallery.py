@@ -11,7 +11,6 @@ attribution.json are relative and the gallery can be moved with the repository.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import subprocess
 import sys
@@ -19,9 +18,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from rootcause.fileio import write_json
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = "fixtures/captures/h200-2026-12-02-run"
@@ -51,37 +47,22 @@ ENTRIES: dict[str, dict[str, Any]] = {
         "catalogs": (f"{INPUTS}/pool_fusion_off.manifest.json", f"{INPUTS}/pool_fusion_on.manifest.json"),
         "labels": ("OFF", "ON"),
     },
+    "einsum_cpu_local_task": {
+        "title": "seed 002, IREE einsum: fused generic against split producers, small size on CPU (local-task)",
+        "profiles": (f"{INPUTS}/einsum_cpu/split_small.dispatch.jsonl", f"{INPUTS}/einsum_cpu/fused_small.dispatch.jsonl"),
+        "measurement": None,
+        "catalogs": (f"{INPUTS}/einsum_cpu/einsum_split_small.manifest.json",
+                     f"{INPUTS}/einsum_cpu/einsum_fused_small.manifest.json"),
+        "labels": ("einsum-split-small", "einsum-fused-small"),
+        "device": None,
+    },
 }
 
 # Catalog manifests: (spec, output name) built by --rebuild-catalogs.
 CATALOG_SPECS = (("fixtures/cases/pool_fusion/variants.toml#off", "pool_fusion_off.manifest.json"),
-                 ("fixtures/cases/pool_fusion/variants.toml#on", "pool_fusion_on.manifest.json"))
-
-N_BOOT = 4000
-
-
-def median_interval(samples_s: list[float], seed: int = 0) -> tuple[float, float, float]:
-    """Median and 95% percentile-bootstrap interval of the median, in seconds."""
-    x = np.asarray(samples_s, dtype="float64")
-    rng = np.random.default_rng(seed)
-    boot = np.median(x[rng.integers(0, len(x), size=(N_BOOT, len(x)))], axis=1)
-    lo, hi = np.quantile(boot, [0.025, 0.975])
-    return float(np.median(x)), float(lo), float(hi)
-
-
-def measurement_file(run_measurement: Path, labels: tuple[str, str], out: Path) -> Path:
-    """`rootcause run`'s measurement.json -> the {variants: {label: median/low/high}} that
-    `rootcause compare --measurement` reads, the interval bootstrapped from its samples."""
-    doc = json.loads(run_measurement.read_text())
-    table = doc["measurement"]["variants"]
-    variants = {}
-    for label in labels:
-        med, lo, hi = median_interval(table[label]["samples_s"])
-        variants[label] = {"median_s": med, "low_s": lo, "high_s": hi, "samples": len(table[label]["samples_s"]),
-                           "from": str(run_measurement.relative_to(ROOT)),
-                           "interval": f"95% percentile bootstrap of the median, {N_BOOT} resamples, seed 0"}
-    return write_json(out, {"variants": variants})
-
+                 ("fixtures/cases/pool_fusion/variants.toml#on", "pool_fusion_on.manifest.json"),
+                 ("fixtures/cases/einsum_fusion/variants.toml#split_small", "einsum_cpu/einsum_split_small.manifest.json"),
+                 ("fixtures/cases/einsum_fusion/variants.toml#fused_small", "einsum_cpu/einsum_fused_small.manifest.json"))
 
 def _rootcause(*args: str) -> str:
     r = subprocess.run([sys.executable, "-m", "rootcause", *args], cwd=ROOT, capture_output=True, text=True)
@@ -103,15 +84,17 @@ def make(name: str, entry: dict[str, Any], out: Path) -> dict[str, Any]:
     folder.mkdir(parents=True, exist_ok=True)
     rel = folder.resolve().relative_to(ROOT) if folder.resolve().is_relative_to(ROOT) else folder.resolve()
     args = ["compare", *entry["profiles"], "--catalog-a", entry["catalogs"][0], "--catalog-b", entry["catalogs"][1],
-            "--label-a", entry["labels"][0], "--label-b", entry["labels"][1], "--device", "H200", "--out", str(rel)]
+            "--label-a", entry["labels"][0], "--label-b", entry["labels"][1], "--out", str(rel)]
+    device = entry.get("device", "H200")
+    if device:
+        args += ["--device", device]
     if entry["measurement"]:
-        m = measurement_file(ROOT / entry["measurement"], entry["labels"], folder / "measurement.interval.json")
-        args += ["--measurement", str(m.resolve().relative_to(ROOT)) if m.resolve().is_relative_to(ROOT) else str(m)]
+        args += ["--measurement", entry["measurement"]]  # `rootcause run`'s measurement.json as is
     summary = _rootcause(*args)
     (folder / "compare.txt").write_text(f"$ rootcause {' '.join(args)}\n{summary}")
     for fmt, file in (("html", "report.html"), ("markdown", "report.md")):
         _rootcause("report", f"{rel}/attribution.json", "--format", fmt, "--out", f"{rel}/{file}",
-                   "--device", "H200", "--title", entry["title"])
+                   *(["--device", device] if device else []), "--title", entry["title"])
     return {"name": name, "args": args, "summary": summary.splitlines()[0]}
 
 

@@ -165,7 +165,7 @@ def _fig_timeline(doc, prof, top) -> dict | None:
                 marker_color=palette[rank % len(palette)] if rank >= 0 else "#bbb",
                 name=name, hovertext=[k["kernel"] for k in members],
                 hovertemplate="%{hovertext}<br>%{x:.2f} us at %{base:.2f} us<extra></extra>",
-                marker_line_width=0.5, marker_line_color="#333"))
+                marker_line_width=0.5 if len(ks) <= 400 else 0, marker_line_color="#333"))
         drawn = True
     if not drawn:
         return None

@@ -127,7 +127,9 @@ def fmt_interval(x: dict[str, Any] | None, signed: bool = True) -> str:
 
 
 def fmt_share(share: float | None) -> str:
-    return "n/a" if share is None else f"{share:+.0%}"
+    if share is None:
+        return "n/a"
+    return f"{share:+.1%}" if abs(share) < 0.095 else f"{share:+.0%}"
 
 
 def fmt_dims(t: Any) -> str:
