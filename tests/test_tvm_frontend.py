@@ -6,6 +6,7 @@ does not produce: the IR dumps' text, cuobjdump --dump-resource-usage on the ext
 fatbin, and the CUPTI capture recorded on the H200 (fixtures/captures/h200-2026-12-02).
 """
 import json
+import math
 import os
 import re
 import subprocess
@@ -211,3 +212,85 @@ def test_boundary_after_a_missing_op_lists_callees(tmp_path):
     msg = _bad(tmp_path, 'dataflow_boundaries_after = ["pool3d"]')
     assert msg == ('bad.toml: [variants.bad.tvm].dataflow_boundaries_after[0]: no call_tir of "pool3d" in main; '
                    'callees: add, add1, add2, concatenate, concatenate1, pool2d')
+
+
+# -- arithmetic work (flops) ----------------------------------------------------------------
+
+_OPS_IN_TEXT = re.compile(r" [-+*/] |\bT\.(?:max|min|exp|sigmoid|tanh|sqrt)\(")
+
+
+def text_flops(ir_text):
+    """PrimFunc -> flops counted on TVMScript text alone: per store line, the arithmetic tokens
+    left once the [index] expressions and if_then_else conditions are cut out, x the product of
+    its T.grid extents. Init stores (inside `with T.init():`) do no arithmetic."""
+    out, fn, trip, after_init = {}, None, None, False
+    for line in ir_text.splitlines():
+        m = re.match(r"\s+def (\w+)\(", line)
+        if m:
+            fn, trip = m.group(1), None
+            out[fn] = 0
+            continue
+        grid = re.search(r"in T\.grid\((.*)\):", line)
+        if grid:
+            trip = math.prod(int(x) for x in re.findall(r"T\.int64\((\d+)\)", grid.group(1)))
+        store = re.match(r"\s+\w+\[[^\]]*\] = (.*)$", line)
+        if fn and store and trip and not after_init:
+            rhs = store.group(1)
+            while re.search(r"\[[^\[\]]*\]", rhs):
+                rhs = re.sub(r"\[[^\[\]]*\]", "", rhs)
+            rhs = re.sub(r"T\.if_then_else\([^,]*,", "(", rhs)
+            out[fn] += trip * len(_OPS_IN_TEXT.findall(rhs))
+        after_init = "with T.init():" in line
+    return out
+
+
+@pytest.mark.parametrize("variant", ["off", "on"])
+def test_flops_from_tir_loop_extents(bundles, variant):
+    """Each kernel's flops = the work of the input PrimFuncs it covers (source_ops callees),
+    counted on the input IR text: pool2d 144x32x32 outputs x 2x2 window x 1 max, add 1 op/element,
+    concatenate none."""
+    manifest, path = bundles(variant, "llvm")
+    per_op = text_flops((path / "ir" / "00_input.py").read_text())
+    assert per_op["pool2d"] == 144 * 32 * 32 * 2 * 2 and per_op["add"] == 16 * 64 * 64
+    assert per_op["concatenate"] == 0 and per_op["add1"] == 48 * 64 * 64
+    for k in manifest["kernels"]:
+        callees = [op.split(":")[1] for op in k["source_ops"]]
+        if variant == "off":  # one kernel per input PrimFunc, launched once per source op
+            assert k["flops"] == per_op[k["function"]]
+        else:  # a fused kernel does its ops' work once each (no recomputation in seed 000)
+            assert k["flops"] == sum(per_op[c] for c in callees)
+
+
+def test_flops_of_matmul_and_elementwise(tmp_path):
+    """A Relax matmul + exp + add legalized and fused by TVM: 2*M*N*K + M*N + M*N."""
+    from rootcause.frontends import tvm as frontend
+
+    m, n, k = 32, 16, 64
+    (tmp_path / "mm.py").write_text(f'''from tvm.script import ir as I, relax as R
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(({m}, {k}), "float32"), w: R.Tensor(({k}, {n}), "float32")) -> R.Tensor(({m}, {n}), "float32"):
+        with R.dataflow():
+            y = R.matmul(x, w)
+            z = R.exp(y)
+            o = R.add(z, R.const(1, "float32"))
+            R.output(o)
+        return o
+''')
+    (tmp_path / "mm.toml").write_text(f'''name = "mm"
+frontend = "tvm"
+source = "mm.py"
+target = "llvm"
+entry = "main"
+[[inputs]]
+shape = [{m}, {k}]
+dtype = "float32"
+[[inputs]]
+shape = [{k}, {n}]
+dtype = "float32"
+''')
+    out = frontend.build(spec_mod.load(str(tmp_path / "mm.toml")), tmp_path / "out")
+    assert sum(kk.flops for kk in out.kernels) == 2 * m * n * k + 2 * m * n
+    fused = [kk for kk in out.kernels if "matmul" in kk.function]
+    assert len(fused) == 1 and fused[0].flops >= 2 * m * n * k

@@ -130,6 +130,7 @@ def _build_in_process(spec: VariantSpec, out_dir: Path) -> dict[str, Any]:
         names = [pass_name(p) for p in first + second]
         _check_skips(spec, names)
         base = provenance_base = None
+        work: dict[str, int | None] = {}
         rules: dict[str, dict[str, Any]] = {}
         overridden = False
         for index, transform in enumerate(first, start=1):
@@ -138,6 +139,7 @@ def _build_in_process(spec: VariantSpec, out_dir: Path) -> dict[str, Any]:
                 mod = split_dataflow(mod, spec)
                 provenance_base = mod
             if name == "ApplyDefaultSchedule":
+                work = work_counts(mod)  # counted before any schedule (passes may update mod in place)
                 mod = apply_overrides(mod, spec, target)
                 overridden = True
                 expected = rule_choices(mod, transform, target)
@@ -153,13 +155,14 @@ def _build_in_process(spec: VariantSpec, out_dir: Path) -> dict[str, Any]:
         if provenance_base is None:  # a pipeline without FuseOps: every op stays its own kernel
             mod = provenance_base = split_dataflow(mod, spec)
         if not overridden:
+            work = work_counts(mod)
             mod = apply_overrides(mod, spec, target)
         after_fuse_tir = mod
         groups = provenance(provenance_base, base if base is not None else provenance_base, after_fuse_tir)
         for transform in second:
             if pass_name(transform) not in spec.tvm.skip_passes:
                 mod = transform(mod)
-        catalog = kernel_catalog(mod, target, groups, rules, spec)
+        catalog = kernel_catalog(mod, target, groups, rules, spec, work)
         executable = relax.build(mod, target=target, relax_pipeline=None, tir_pipeline="default")
     module_path = out_dir / "module.so"
     executable.export_library(str(module_path))
@@ -619,7 +622,7 @@ def _callee_name(value: Any) -> str | None:
 # ---------------------------------------------------------------- catalog from lowered TIR
 
 def kernel_catalog(mod: Any, target: Any, groups: dict[str, list[str]], rules: dict[str, dict[str, Any]],
-                   spec: VariantSpec) -> list[dict[str, Any]]:
+                   spec: VariantSpec, flops: dict[str, int | None] | None = None) -> list[dict[str, Any]]:
     """One CatalogKernel (as dict) per exported kernel, from the TIR that codegen receives.
 
     Replays tvm.tirx.build's lowering (BindTarget, default TIR pipeline, host/device split) on
@@ -643,7 +646,7 @@ def kernel_catalog(mod: Any, target: Any, groups: dict[str, list[str]], rules: d
     kernels = []
     for fname, func in prims.items():
         common = {"function": fname, "source_ops": groups.get(fname, []), "call_sites": [spec.entry],
-                  "bytes_moved": _bytes_moved(func)}
+                  "bytes_moved": _bytes_moved(func), "flops": (flops or {}).get(fname)}
         schedule = dict(rules.get(fname, {"rule": None}))
         if fname in spec.tvm.schedule_overrides:
             schedule = {"rule": "override", "override_file": spec.tvm.schedule_overrides[fname].name}
@@ -720,6 +723,60 @@ def _device_facts(func: Any) -> tuple[dict[str, Any], list[dict[str, Any]], list
     block = [extents.get(f"threadIdx.{a}", 1) for a in "xyz"]
     dyn = sum(r["bytes"] or 0 for r in shared if r["scope"] == "shared.dyn")
     return {"grid": grid, "block": block, "dynamic_shared_bytes": dyn}, shared, local
+
+
+# ---------------------------------------------------------------- arithmetic work
+
+_ARITH = ("Add", "Sub", "Mul", "Div", "Mod", "FloorDiv", "FloorMod", "Max", "Min")
+_NOT_ARITH_CALLS = {"if_then_else", "likely", "reinterpret", "cast", "assume"}
+
+
+def work_counts(mod: Any) -> dict[str, int | None]:
+    """PrimFunc name -> flops of an unscheduled module (flops() of each PrimFunc)."""
+    from tvm import tirx
+
+    return {gv.name_hint: flops(f) for gv, f in mod.functions_items() if isinstance(f, tirx.PrimFunc)}
+
+
+def flops(func: Any) -> int | None:
+    """Arithmetic work of an unscheduled PrimFunc: for every buffer store, the floating-point
+    ops of its value (Add, Sub, Mul, Div, Max, Min, math calls such as exp; index arithmetic,
+    loads, casts and if_then_else selects not counted) x the product of the enclosing loop
+    extents (each sblock's iteration domain). None when a loop extent is not a constant."""
+    total = 0
+
+    def stmt(node: Any, trip: int) -> bool:
+        kind = type(node).__name__
+        if kind == "For":
+            extent = _int_or_str(node.extent)
+            return isinstance(extent, int) and stmt(node.body, trip * extent)
+        if kind == "BufferStore":
+            nonlocal total
+            total += trip * _value_ops(node.value)
+            return True
+        children = [getattr(node, k, None) for k in ("block", "body", "init", "then_case", "else_case")]
+        children += list(getattr(node, "seq", None) or [])
+        return all(stmt(c, trip) for c in children if c is not None and type(c).__module__.startswith("tvm"))
+
+    return total if stmt(func.body, 1) else None
+
+
+def _value_ops(e: Any) -> int:
+    kind = type(e).__name__
+    if kind in ("BufferLoad", "TensorLoad", "Var", "IntImm", "FloatImm", "StringImm"):
+        return 0
+    own = 1 if kind in _ARITH and "float" in str(getattr(e, "ty", "")) else 0
+    if kind == "Call":
+        op = str(getattr(e.op, "name", "")).split(".")[-1]
+        args = list(e.args)
+        if op == "if_then_else":
+            return sum(_value_ops(a) for a in args[1:])  # the condition is index arithmetic
+        own = 1 if op not in _NOT_ARITH_CALLS and "float" in str(getattr(e, "ty", "")) else 0
+        return own + sum(_value_ops(a) for a in args)
+    if kind == "Select":
+        return _value_ops(e.true_value) + _value_ops(e.false_value)
+    children = [getattr(e, k) for k in ("a", "b", "value", "body") if hasattr(e, k)]
+    return own + sum(_value_ops(c) for c in children if type(c).__module__.startswith("tvm"))
 
 
 def _bytes_moved(func: Any) -> int | None:
