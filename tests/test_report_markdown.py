@@ -176,3 +176,38 @@ def test_cli_not_json(tmp_path):
     assert r.returncode == 2 and "no such attribution file" in r.stderr
     r = _cli(bad.with_name("x.json"), "--device", "Z9000")
     assert r.returncode == 2
+
+
+RUN = ROOT / "fixtures/captures/h200-2026-12-02-run"
+
+
+def test_environment_from_the_run_directory(tmp_path):
+    """compare on `rootcause run`'s output: the footer carries the GPU, driver and clocks that
+    env.json (written beside the profiles) recorded, and the measured verdict."""
+    r = subprocess.run([sys.executable, "-m", "rootcause", "compare", RUN / "pool_fusion_off.cupti.json",
+                        RUN / "pool_fusion_on.cupti.json", "--measurement", RUN / "measurement.json",
+                        "--label-a", "pool_fusion_off", "--label-b", "pool_fusion_on", "--out", tmp_path],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    text = render_markdown(json.loads((tmp_path / "attribution.json").read_text()))
+    env = json.loads((RUN / "env.json").read_text())
+    footer = text.split("\n---\n")[-1]
+    gpu = env["before"]["gpus"][0]
+    assert gpu["name"] in footer and env["before"]["driver"] in footer
+    for snap in ("before", "measure_start", "after"):
+        assert f"{env[snap]['gpus'][0]['sm_clock_mhz']} MHz" in footer
+    m = json.loads((RUN / "measurement.json").read_text())["measurement"]["variants"]
+    on, off = m["pool_fusion_on"]["median_s"], m["pool_fusion_off"]["median_s"]
+    assert f"pool\\_fusion\\_on is {off / on:.2f}x faster than pool\\_fusion\\_off" in text.splitlines()[0]
+    assert "(measured, B - A)" in text.splitlines()[0]
+
+
+def test_gallery_entry_regenerates(tmp_path):
+    """`python -m rootcause.report.gallery` rebuilds a committed entry with the same verdict."""
+    r = subprocess.run([sys.executable, "-m", "rootcause.report.gallery", "--only", "einsum_cpu_local_task",
+                        "--out", tmp_path], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    fresh = (tmp_path / "einsum_cpu_local_task/report.md").read_text().splitlines()
+    committed = (ROOT / "reports/einsum_cpu_local_task/report.md").read_text().splitlines()
+    assert fresh[:3] == committed[:3]
+    assert (tmp_path / "einsum_cpu_local_task/report.html").stat().st_size > 4_000_000

@@ -65,8 +65,8 @@ def _table(head: list[str], rows: list[list[str]], num: set[int] = frozenset(), 
         attr = f' class="{cls[i]}"' if cls and cls[i] else ""
         out.append(f"<tr{attr}>")
         for j, cell in enumerate(row):
-            classes = [c for c, on in (("num", j in num), ("changed", changed and j in changed[i])) if on]
-            out.append(f"<td{' class=' + chr(34) + ' '.join(classes) + chr(34) if classes else ''}>{cell}</td>")
+            classes = " ".join(c for c, on in (("num", j in num), ("changed", changed and j in changed[i])) if on)
+            out.append(f'<td class="{classes}">{cell}</td>' if classes else f"<td>{cell}</td>")
         out.append("</tr>")
     out.append("</tbody></table>")
     return "".join(out)

@@ -236,10 +236,15 @@ def fold(units: list[dict[str, Any]], top: int) -> tuple[list[dict[str, Any]], d
 # --- per-kernel facts from the profiles and catalogs --------------------------------------------
 
 def _resolve(path: str, base: Path | None) -> str | None:
-    """The profile path as given, else relative to attribution.json's directory."""
+    """The profile path as given (relative to where compare ran), else relative to
+    attribution.json's directory or one of its parents (a repository root)."""
     file, sep, seg = path.rpartition("#") if "#" in path else (path, "", "")
-    for candidate in (Path(file), (base / file) if base else None):
-        if candidate is not None and candidate.is_file():
+    if not Path(file).is_file() and Path(path).is_file():
+        file, sep, seg = path, "", ""  # a '#' that is part of the file name
+    roots = [Path(".")] + ([base.resolve(), *base.resolve().parents] if base is not None else [])
+    for root in roots:
+        candidate = root / file
+        if candidate.is_file():
             return f"{candidate}{sep}{seg}"
     return None
 
@@ -339,8 +344,8 @@ def catalogs(doc: dict[str, Any], base: Path | None) -> dict[str, dict[str, Any]
             entry["error"] = "no catalog (bundle manifest) was given to compare"
         else:
             p = Path(path)
-            if not p.exists() and base is not None and (base / path).exists():
-                p = base / path
+            if not p.exists() and base is not None:
+                p = next((r / path for r in (base.resolve(), *base.resolve().parents) if (r / path).exists()), p)
             try:
                 kernels, manifest = load_catalog(str(p))
                 for k in kernels or []:
