@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from parsers import KernelRecord, ParseError
+from parsers import KernelRecord, ParseError, elf
 from rootcause import gpus, toolchain
 from rootcause.errors import UsageError
 from rootcause.fileio import write_atomic
@@ -160,12 +160,15 @@ def _prefixed(records: list[KernelRecord], prefix: str) -> list[KernelRecord]:
 
 
 def _fatbin(data: bytes, file: str, arch, notes, prefix: str) -> list[KernelRecord]:
-    entries = _reader("fatbin", "fatbin").entries(data, file)
-    entries = _select_entries(entries, arch)
+    return _fatbin_rows(_reader("fatbin", "fatbin").entries(data, file), file, arch, notes, prefix)
+
+
+def _fatbin_rows(entries: list, file: str, arch, notes, prefix: str, within: str = "") -> list[KernelRecord]:
+    entries = _select_entries(entries, arch, file, notes)
     here = f"{prefix}/fatbin" if prefix else "fatbin"
     rows: list[KernelRecord] = []
     for e in entries:
-        where = f"{file} [fatbin entry {e.kind} {e.arch} @ offset {e.offset}]"
+        where = f"{file} [{within}fatbin entry {e.kind} {e.arch} @ offset {e.offset}]"
         if e.kind == "cubin":
             rows += _with_file(_cubin(e.data, where, arch, notes, here), file)
         elif e.kind == "ptx":
@@ -178,16 +181,53 @@ def _cubin_arch(arch: str | None) -> str | None:
     return arch.replace("compute_", "sm_") if arch else None
 
 
-def _select_entries(entries: list, arch: str | None) -> list:
-    """With --arch, keep what the driver would load: the matching cubin, else the PTX."""
-    if not arch:
+def _sm(arch: str | None) -> tuple[int, bool] | None:
+    """'sm_90a' / 'compute_90' / '90' -> (90, arch-specific); None for a non-NVIDIA arch."""
+    if not arch or arch.strip().lower().startswith("gfx"):
+        return None
+    num = gpus.normalize_arch(arch)[3:]
+    return (int(num), arch.strip().lower().endswith("a")) if num.isdigit() else None
+
+
+def _select_entries(entries: list, arch: str | None, file: str, notes: list[str]) -> list:
+    """With --arch, keep what the driver would load from each container (one per linked object)."""
+    want = _sm(arch)
+    if want is None:
         return entries
-    want = gpus.normalize_arch(arch)
-    cubins = [e for e in entries if e.kind == "cubin" and e.arch and gpus.normalize_arch(e.arch) == want]
-    if cubins:
-        return cubins
-    ptx = [e for e in entries if e.kind == "ptx"]
-    return ptx or entries
+    out = []
+    for container in dict.fromkeys(e.container for e in entries):
+        picked = _driver_pick([e for e in entries if e.container == container], want)
+        if not picked:
+            notes.append(f"{file}: fatbin container {container}: no cubin or PTX loads on {arch}")
+        out += picked
+    return out
+
+
+def _driver_pick(group: list, want: tuple[int, bool]) -> list:
+    """The CUDA driver's choice: a cubin of the same major arch and a minor at most the
+    device's (an arch-specific 'a' cubin only on its own arch), the newest such; else the
+    newest PTX it can JIT (arch at most the device's; an 'a' PTX only on its own arch)."""
+    n, specific = want
+
+    def newest(found: list[tuple[int, bool, Any]]) -> list:
+        if not found:
+            return []
+        top = max(m for m, _, _ in found)
+        best = [(s, e) for m, s, e in found if m == top]
+        exact = [e for s, e in best if s == specific]
+        return exact or [e for _, e in best]
+
+    cubins, ptx = [], []
+    for e in group:
+        sm = _sm(e.arch)
+        if sm is None:
+            continue
+        m, s = sm
+        if e.kind == "cubin" and (m == n or (not s and m // 10 == n // 10 and m <= n)):
+            cubins.append((m, s, e))
+        elif e.kind == "ptx" and (m == n or (not s and m <= n)):
+            ptx.append((m, s, e))
+    return newest(cubins) or newest(ptx)
 
 
 def _with_file(records: list[KernelRecord], file: str) -> list[KernelRecord]:
@@ -248,30 +288,18 @@ def _ptx_declared(text: str, file: str) -> list[KernelRecord] | None:
 
 def _host_fatbin(data: bytes, file: str, arch, notes, prefix: str) -> list[KernelRecord]:
     """A host object or executable that embeds CUDA kernels in a .nv_fatbin section."""
-    host = _reader("host_elf", "host ELF")
-    elf = host.open_elf(data, file)
-    section = host.guarded(file, "section .nv_fatbin", lambda: elf.get_section_by_name(".nv_fatbin"))
+    image = elf.Elf(data, file)
+    section = image.section(".nv_fatbin")
     if section is None:  # the name appeared elsewhere in the file: a plain host ELF
         return _host_elf(data, file, arch, notes, prefix)
-    blob = host.guarded(file, "section .nv_fatbin", section.data)
+    # The section holds one fatbin container per linked object, back to back with padding:
+    # parsers.fatbin walks them by their size fields (an uncompressed cubin may hold the magic).
+    try:
+        entries = _reader("fatbin", "fatbin").entries(image.section_data(section), file)
+    except ParseError as err:
+        raise ParseError(err.file, f"section .nv_fatbin: {err.where}", err.what) from None
     here = f"{prefix}/host-elf" if prefix else "host-elf"
-    return _fatbins_in(blob, file, arch, notes, here, "section .nv_fatbin")
-
-
-def _fatbins_in(blob: bytes, file: str, arch, notes, prefix: str, where: str) -> list[KernelRecord]:
-    """A section may hold several fatbins back to back (one per translation unit)."""
-    rows: list[KernelRecord] = []
-    starts = []
-    pos = blob.find(FATBIN_MAGIC)
-    while pos >= 0:
-        starts.append(pos)
-        pos = blob.find(FATBIN_MAGIC, pos + 4)
-    if not starts:
-        raise ParseError(file, where, "no fatbin magic 0xBA55ED50 in the section")
-    for i, start in enumerate(starts):
-        end = starts[i + 1] if i + 1 < len(starts) else len(blob)
-        rows += _fatbin(blob[start:end], file, arch, notes, prefix)
-    return rows
+    return _fatbin_rows(entries, file, arch, notes, here, within="section .nv_fatbin, ")
 
 
 def _tvm_so(data: bytes, file: str, arch, notes, prefix: str) -> list[KernelRecord]:

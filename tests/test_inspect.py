@@ -9,6 +9,7 @@ import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -184,6 +185,67 @@ def test_host_object_with_nv_fatbin(cuda):
     for r in rows:
         assert r["format"] == "host-elf/fatbin/cubin" and r["arch"] == "sm_86"
         assert r["registers"] == truth[("sm_86", r["name"])]["REG"]
+
+
+# Two objects linked into one: `ld -r` concatenates their .nv_fatbin sections, one container
+# each. magic.cu's initialized device data is the fatbin magic, so its uncompressed sm_90 cubin
+# holds those bytes; other.cu has only sm_80 code, a cubin and PTX the driver JITs elsewhere.
+MAGIC_CU = r"""
+__device__ unsigned int magic_word[4] = {0xBA55ED50u, 0x00100001u, 0xBA55ED50u, 0u};
+extern "C" __global__ void magic_kernel(unsigned int* out) { out[threadIdx.x] = magic_word[threadIdx.x & 3]; }
+"""
+OTHER_CU = r"""
+extern "C" __global__ void other_kernel(float* o) {
+  __shared__ float t[64];
+  t[threadIdx.x & 63] = o[threadIdx.x]; __syncthreads(); o[threadIdx.x] = t[(threadIdx.x + 1) & 63] * 2.f;
+}
+"""
+
+
+@pytest.fixture(scope="session")
+def linked(tmp_path_factory) -> Path:
+    ld = shutil.which("ld")
+    if not (NVCC and CUOBJDUMP and PTXAS and ld):
+        pytest.skip("PyPI nvcc/cuobjdump or ld missing")
+    d = tmp_path_factory.mktemp("linked")
+    (d / "magic.cu").write_text(MAGIC_CU)
+    (d / "other.cu").write_text(OTHER_CU)
+    for src, arch in (("magic", ["-arch=sm_90"]), ("other", ["-gencode", "arch=compute_80,code=[sm_80,compute_80]"])):
+        subprocess.run([str(NVCC), "-c", *arch, f"{src}.cu", "-o", f"{src}.o"], check=True, capture_output=True, cwd=d)
+    subprocess.run([ld, "-r", "magic.o", "other.o", "-o", "both.o"], check=True, capture_output=True, cwd=d)
+    return d / "both.o"
+
+
+def test_nv_fatbin_section_with_several_containers(linked, tmp_path):
+    from elftools.elf.elffile import ELFFile
+    with linked.open("rb") as f:
+        section = ELFFile(f).get_section_by_name(".nv_fatbin").data()
+    magic = (0xBA55ED50).to_bytes(4, "little")
+    # Two objects, two containers; more magics than that means one sits inside a cubin.
+    assert section.count(magic) > 2, "the cubin does not hold the magic: the test proves nothing"
+    truth = cuobjdump_resources(linked)
+    assert set(truth) == {("sm_90", "magic_kernel"), ("sm_80", "other_kernel")}
+    rows = rows_of(linked)
+    cubins = {(r["arch"], r["name"]): r for r in rows if r["format"] == "host-elf/fatbin/cubin"}
+    assert cubins.keys() == truth.keys()
+    for key, r in cubins.items():
+        assert (r["registers"], r["stack_bytes"]) == (truth[key]["REG"], truth[key]["STACK"]), key
+    ptx = {(r["arch"], r["name"]) for r in rows if r["format"] == "host-elf/fatbin/ptx->ptxas"}
+    assert ptx == {("sm_90", "magic_kernel"), ("sm_80", "other_kernel")}
+
+    # --arch sm_90: per container, what the driver loads: magic's cubin, other's PTX JIT-compiled.
+    subprocess.run([str(CUOBJDUMP), "-xptx", "all", str(linked)], check=True, capture_output=True, cwd=tmp_path)
+    (other_ptx,) = tmp_path.glob("*.sm_80.ptx")
+    on90 = {r["name"]: r for r in rows_of(linked, "--arch", "sm_90")}
+    assert {n: (r["format"], r["arch"]) for n, r in on90.items()} == {
+        "magic_kernel": ("host-elf/fatbin/cubin", "sm_90"), "other_kernel": ("host-elf/fatbin/ptx->ptxas", "sm_90")}
+    facts = ptxas_v(other_ptx, "sm_90")["other_kernel"]
+    assert (on90["other_kernel"]["registers"], on90["other_kernel"]["shared_bytes"]) == (facts["registers"], facts["smem"])
+    # sm_86 runs other's sm_80 cubin (same major); magic's sm_90 code loads nowhere below sm_90.
+    proc = run_inspect(linked, "--arch", "sm_86", "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    assert [(r["name"], r["arch"]) for r in json.loads(proc.stdout)] == [("other_kernel", "sm_80")]
+    assert "fatbin container 0: no cubin or PTX loads on sm_86" in proc.stderr
 
 
 def test_directory_recursion_and_output_formats(cuda, tmp_path):
