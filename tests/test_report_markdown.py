@@ -211,3 +211,25 @@ def test_gallery_entry_regenerates(tmp_path):
     committed = (ROOT / "reports/einsum_cpu_local_task/report.md").read_text().splitlines()
     assert fresh[:3] == committed[:3]
     assert (tmp_path / "einsum_cpu_local_task/report.html").stat().st_size > 4_000_000
+
+
+def test_no_difference_is_said_plainly(tmp_path):
+    """A variant against itself (the same 20 ON calls): nothing significant, no ratio claimed."""
+    r = subprocess.run([sys.executable, "-m", "rootcause", "compare", f"{CAPTURE}#0", f"{CAPTURE}#0",
+                        "--label-a", "ON-1", "--label-b", "ON-2", "--out", tmp_path],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((tmp_path / "attribution.json").read_text())
+    first = render_markdown(doc).splitlines()[0]
+    assert "No significant whole-graph difference between ON-2 and ON-1" in first
+    assert "closure not available" in first and "slower" not in first
+
+
+def test_non_finite_numbers_rejected(att_path, tmp_path):
+    text = att_path.read_text()
+    doc = json.loads(text)
+    doc["residual"]["delta_ns"]["median"] = float("nan")
+    bad = tmp_path / "nan.json"
+    bad.write_text(json.dumps(doc))  # Python writes NaN, which json.loads reads back
+    r = _cli(bad, "--format", "html")
+    assert r.returncode == 2 and "'residual.delta_ns.median'" in r.stderr and "finite" in r.stderr

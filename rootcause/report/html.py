@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -44,9 +45,20 @@ def esc(x: Any) -> str:
 
 def script_json(obj: Any) -> str:
     """JSON safe inside <script>: no '</script>', '<!--' or line separators can appear."""
-    text = json.dumps(obj, separators=(",", ":"), allow_nan=False, default=_plain)
+    text = json.dumps(_finite(obj), separators=(",", ":"), allow_nan=False, default=_plain)
     return (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
             .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+
+
+def _finite(o: Any) -> Any:
+    """NaN and infinities (an interval attribution.json could not bound) become null."""
+    if isinstance(o, float):
+        return o if math.isfinite(o) else None
+    if isinstance(o, dict):
+        return {k: _finite(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_finite(v) for v in o]
+    return o
 
 
 def _plain(o: Any) -> Any:

@@ -22,6 +22,7 @@ block, registers, shared_bytes, local_bytes}], 'timeline': {'a'|'b': {'call': n,
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,8 @@ def _require(doc: Any, path: str, kind, file: str, where: str = "") -> None:
     if isinstance(value, bool) or not isinstance(value, kind):
         name = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
         raise UsageError(f"{file}: key '{where}{path}': expected {name}, got {type(value).__name__}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise UsageError(f"{file}: key '{where}{path}': {value} is not a finite number")
 
 
 def check(doc: Any, file: str = "attribution.json") -> None:
