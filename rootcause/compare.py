@@ -141,11 +141,11 @@ def load_measurement(path: str | None, labels: tuple[str, str]) -> tuple[WholeGr
         if label not in table:
             raise UsageError(f"{p}: no variant {label!r} (variant {key}); it holds {', '.join(map(repr, table))}: "
                              f"name them with --label-{key}")
-        out.append(_whole_graph(table[label], f"{where}.variants.{label}"))
+        out.append(measured_whole_graph(table[label], f"{where}.variants.{label}"))
     return out[0], out[1]
 
 
-def _whole_graph(v: Any, where: str) -> WholeGraph:
+def measured_whole_graph(v: Any, where: str) -> WholeGraph:
     """WholeGraph (ns) of one Measurement variant: median_s and ci_s, or ci from samples_s."""
     if not isinstance(v, dict) or not isinstance(v.get("median_s"), (int, float)):
         raise UsageError(f"{where}: \"median_s\": missing or not a number")

@@ -214,3 +214,21 @@ def test_linalg_work_dynamic_and_bad_input(built):
         linalg.work("%1 = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], "
                     "iterator_types = [\"parallel\"]} ins(%a : tensor<4xf32>) outs(%b : tensor<5xf32>) {\n"
                     "^bb0(%x: f32, %y: f32):\n  linalg.yield %x : f32\n} -> tensor<5xf32>\n", "bad.mlir")
+
+
+def test_einsum_flops_at_gpu_size(built):
+    """seeds/002 at N=702, C=128 for cuda:sm_80: the fused dispatch does c x i x j x k =
+    128 x 702^3 points x its body's ops; split: 2 producers of 702 x 702 x 128 points (one
+    deduplicated executable) and a 2-op reduction over the same 128 x 702^3 domain."""
+    text = (EINSUM.parent / "einsum_fused_702.mlir").read_text()
+    n = int(re.search(r"%0: tensor<(\d+)x\1xf32>", text).group(1))
+    c = int(re.search(r"%2: tensor<(\d+)xf32>", text).group(1))
+    body = text.split("^bb0")[1].split("linalg.yield")[0]
+    ops = len(re.findall(r"= (?:arith|math)\.", body))
+    assert (n, c, ops) == (702, 128, 18)
+    (fused,) = built(EINSUM, "fused")[0].kernels
+    assert fused.flops == c * n ** 3 * ops
+    split = {("matmul" if "matmul_like" in k.name else "ew"): k for k in built(EINSUM, "split")[0].kernels}
+    assert split["ew"].flops == n * n * c * 8 and len(split["ew"].source_ops) == 2
+    assert split["matmul"].flops == c * n ** 3 * 2
+    assert fused.flops / (2 * split["ew"].flops + split["matmul"].flops) > 8.8  # recomputation, ~8.9x
