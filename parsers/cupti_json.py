@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import io
 import os
-from typing import TYPE_CHECKING, BinaryIO
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+import msgspec
 
 from parsers.base import ParseError
 from parsers.events import check_intervals, frame, int_column, str_column
-from parsers.jsonstream import iter_records
+from parsers.jsonstream import iter_batches
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -52,34 +55,44 @@ def read_path(path: str | os.PathLike) -> "pd.DataFrame":
         return read_stream(stream, str(path))
 
 
+# The keys read from each record, in both spellings; the other ~40 keys are skipped unbuilt.
+# Values stay untyped (Any) here: int_column / str_column check them and name a bad record.
+_Record = msgspec.defstruct(
+    "_Record", [("name", Any, None), ("start", Any, None), ("end", Any, None), ("kind", Any, 10)]
+    + [(key, Any, None) for pair in _FIELDS.values() for key in pair], gc=False)
+
+
 def read_stream(stream: BinaryIO, file: str) -> "pd.DataFrame":
-    unit, records = iter_records(stream, file)
+    import numpy as np
+
+    unit, batches = iter_batches(stream, file, _Record)
     cols: dict[str, list] = {k: [] for k in ("kernel", "start_ns", "end_ns", *_FIELDS)}
-    labels: list[int] = []
-    keys = None
-    for label, rec in records:
-        if not isinstance(rec, dict):
-            raise ParseError(file, f"{unit} {label}", f"expected an object, got {type(rec).__name__}")
-        if rec.get("kind", 10) not in KERNEL_KINDS:
+    labels: list = []
+    getters = None
+    for numbers, recs in batches:
+        kinds = list(map(attrgetter("kind"), recs))
+        if not set(kinds) <= set(KERNEL_KINDS):  # memcpy, memset...: keep kernel records only
+            keep = [i for i, kind in enumerate(kinds) if kind in KERNEL_KINDS]
+            numbers, recs = [numbers[i] for i in keep], [recs[i] for i in keep]
+        if not recs:
             continue
-        if keys is None:  # spelling chosen once, from the first kernel record
-            camel = "name" in rec and "gridX" in rec and "grid_x" not in rec
-            keys = [(col, pair[1] if camel else pair[0]) for col, pair in _FIELDS.items()]
-        labels.append(label)
-        get = rec.get
-        cols["kernel"].append(get("name"))
-        cols["start_ns"].append(get("start"))
-        cols["end_ns"].append(get("end"))
-        for col, key in keys:
-            cols[col].append(get(key))
+        if getters is None:  # spelling chosen once, from the first kernel record
+            first = recs[0]
+            camel = first.name is not None and first.gridX is not None and first.grid_x is None
+            getters = {"kernel": "name", "start_ns": "start", "end_ns": "end",
+                       **{col: pair[1] if camel else pair[0] for col, pair in _FIELDS.items()}}
+        labels.append(np.asarray(numbers, dtype=np.int64))
+        for col, key in getters.items():
+            cols[col].extend(map(attrgetter(key), recs))
+    labels = np.concatenate(labels) if labels else np.zeros(0, dtype=np.int64)
     out = {
         "kernel": str_column(cols["kernel"], labels, unit, file, "name"),
         "start_ns": int_column(cols["start_ns"], labels, unit, file, "start", optional=False),
         "end_ns": int_column(cols["end_ns"], labels, unit, file, "end", optional=False),
     }
-    for col, key in keys or []:
-        out[col] = int_column(cols[col], labels, unit, file, key)
-    if keys:
+    for col in _FIELDS if getters else ():
+        out[col] = int_column(cols[col], labels, unit, file, getters[col])
+    if getters:
         out["shared_bytes"] = out.pop("static_shared") + out.pop("dynamic_shared")
     df = frame(out, SOURCE)
     return check_intervals(df, file, unit, labels)

@@ -6,7 +6,7 @@ KERNEL_EVENT_COLUMNS so stages outside parsers/ see the same names.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from parsers.base import ParseError
 
@@ -69,7 +69,7 @@ def frame(columns: dict[str, Any], source: str) -> pd.DataFrame:
         out[name] = pd.array([pd.NA] * n if values is None else _ints(values), dtype="Int64")
     out["call"] = np.full(n, -1, dtype=np.int64)
     out["source"] = pd.array([source] * n, dtype=object)
-    return pd.DataFrame(out, columns=list(EVENT_COLUMNS))
+    return pd.DataFrame(out, columns=list(EVENT_COLUMNS), copy=False)  # readers hand over arrays they do not reuse
 
 
 def _ints(values: Any) -> Any:
@@ -107,14 +107,14 @@ def require_columns(present: Iterable[str], required: Iterable[str], file: str, 
 
 
 def check_intervals(df: pd.DataFrame, file: str, unit: str = "record",
-                    labels: list[int] | None = None) -> pd.DataFrame:
+                    labels: Sequence[int] | None = None) -> pd.DataFrame:
     """end >= start for every row; the first bad row is named (labels[i] when given)."""
     import numpy as np
 
     bad = np.flatnonzero(df["end_ns"].to_numpy() < df["start_ns"].to_numpy())
     if bad.size:
         i = int(bad[0])
-        raise ParseError(file, f"{unit} {labels[i] if labels else i}", f"end {df['end_ns'].iat[i]} before start {df['start_ns'].iat[i]}")
+        raise ParseError(file, f"{unit} {labels[i] if labels is not None else i}", f"end {df['end_ns'].iat[i]} before start {df['start_ns'].iat[i]}")
     return df
 
 
@@ -130,7 +130,7 @@ def int_column(values: list, labels: list[int], unit: str, file: str, column: st
 
     arr = np.array(values) if values else np.zeros(0, dtype=np.int64)
     if arr.dtype.kind in "iu" and arr.ndim == 1:
-        return arr.astype(np.int64)
+        return arr.astype(np.int64, copy=False)
     ints, mask = [], []
     for label, value in zip(labels, values):
         got = to_int(value, file, f"{unit} {label}", column, optional)
@@ -141,13 +141,20 @@ def int_column(values: list, labels: list[int], unit: str, file: str, column: st
     return pd.arrays.IntegerArray(np.array(ints, dtype=np.int64), np.array(mask, dtype=bool))
 
 
-def str_column(values: list, labels: list[int], unit: str, file: str, column: str) -> list:
-    """A required string field of records; equal names share one object (a million launches
-    of a few kernels cost a few strings, not a million)."""
-    seen: dict[str, str] = {}
-    for i, value in enumerate(values):
-        if not isinstance(value, str):
-            what = "missing" if value is None else f"expected a string, got {value!r}"
-            raise ParseError(file, f"{unit} {labels[i]}", f"column {column!r}: {what}")
-        values[i] = seen.setdefault(value, value)
-    return values
+def str_column(values: list, labels: Sequence[int], unit: str, file: str, column: str) -> Any:
+    """A required string field of records as an object array; equal names share one object
+    (a million launches of a few kernels cost a few strings, not a million)."""
+    import numpy as np
+    import pandas as pd
+
+    try:  # fromiter: a list value stays one object (np.array would nest it)
+        codes, names = pd.factorize(np.fromiter(values, dtype=object, count=len(values)))
+        ok = not (codes < 0).any() and all(isinstance(name, str) for name in names)
+    except TypeError:  # an unhashable value (a list, an object)
+        ok = False
+    if not ok:
+        for i, value in enumerate(values):  # name the first bad record
+            if not isinstance(value, str):
+                what = "missing" if value is None else f"expected a string, got {value!r}"
+                raise ParseError(file, f"{unit} {labels[i]}", f"column {column!r}: {what}")
+    return names.take(codes)
