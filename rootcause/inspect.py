@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import importlib
 import io
 import json
@@ -34,6 +35,9 @@ TVM_LIBRARY_SYMBOLS = (b"__tvm_ffi__library_bin", b"__tvm_dev_mblob")
 _ELF_MACHINES = {3: "x86", 8: "mips", 20: "ppc", 21: "ppc64", 40: "arm", 62: "x86-64",
                  183: "aarch64", 243: "riscv", 190: "cuda", 224: "amdgpu"}
 _HOST_MACHINES = (62, 183)
+# Enough of a file's head for detect() to say "no kernel format": magics, the 4 KiB PTX
+# prologue, and a vmfb zip local header (30 bytes + name and extra fields of up to 64 KiB each).
+HEAD_BYTES = 1 << 18
 
 
 class NotSupported(Exception):
@@ -127,10 +131,11 @@ def _is_ptx(data: bytes) -> bool:
 # ---- readers per format --------------------------------------------------------------------
 
 def inspect_bytes(data: bytes, file: str, arch: str | None = None,
-                  notes: list[str] | None = None) -> list[KernelRecord]:
-    """Kernel records of one file's bytes. Raises ParseError or NotSupported."""
+                  notes: list[str] | None = None, fmt: str | None = None) -> list[KernelRecord]:
+    """Kernel records of one file's bytes (fmt: detect(data), when the caller has it).
+    Raises ParseError or NotSupported."""
     notes = notes if notes is not None else []
-    fmt = detect(data)
+    fmt = fmt or detect(data)
     if fmt is None:
         raise ParseError(file, "offset 0", f"no kernel format recognized (first bytes {data[:8].hex() or 'empty'})")
     if fmt == "elf-other":
@@ -387,15 +392,21 @@ def inspect_paths(paths: list[str | Path], arch: str | None = None,
 def _inspect_file(path: Path, arch: str | None, out: Inspection, explicit: bool,
                   launches: dict[str, Any] | None = None) -> None:
     try:
-        data = path.read_bytes()
+        with path.open("rb") as f:
+            # In a directory, look at the head first: a large input array or log is skipped unread.
+            data = f.read(HEAD_BYTES if not explicit else -1)
+            fmt = detect(data)
+            if not explicit and fmt is None:
+                out.notes.append(f"{path}: skipped (no kernel format)")
+                return
+            if len(data) == HEAD_BYTES and not explicit:
+                data += f.read()
+                fmt = detect(data)
     except OSError as err:
         out.errors.append(f"{path}: read: {err.strerror or err}")
         return
-    if not explicit and detect(data) is None:
-        out.notes.append(f"{path}: skipped (no kernel format)")
-        return
     try:
-        records = inspect_bytes(data, str(path), arch, out.notes)
+        records = inspect_bytes(data, str(path), arch, out.notes, fmt=fmt)
     except ParseError as err:
         out.errors.append(str(err))
         return
@@ -463,10 +474,20 @@ def row(record: KernelRecord) -> dict[str, Any]:
     """The output row of one record: ROW_KEYS, with occupancy where the block is known."""
     d = {k: getattr(record, k) for k in ROW_KEYS if k not in ("occupancy", "occupancy_limiter")}
     d["block"] = list(record.block) if record.block is not None else None
-    occ = kernel_occupancy(record)
-    d["occupancy"] = round(occ.occupancy, 4) if occ else None
-    d["occupancy_limiter"] = occ.limiter if occ else None
+    d["occupancy"], d["occupancy_limiter"] = _occupancy_cells(
+        record.arch, tuple(record.block) if record.block is not None else None, record.registers, record.shared_bytes, record.max_threads_per_block,
+        record.sgpr, record.agpr)
     return {k: d[k] for k in ROW_KEYS}
+
+
+@functools.lru_cache(maxsize=4096)
+def _occupancy_cells(arch, block, registers, shared_bytes, max_threads, sgpr, agpr) -> tuple:
+    # Kernels of one build repeat a few (arch, block, registers, shared) combinations; the
+    # occupancy model costs ~20 us a call, so a directory of cubins with --block pays it once each.
+    occ = kernel_occupancy(KernelRecord(name="", file="", format="", arch=arch, block=block, registers=registers,
+                                        shared_bytes=shared_bytes, max_threads_per_block=max_threads,
+                                        sgpr=sgpr, agpr=agpr))
+    return (round(occ.occupancy, 4), occ.limiter) if occ else (None, None)
 
 
 def kernel_occupancy(record: KernelRecord) -> gpus.Occupancy | None:

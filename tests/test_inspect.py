@@ -268,6 +268,22 @@ def test_directory_recursion_and_output_formats(cuda, tmp_path):
     assert not list(out.parent.glob(".rows.csv.*"))  # the temporary file was renamed away
 
 
+def test_directory_reads_whole_kernel_files_and_skips_large_others(cuda, tmp_path):
+    # A directory scan detects formats from a file's head: a large non-kernel file is skipped
+    # unread, a large kernel file is still read to its end. Two containers 300 KiB apart (zero
+    # padding between containers is allowed) put the second one past the head.
+    from rootcause.inspect import HEAD_BYTES
+    single = cuda["k.fatbin"].read_bytes()
+    (tmp_path / "two.fatbin").write_bytes(single + bytes(300 * 1024) + single)
+    (tmp_path / "inputs.npy").write_bytes(b"\x93NUMPY\x01\x00" + os.urandom(HEAD_BYTES * 2))
+    assert len(single) < HEAD_BYTES < (tmp_path / "two.fatbin").stat().st_size - len(single)
+    one = rows_of(cuda["k.fatbin"])
+    proc = run_inspect(tmp_path, "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(r["name"] for r in json.loads(proc.stdout)) == sorted(r["name"] for r in one * 2)
+    assert "skipped 1 file(s) with no kernel format" in proc.stderr
+
+
 def _bad_inputs(cuda, tmp_path: Path) -> dict[str, Path]:
     cubin = cuda["k.cubin"].read_bytes()
     bad = {
