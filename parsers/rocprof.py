@@ -39,13 +39,26 @@ def matches(data: bytes) -> bool:
 
 
 def events(data: bytes, file: str = "<bytes>") -> "pd.DataFrame":
+    return _events(io.BytesIO(data), data.split(b"\n", 1)[0], file)
+
+
+def read_path(path) -> "pd.DataFrame":
+    """Events of a trace file, parsed from the file (not read whole into memory first)."""
+    with open(path, "rb") as f:
+        first = f.readline()
+        f.seek(0)
+        return _events(f, first, str(path))
+
+
+def _events(source, first_line: bytes, file: str) -> "pd.DataFrame":
     import pandas as pd
 
-    first = data.split(b"\n", 1)[0].decode("utf-8", "replace")
-    v3 = "Kernel_Name" in first
+    v3 = b"Kernel_Name" in first_line
     required = V3_REQUIRED if v3 else V1_REQUIRED
+    # Names, kinds and agents repeat: as categories the C parser keeps one string per value,
+    # not one per row (a million rows hold a few hundred kernels).
     try:
-        table = pd.read_csv(io.BytesIO(data), dtype={required[0]: str, "Kind": str, "Agent_Id": str},
+        table = pd.read_csv(source, dtype={required[0]: "category", "Kind": "category", "Agent_Id": "category"},
                             keep_default_na=False, na_values=[""], low_memory=False)
     except pd.errors.ParserError as err:
         msg = str(err).strip()
@@ -108,16 +121,19 @@ def _ints(table: "pd.DataFrame", column: str, file: str, lines, required: bool =
 
 
 def _agents(col: "pd.Series", file: str, lines):
-    """Agent_Id as N or 'Agent N' (vectorised: a million rows hold a handful of agents)."""
+    """Agent_Id (a categorical column) as N or 'Agent N': each distinct value parsed once."""
     import numpy as np
 
-    text = col.astype(str).str.strip()
-    digits = text.str.extract(r"^(?:Agent\s+)?(\d+)$", expand=False)
-    bad = digits.isna() & col.notna()
-    if bad.any():
-        i = int(bad.to_numpy().argmax())
+    if not len(col.cat.categories):  # every value empty
+        return np.full(len(col), np.nan)
+    cats = col.cat.categories.astype(str).str.strip()
+    digits = cats.str.extract(r"^(?:Agent\s+)?(\d+)$", expand=False).astype(float).to_numpy()
+    codes = col.cat.codes.to_numpy()
+    bad = np.flatnonzero((codes >= 0) & np.isnan(digits[codes]))
+    if bad.size:
+        i = int(bad[0])
         raise ParseError(file, f"line {lines[i]}", f"column 'Agent_Id': expected N or 'Agent N', got {col.iat[i]!r}")
-    return digits.astype(float).to_numpy(dtype=np.float64)
+    return np.where(codes >= 0, digits[codes], np.nan)
 
 
 def _ceil_div(total, size):

@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from pandas.testing import assert_frame_equal
 
 from parsers import ParseError, chrome_trace, iree_profile, nsys_sqlite, rocprof
 from rootcause.model import KERNEL_EVENT_COLUMNS
@@ -67,6 +68,23 @@ def test_rocprof_bad_inputs():
     cut = "\n".join(lines[:5]) + "\n" + lines[5][:lines[5].index(",1550151853")]
     with pytest.raises(ParseError, match=r"^r\.csv: line 6: column 'Start_Timestamp': missing$"):
         rocprof.events(cut.encode(), "r.csv")
+
+
+def test_rocprof_agents_and_streamed_file(tmp_path):
+    """Agent_Id is parsed per distinct value: a bad one is named by its line; the file path
+    (parsed from the file) and the bytes give the same table."""
+    lines = ROC_NEW.read_text().splitlines()
+    assert_frame_equal(rocprof.read_path(ROC_NEW), rocprof.events(ROC_NEW.read_bytes(), str(ROC_NEW)))
+    fields = next(csv.reader([lines[4]]))
+    fields[1] = "GPU 4"
+    bad = "\n".join(lines[:4] + [",".join(f'"{f}"' for f in fields)] + lines[5:])
+    with pytest.raises(ParseError, match=r"^r\.csv: line 5: column 'Agent_Id': expected N or 'Agent N', got 'GPU 4'$"):
+        rocprof.events(bad.encode(), "r.csv")
+    rows = [next(csv.reader([line])) for line in lines]
+    for r in rows[1:]:
+        r[1] = ""  # no agent recorded
+    blank = "\n".join(",".join(f'"{f}"' for f in r) for r in rows)
+    assert rocprof.events(blank.encode(), "r.csv")["device"].isna().all()
 
 
 def test_chrome_selects_kernels_only():
