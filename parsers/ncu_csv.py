@@ -16,7 +16,7 @@ import csv
 import io
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable
 
 from parsers.base import ParseError
 from parsers.events import frame
@@ -63,25 +63,32 @@ def events(data: bytes, file: str = "<bytes>") -> "pd.DataFrame":
 
 def read_path(path) -> "pd.DataFrame":
     """Events of a raw or details CSV file; a raw page is streamed from the file, not read whole."""
+    return read_report(path, metrics=False).events
+
+
+def read_report(path, metrics: "bool | Iterable[str]" = True) -> NcuReport:
+    """read() of a file; a raw page is parsed from the file, not read whole into memory."""
     with open(path, "rb") as f:
         head = f.read(1 << 20)
         found = _header_line(head)
         if found is None or b'"Metric Name"' in head[found[0]:].split(b"\n", 1)[0]:
-            return read(head + f.read(), str(path), metrics=False).events
+            return read(head + f.read(), str(path), metrics)
         offset, lineno, header = found
         units = head[offset:].split(b"\n", 2)[1:2]
         f.seek(offset)
-        return _raw(f, offset, lineno, header, str(path), False, units[0] if units else b"").events
+        return _raw(f, offset, lineno, header, str(path), metrics, units[0] if units else b"")
 
 
-def read(data: bytes, file: str = "<bytes>", metrics: bool = True) -> NcuReport:
-    """Parse either page; metrics=False skips the wide table (faster on huge raw files)."""
+def read(data: bytes, file: str = "<bytes>", metrics: "bool | Iterable[str]" = True) -> NcuReport:
+    """Parse either page. metrics: True keeps every column in the wide table, False none
+    (faster on huge raw files), or the metric names to keep (those the file has). The CSV
+    tokenizer reads every field either way; what is saved is converting and holding them."""
     found = _header_line(data)
     if found is None:
         raise ParseError(file, "line 1", 'no ncu CSV header ("ID",...,"Kernel Name",...) found')
     offset, lineno, header = found
     if "Metric Name" in header:
-        return _details(data, offset, lineno, header, file)
+        return _details(data, offset, lineno, header, file, metrics)
     units = data[offset:].split(b"\n", 2)[1:2]
     return _raw(io.BytesIO(data[offset:]), offset, lineno, header, file, metrics, units[0] if units else b"")
 
@@ -119,7 +126,7 @@ def _read_csv(source, lineno: int, file: str, skip_units: bool,
 
 
 def _raw(source, offset: int, lineno: int, header: list[str], file: str,
-         metrics: bool, units_line: bytes) -> NcuReport:
+         metrics: "bool | Iterable[str]", units_line: bytes) -> NcuReport:
     import pandas as pd
 
     missing = [c for c in RAW_REQUIRED if c not in header]
@@ -129,8 +136,11 @@ def _raw(source, offset: int, lineno: int, header: list[str], file: str,
     if not units_row or units_row[0] != "":
         raise ParseError(file, f"line {lineno + 1}", "expected the units row (first field empty) after the header")
     units = {name: unit for name, unit in zip(header, units_row) if unit}
-    wanted = None if metrics else [c for c in header if c in set(RAW_REQUIRED) | set(_RAW_LAUNCH.values())
-                                   | set(_RAW_SHARED) | {"Grid Size", "Block Size"}]
+    events_cols = set(RAW_REQUIRED) | set(_RAW_LAUNCH.values()) | set(_RAW_SHARED)
+    for prefix, triple in (("grid", "Grid Size"), ("block", "Block Size")):
+        if _RAW_LAUNCH[f"{prefix}_x"] not in header:  # '(x, y, z)' text only where launch__ dims are absent
+            events_cols.add(triple)
+    wanted = None if metrics is True else [c for c in header if c in events_cols | set(metrics or ())]
     table = _read_csv(source, lineno, file, True, wanted)
     first = lineno + 2  # file line of table row 0
     scale = _time_scale(units.get("gpu__time_duration.sum", "ns"), file, lineno + 1)
@@ -141,10 +151,22 @@ def _raw(source, offset: int, lineno: int, header: list[str], file: str,
     if shared:
         cols["shared_bytes"] = sum(shared)
     ev = _events(table, duration, cols, file, first)
-    return NcuReport(ev, table if metrics else pd.DataFrame(index=table.index), units, "raw")
+    return NcuReport(ev, _metrics_table(table, metrics), units, "raw")
 
 
-def _details(data: bytes, offset: int, lineno: int, header: list[str], file: str) -> NcuReport:
+def _metrics_table(table: "pd.DataFrame", metrics: "bool | Iterable[str]") -> "pd.DataFrame":
+    import pandas as pd
+
+    if metrics is True:
+        return table
+    if not metrics:
+        return pd.DataFrame(index=table.index)
+    keep = set(metrics) | {"ID", "Kernel Name"}
+    return table[[c for c in table.columns if c in keep]]
+
+
+def _details(data: bytes, offset: int, lineno: int, header: list[str], file: str,
+             metrics: "bool | Iterable[str]" = True) -> NcuReport:
     import pandas as pd
 
     missing = [c for c in DETAILS_REQUIRED if c not in header]
@@ -183,7 +205,7 @@ def _details(data: bytes, offset: int, lineno: int, header: list[str], file: str
     if shared:
         scales = [_byte_scale(units.get(m, "byte")) for m in _DETAILS_SHARED if m in table]
         cols["shared_bytes"] = sum(s * k for s, k in zip(shared, scales))
-    return NcuReport(_events(table, duration, cols, file, first), table, units, "details")
+    return NcuReport(_events(table, duration, cols, file, first), _metrics_table(table, metrics), units, "details")
 
 
 def _events(table: "pd.DataFrame", duration, cols: dict, file: str, first: int) -> "pd.DataFrame":

@@ -182,3 +182,37 @@ def test_busy_counts_overlap_once():
         covered[s:e] = True
     assert row.busy_ns == covered.sum()
     assert row.gap_ns == (end.max() - start.min()) - covered.sum()
+
+
+def test_ncu_metric_selection(ncu_rows):
+    """The wide table holds the requested metrics the file has, read from the file, with the
+    same events as the whole table; values against the csv module."""
+    from rootcause.profilers import load_ncu
+
+    header, units, kernels = ncu_rows
+    full = load_ncu(NCU)
+    some = load_ncu(NCU, metrics=["dram__bytes.sum", "sm__warps_active.avg.pct_of_peak_sustained_active", "no__such.metric"])
+    pd.testing.assert_frame_equal(some.events, full.events)
+    assert list(some.metrics.columns) == [c for c in header if c in
+                                          ("ID", "Kernel Name", "dram__bytes.sum", "sm__warps_active.avg.pct_of_peak_sustained_active")]
+    col = header.index("sm__warps_active.avg.pct_of_peak_sustained_active")
+    assert some.metrics["sm__warps_active.avg.pct_of_peak_sustained_active"].tolist() == [float(r[col].replace(",", "")) for r in kernels]
+    assert load_ncu(NCU, metrics=False).metrics.shape == (66, 0)
+    pd.testing.assert_frame_equal(full.metrics, ncu_csv.read(NCU.read_bytes(), str(NCU)).metrics)
+
+
+def test_ncu_grid_from_text_when_launch_dims_absent(ncu_rows, tmp_path):
+    """Without launch__grid_dim_* / launch__block_dim_*, grid and block come from the
+    '(x, y, z)' Grid Size / Block Size columns (parsed here with the csv module)."""
+    header, units, kernels = ncu_rows
+    drop = {i for i, c in enumerate(header) if c.startswith(("launch__grid_dim_", "launch__block_dim_"))}
+    assert len(drop) == 6
+    keep = lambda row: ",".join(f'"{v}"' for i, v in enumerate(row) if i not in drop)  # noqa: E731
+    path = tmp_path / "narrow.csv"
+    path.write_text("\n".join(keep(r) for r in [header, units, *kernels]) + "\n")
+    ev = load(path)
+    triple = lambda text: [int(v) for v in text.strip("()").split(",")]  # noqa: E731
+    grid = [triple(r[header.index("Grid Size")]) for r in kernels]
+    block = [triple(r[header.index("Block Size")]) for r in kernels]
+    assert ev[["grid_x", "grid_y", "grid_z"]].values.tolist() == grid
+    assert ev[["block_x", "block_y", "block_z"]].values.tolist() == block

@@ -65,8 +65,12 @@ def load(path: str | os.PathLike, format: str = "auto") -> pd.DataFrame:
     return events.sort_values("start_ns", kind="stable").reset_index(drop=True)
 
 
-def load_ncu(path: str | os.PathLike):
-    """An ncu CSV with its wide metrics table (parsers.ncu_csv.NcuReport)."""
+def load_ncu(path: str | os.PathLike, metrics: bool | list[str] = True):
+    """An ncu CSV with its wide metrics table (parsers.ncu_csv.NcuReport): every metric column,
+    or only the named ones the file has (cheaper on a wide capture)."""
     from parsers import ncu_csv
 
-    return ncu_csv.read(Path(path).read_bytes(), str(path))
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"{path}: no such file")
+    return ncu_csv.read_report(path, metrics)
