@@ -63,28 +63,35 @@ def _sniff(stream: BinaryIO, file: str) -> tuple[str, bytes]:
 
 
 def _array_batches(stream: BinaryIO, file: str, decode: Callable, record_type: type) -> Batches:
-    work = bytearray(b"[")  # '[' then the bytes not decoded yet; decoded in place, not copied
+    # work: '[' then the bytes not decoded yet (up to filled), read into and decoded in place:
+    # no copy of the data but the one read makes.
+    work, filled = bytearray(b"[" + bytes(_CHUNK)), 1
     index, lines, chars = 0, 0, 1  # where work[1] lies: record index, newlines before, char offset
     while True:
-        data = stream.read(_CHUNK)
-        work += data
-        cuts = list(islice(_record_ends(work), 4)) if data else [_closing_bracket(work, index)]
-        if not cuts and len(work) < 8 * _CHUNK:  # no record ends in what was read: read more
+        if filled == len(work):  # a record longer than the buffer: grow it
+            work.extend(bytes(len(work)))
+        with memoryview(work) as view, view[filled:] as room:
+            got = stream.readinto(room)
+        filled += got
+        cuts = list(islice(_record_ends(work, filled), 4)) if got else [_closing_bracket(work, filled, index)]
+        if not cuts and filled < 8 * _CHUNK:  # no record ends in what was read: read more
             continue
         records, end = _decode_first(decode, work, cuts)
         if records is None:
             # Let the exact decoder read from here: it names the error, or reads what this
             # fast path declined (a cut inside a string, a duplicate ']'...).
-            rest = io.BufferedReader(_Prefixed(bytes(work[1:]), stream), _CHUNK).read
+            rest = io.BufferedReader(_Prefixed(bytes(work[1:filled]), stream), _CHUNK).read
             yield from _batched(_iter_array(rest, file, index, lines, chars), "record", file, record_type)
             return
         yield range(index, index + len(records)), records
         index += len(records)
         if work.find(b"\n", 1, end) >= 0:  # find is a fast scan; most dumps are one line
             lines += work.count(b"\n", 1, end)
+        # isascii of the whole buffer (stale bytes too) is a fast, conservative check
         chars += end - 1 if work.isascii() else len(work[1:end].decode("utf-8", "replace"))
-        del work[1:end]
-        if not data:
+        work[1:1 + filled - end] = work[end:filled]  # the unread tail to the front
+        filled -= end - 1
+        if not got:
             return
 
 
@@ -109,25 +116,25 @@ def _decode_upto(decode: Callable, work: bytearray, end: int) -> list | None:
         work[end] = saved
 
 
-def _record_ends(work: bytearray) -> Iterator[tuple[int, int]]:
+def _record_ends(work: bytearray, filled: int) -> Iterator[tuple[int, int]]:
     """Cut candidates from the last back: (offset after a '}' that a ',' follows, offset after
     that ','). If the '}' is inside a string or a nested object the cut does not decode (a
     string or bracket is left open), so a decoded batch is always whole records."""
-    end = work.rfind(b"}")
+    end = work.rfind(b"}", 0, filled)
     while end > 0:
-        gap = work[end + 1:end + 65]
+        gap = work[end + 1:min(end + 65, filled)]
         after = end + 1 + len(gap) - len(gap.lstrip())
         if work[after:after + 1] == b",":
             yield end + 1, after + 1
         end = work.rfind(b"}", 0, end)
 
 
-def _closing_bracket(work: bytearray, index: int) -> tuple[int, int] | None:
-    """At end of file: (offset of the closing ']', len(work)) when work is '[' records ']'."""
-    body = work.rstrip()
+def _closing_bracket(work: bytearray, filled: int, index: int) -> tuple[int, int] | None:
+    """At end of file: (offset of the closing ']', filled) when work[:filled] is '[' records ']'."""
+    body = work[:filled].rstrip()
     if not body.endswith(b"]") or (index and not body[1:-1].strip()):  # no ']', or a trailing ','
         return None
-    return len(body) - 1, len(work)
+    return len(body) - 1, filled
 
 
 def _line_batches(stream: BinaryIO, file: str, head: bytes, decode_lines: Callable,

@@ -20,9 +20,9 @@ def records():
     return json.loads(CUPTI.read_text())
 
 
-@pytest.fixture
-def small_chunks(monkeypatch):
-    monkeypatch.setattr(jsonstream, "_CHUNK", 3000)  # ~2 records a chunk: 200+ batches
+@pytest.fixture(params=[500, 3000], ids=["chunk<record", "chunk~2records"])
+def small_chunks(monkeypatch, request):
+    monkeypatch.setattr(jsonstream, "_CHUNK", request.param)  # hundreds of batches, buffer growth
 
 
 def expected(recs):
