@@ -17,28 +17,12 @@ import numpy as np
 import rootcause
 from rootcause.errors import UsageError
 from rootcause.fileio import write_atomic, write_json
+from rootcause.inputs import make_input
 from rootcause.frontends import BuildOutput
 from rootcause.model import CatalogKernel
 from rootcause.spec import InputSpec, VariantSpec
 
 MAX_STORED_BYTES = 64 * 1024 * 1024
-
-
-def make_input(spec: InputSpec) -> np.ndarray:
-    """The input array an input spec describes (a .npy file, or drawn from default_rng(seed))."""
-    if spec.file is not None:
-        return np.load(spec.file)
-    shape, dtype = tuple(spec.shape), np.dtype(spec.dtype)
-    if spec.distribution == "zeros":
-        return np.zeros(shape, dtype)
-    if spec.distribution == "ones":
-        return np.ones(shape, dtype)
-    rng = np.random.default_rng(spec.seed)
-    if spec.distribution == "normal":
-        return rng.normal(spec.mean, spec.std, shape).astype(dtype)
-    if np.issubdtype(dtype, np.integer):
-        return rng.integers(int(spec.low), int(spec.high), shape, dtype=dtype)
-    return rng.uniform(spec.low, spec.high, shape).astype(dtype)
 
 
 def reference_outputs(spec: VariantSpec, inputs: list[np.ndarray]) -> list[np.ndarray] | None:

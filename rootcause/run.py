@@ -45,6 +45,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", choices=("cupti", "ncu", "none"), default="cupti",
                         help="profiler for per-kernel records (default cupti; ncu is opt-in, slow)")
     parser.add_argument("--budget-s", type=float, default=20.0, help="seconds for the timing loop (all variants)")
+    parser.add_argument("--warmup-calls", type=int, default=None,
+                        help="warm-up samples per variant (default: the protocol's; lower it for calls of seconds)")
+    parser.add_argument("--warmup-s", type=float, default=None, help="timed warm-up seconds per variant")
+    parser.add_argument("--rtol", type=float, help="variant-vs-variant rtol (default: the manifests')")
+    parser.add_argument("--atol", type=float, help="variant-vs-variant atol (default: the manifests')")
     parser.add_argument("--device", help="cuda | rocm | cpu (default: from each bundle's target)")
     parser.add_argument("--profile-calls", type=int, default=5, help="graph calls recorded per profile")
     parser.add_argument("--ncu-metrics", default=NCU_METRICS, help="comma-separated ncu metrics")
@@ -53,11 +58,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 # ---- measurement ----------------------------------------------------------------------
 
-def measure(sessions: list, budget_s: float) -> dict[str, Any]:
+def measure(sessions: list, budget_s: float, warmup_calls: int | None = None,
+            warmup_s: float | None = None) -> dict[str, Any]:
     """Whole-graph latency by rootcause.measure's interleaved protocol (engineer F)."""
-    from rootcause.measure import measure_interleaved
+    from rootcause.measure import Protocol, measure_interleaved
 
-    return measure_interleaved({s.bundle.name: s.timer for s in sessions}, budget_s=budget_s)
+    protocol = Protocol(budget_seconds=budget_s)
+    if warmup_calls is not None:
+        protocol.warmup_calls = warmup_calls
+    if warmup_s is not None:
+        protocol.warmup_seconds = warmup_s
+    result = measure_interleaved({s.bundle.name: s.timer for s in sessions}, budget_s=budget_s, protocol=protocol)
+    result["timers"] = {s.bundle.name: getattr(s, "timer_includes", "not recorded by this runner") for s in sessions}
+    return result
 
 
 # ---- profiling ------------------------------------------------------------------------
@@ -124,14 +137,17 @@ def run(args: argparse.Namespace) -> int:
     result: dict[str, Any] = {"bundles": {b.name: str(b.path) for b in bundles},
                               "devices": {s.bundle.name: s.device for s in sessions}}
     try:
-        result["verification"] = verify(sessions, common_inputs(bundles))
+        tolerance = None
+        if args.rtol is not None or args.atol is not None:
+            tolerance = (args.rtol or 0.0, args.atol or 0.0)
+        result["verification"] = verify(sessions, common_inputs(bundles), tolerance)
     except OutputsDiffer as err:
         result["verification"] = getattr(err, "record", {"ok": False, "error": str(err)})
         write_json(out / "measurement.json", result)
         write_json(out / "env.json", {"before": before, "after": env.snapshot(), "warnings": []})
         raise
     during = env.snapshot()
-    result["measurement"] = measure(sessions, args.budget_s)
+    result["measurement"] = measure(sessions, args.budget_s, args.warmup_calls, args.warmup_s)
     after = env.snapshot()
     warnings = env.drift(during, after)
     result["env_warnings"] = warnings

@@ -21,6 +21,7 @@ from typing import Any, Callable, Protocol
 import numpy as np
 
 from rootcause.errors import UsageError
+from rootcause.inputs import make_input
 
 
 @dataclass
@@ -75,42 +76,6 @@ def read_bundle(path: str | Path) -> Bundle:
     if not bundle.module_path.is_file():
         raise UsageError(f"{manifest_file}: module: {manifest['module']} does not exist in the bundle")
     return bundle
-
-
-def make_input(spec: dict[str, Any], bundle_dir: Path | None = None, where: str = "inputs") -> np.ndarray:
-    """One input array: the stored .npy when the bundle has it, else regenerated from its spec.
-
-    Regeneration uses numpy default_rng(seed), the recipe of rootcause.bundle.make_input
-    (not imported: it pulls in the spec and frontend modules the GPU host does not need).
-    """
-    if spec.get("file") and bundle_dir is not None:
-        file = bundle_dir / spec["file"]
-        if not file.is_file():
-            raise UsageError(f"{bundle_dir / 'manifest.json'}: {where}: {spec['file']} does not exist")
-        try:
-            return np.load(file, allow_pickle=False)
-        except (ValueError, OSError) as err:
-            raise UsageError(f"{file}: not a readable .npy: {err}") from None
-    try:
-        shape = tuple(int(d) for d in spec["shape"])
-        dtype = np.dtype(spec["dtype"])
-    except (KeyError, TypeError, ValueError) as err:
-        raise UsageError(f"{where}: needs shape and dtype: {err}") from None
-    rng = np.random.default_rng(spec.get("seed", 0))
-    kind = spec.get("distribution", "uniform")
-    if kind == "uniform" and np.issubdtype(dtype, np.integer):
-        return rng.integers(int(spec.get("low", 0)), int(spec.get("high", 1)), shape, dtype=dtype)
-    if kind == "uniform":
-        values = rng.uniform(spec.get("low", 0.0), spec.get("high", 1.0), shape)
-    elif kind == "normal":
-        values = rng.normal(spec.get("mean", 0.0), spec.get("std", 1.0), shape)
-    elif kind == "zeros":
-        values = np.zeros(shape)
-    elif kind == "ones":
-        values = np.ones(shape)
-    else:
-        raise UsageError(f"{where}: distribution: unknown {kind!r} (uniform|normal|zeros|ones)")
-    return values.astype(dtype)
 
 
 def bundle_inputs(bundle: Bundle) -> list[np.ndarray]:

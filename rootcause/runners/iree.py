@@ -1,9 +1,13 @@
 """Run an IREE bundle (module.vmfb) through iree.runtime on cuda, hip or local-task (CPU).
 
-Only iree-base-runtime is needed (no compiler). A call through the Python binding returns
-after the function's work completes (IREE's default coarse-fences ABI waits on the
-function's signal fence before returning), so wall-clock timing around calls is synchronised.
-`benchmark()` is the alternative timer: iree-benchmark-module, the tool IREE ships for this.
+Only iree-base-runtime is needed (no compiler). Completion: a function compiled with IREE's
+default (sync) invocation model declares `sync func` in its reflection, and its exported wrapper
+ends with `hal.fence.await` (timeout -1) on the signal fence of its last queue operation (seen
+in `iree-compile --compile-to=vm` output), so a call returns only after the device work is done
+and wall-clock timing around calls is synchronised without a readback. Functions of the
+`coarse-fences` model (`async func`) return before that; the runner refuses them rather than
+time a queue submission. `timer(readback=True)` adds copying the results to the host, as a
+cross-check. `benchmark()` is the other timer: iree-benchmark-module, the tool IREE ships.
 """
 from __future__ import annotations
 
@@ -50,6 +54,11 @@ class IreeSession:
             raise UsageError(f"{bundle.module_path}: no function {bundle.entry!r} (has {', '.join(functions)})")
         self.entry = bundle.entry
         self.function = self.context.modules[self.vm_module.name][self.entry]
+        declaration = self.function.vm_function.reflection.get("iree.abi.declaration", "")
+        if declaration.startswith("async"):
+            raise UsageError(f"{bundle.module_path}: {self.entry} uses the coarse-fences ABI (async func): "
+                             f"calls return before the device work completes; rebuild with the default sync ABI")
+        self.abi = "sync" if declaration.startswith("sync") else "undeclared"
         self._host_inputs: list[np.ndarray] = []
         self._inputs: list = []
         self._result = None
@@ -67,12 +76,23 @@ class IreeSession:
         results = self._result if isinstance(self._result, (tuple, list)) else [self._result]
         return [np.asarray(r.to_host() if hasattr(r, "to_host") else r) for r in results]
 
-    def timer(self, number: int = 10) -> Callable[[], float]:
-        """Seconds per call: wall clock around `number` synchronous calls."""
+    @property
+    def timer_includes(self) -> str:
+        """What one timed call covers, recorded beside the measurement."""
+        return (f"wall clock around iree.runtime calls of a {self.abi}-ABI function: VM invoke, queue "
+                f"submission and the wrapper's hal.fence.await on completion; inputs already on the "
+                f"device ({self.driver}), outputs left there (no readback)")
+
+    def timer(self, number: int = 10, readback: bool = False) -> Callable[[], float]:
+        """Seconds per call: wall clock around `number` synchronous calls (readback: each call's
+        results also copied to the host inside the timer)."""
         def sample() -> float:
             start = time.perf_counter()
             for _ in range(number):
-                self.function(*self._inputs)
+                result = self.function(*self._inputs)
+                if readback:
+                    for r in result if isinstance(result, (tuple, list)) else [result]:
+                        r.to_host()
             return (time.perf_counter() - start) / number
         return sample
 

@@ -96,6 +96,9 @@ class TvmSession:
     def outputs(self) -> list[np.ndarray]:
         return _flatten(self.vm.get_outputs(self.entry))
 
+    timer_includes = ("TVM time_evaluator over VM invoke_stateful: device-synchronised per sample, "
+                      "inputs set on the device beforehand, outputs left there (no readback)")
+
     def timer(self, number: int = 10) -> Callable[[], float]:
         """Seconds per call: TVM's time_evaluator (device-synchronised, `number` calls per sample)."""
         evaluator = self.vm.time_evaluator("invoke_stateful", self.dev, number=number, repeat=1)
