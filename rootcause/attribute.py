@@ -75,6 +75,10 @@ class Attribution:
     notes: list[str] = field(default_factory=list)
     environment: dict[str, Any] | None = None
     min_effect_ns: float = 0.0
+    timeline: dict[str, Any] | None = None  # per variant: one_call() of its events
+    device: str | None = None  # rootcause.gpus.DEVICES key the profiles came from, when known
+    measurement: dict[str, Any] | None = None  # where the whole-graph latency came from
+    command: str | None = None  # the command line that produced this attribution
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -92,7 +96,41 @@ class Attribution:
             "cannot_conclude": self.cannot_conclude,
             "notes": self.notes,
             "environment": self.environment,
+            "kernels": kernel_rows(self.kernels),
+            "timeline": self.timeline,
+            "device": self.device,
+            "measurement": self.measurement,
+            "command": self.command,
         }
+
+
+def _plain(x: Any) -> Any:
+    """A JSON value: numpy scalars as Python numbers, NA/NaN as None, tuples as lists."""
+    if isinstance(x, (tuple, list, np.ndarray)):
+        return [_plain(v) for v in x]
+    if x is None or x is pd.NA or (isinstance(x, (float, np.floating)) and np.isnan(x)):
+        return None
+    return x.item() if isinstance(x, np.generic) else x
+
+
+def kernel_rows(kernels: pd.DataFrame) -> list[dict[str, Any]]:
+    """KERNEL_STAT_COLUMNS rows as plain JSON objects (attribution.json 'kernels')."""
+    cols = [c for c in KERNEL_STAT_COLUMNS if c in kernels.columns]
+    return [{c: _plain(v) for c, v in zip(cols, row)} for row in kernels[cols].itertuples(index=False)]
+
+
+def one_call(ev: pd.DataFrame) -> dict[str, Any]:
+    """The graph call whose span is the median span, its kernels relative to its first launch
+    (attribution.json 'timeline'; ev has 'call' numbered, every row in a call)."""
+    spans = ev.groupby("call").agg(s=("start_ns", "min"), e=("end_ns", "max"))
+    order = (spans.e - spans.s).sort_values(kind="stable")
+    call = int(order.index[(len(order) - 1) // 2])
+    g = ev[ev["call"] == call].sort_values("start_ns", kind="stable")
+    t0 = int(g["start_ns"].min())
+    streams = g["stream"] if "stream" in g.columns else pd.Series([None] * len(g), index=g.index)
+    return {"call": call, "calls": int(len(spans)), "kernels": [
+        {"kernel": str(k), "start_ns": int(s) - t0, "end_ns": int(e) - t0, "stream": _plain(st)}
+        for k, s, e, st in zip(g["kernel"], g["start_ns"], g["end_ns"], streams)]}
 
 
 KERNEL_STAT_COLUMNS: dict[str, str] = {
@@ -231,8 +269,14 @@ def attribute(events_a: pd.DataFrame, events_b: pd.DataFrame, alignment: Alignme
             "count": np.bincount(call_idx, minlength=n),
             "ranks": _rank_draws(n, n_boot, rng), "n": n,
             "stats": _kernel_stats(ev, v, codes, names, unit_of, call_idx, n),
+            "timeline": one_call(ev),
         }
-    return _assemble(per, alignment, whole_a, whole_b, labels, notes, environment)
+        if n < 2:
+            notes.append(f"variant {labels[0 if v == 'a' else 1]}: {n} profiled graph call: per-unit "
+                         "intervals are that one call's values (no spread to bound them); profile more calls")
+    att = _assemble(per, alignment, whole_a, whole_b, labels, notes, environment)
+    att.timeline = {v: per[v]["timeline"] for v in "ab"}
+    return att
 
 
 def _assemble(per, alignment, whole_a, whole_b, labels, notes, environment) -> Attribution:

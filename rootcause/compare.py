@@ -11,12 +11,23 @@ inside `rootcause run`'s measurement.json (under "measurement"); a run directory
 measurement.json. Variants are found by label (--label-a/-b, default the bundle names, which
 are the names `rootcause run` measured them under). Without "ci_s" (a run before F's protocol
 landed) the interval is recomputed from "samples_s" with rootcause.measure.median_ci.
+
+Graph calls: a profile written by `rootcause run` is split into the number of calls the run
+recorded for it (measurement.json beside it, profiles.<variant>.calls), --calls N overrides;
+otherwise rootcause.profilers.split_calls finds the repeating kernel sequence (which cuts a
+single profiled call of a repetitive graph into several).
+
+Beside attribution.json it writes report.html and report.md (rootcause.report). The attribution
+records per-kernel launch statistics, one call's timeline, the device (--device, else the GPU
+named in env.json beside the profiles), the measurement file and the command line.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
 import json
+import re
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +37,7 @@ from rootcause.align import align
 from rootcause.attribute import Attribution, WholeGraph, attribute
 from rootcause.diagnose import diagnose
 from rootcause.errors import UsageError
-from rootcause.fileio import write_json
+from rootcause.fileio import write_atomic, write_json
 from rootcause.measure import median_ci
 from rootcause.model import CatalogKernel
 from rootcause.profilers import split_calls
@@ -48,7 +59,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--entry-b", default=None, help="entry function profiled in B")
     parser.add_argument("--device", default=None,
                         help="GPU the profiles were captured on (e.g. H200): waves, occupancy, peak bandwidth")
-    parser.add_argument("--out", required=True, metavar="DIR", help="directory for attribution.json")
+    parser.add_argument("--calls", type=int, default=None, metavar="N",
+                        help="graph calls in each profile (default: as `rootcause run` recorded, else detected)")
+    parser.add_argument("--title", default=None, help="title of report.html and report.md")
+    parser.add_argument("--out", required=True, metavar="DIR",
+                        help="directory for attribution.json, report.html and report.md")
+
+
+def read_json(path: Path, missing: str) -> Any:
+    """A JSON file; UsageError '<path>: <missing>' when absent, with the line when not JSON."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"{path}: {missing}") from None
+    except UnicodeDecodeError as err:
+        raise UsageError(f"{path}: byte {err.start}: not UTF-8 text") from None
+    except json.JSONDecodeError as err:
+        raise UsageError(f"{path}: line {err.lineno}: not JSON: {err.msg}") from None
 
 
 def load_profile(path: str) -> pd.DataFrame:
@@ -98,12 +125,7 @@ def load_catalog(path: str | None) -> tuple[list[CatalogKernel] | None, dict[str
         return None, {}
     p = Path(path)
     manifest_path = p / "manifest.json" if p.is_dir() else p
-    try:
-        manifest = json.loads(manifest_path.read_text())
-    except FileNotFoundError:
-        raise UsageError(f"{manifest_path}: no bundle manifest here") from None
-    except json.JSONDecodeError as err:
-        raise UsageError(f"{manifest_path}: line {err.lineno}: not JSON: {err.msg}") from None
+    manifest = read_json(manifest_path, "no bundle manifest here")
     kernels = manifest.get("kernels") if isinstance(manifest, dict) else None
     if not isinstance(kernels, list):
         raise UsageError(f"{manifest_path}: \"kernels\": missing or not a list")
@@ -115,19 +137,16 @@ def load_catalog(path: str | None) -> tuple[list[CatalogKernel] | None, dict[str
     return out, manifest
 
 
-def load_measurement(path: str | None, labels: tuple[str, str]) -> tuple[WholeGraph | None, WholeGraph | None]:
-    """Measured whole-graph latency of the variants named `labels` (module doc)."""
+def load_measurement(path: str | None, labels: tuple[str, str]
+                     ) -> tuple[WholeGraph | None, WholeGraph | None, dict[str, Any] | None]:
+    """Measured whole-graph latency of the variants named `labels` (module doc), and what
+    attribution.json records of the measurement (file, protocol, rounds, budget)."""
     if path is None:
-        return None, None
+        return None, None, None
     p = Path(path)
     if p.is_dir():
         p = p / "measurement.json"
-    try:
-        doc = json.loads(p.read_text())
-    except FileNotFoundError:
-        raise UsageError(f"{p}: no such measurement file") from None
-    except json.JSONDecodeError as err:
-        raise UsageError(f"{p}: line {err.lineno}: not JSON: {err.msg}") from None
+    doc = read_json(p, "no such measurement file")
     where = f"{p}: measurement"
     if isinstance(doc, dict) and isinstance(doc.get("measurement"), dict):
         doc = doc["measurement"]  # rootcause run's measurement.json
@@ -142,7 +161,9 @@ def load_measurement(path: str | None, labels: tuple[str, str]) -> tuple[WholeGr
             raise UsageError(f"{p}: no variant {label!r} (variant {key}); it holds {', '.join(map(repr, table))}: "
                              f"name them with --label-{key}")
         out.append(measured_whole_graph(table[label], f"{where}.variants.{label}"))
-    return out[0], out[1]
+    meta = {"file": str(path), "protocol": doc.get("protocol"), "rounds": doc.get("rounds"),
+            "budget_s": doc.get("budget_s"), "variants": list(labels)}
+    return out[0], out[1], meta
 
 
 def measured_whole_graph(v: Any, where: str) -> WholeGraph:
@@ -162,6 +183,119 @@ def measured_whole_graph(v: Any, where: str) -> WholeGraph:
         raise UsageError(f"{where}: \"ci_s\": expected [low, high] in seconds, got {ci!r}")
     return WholeGraph(float(v["median_s"]) * 1e9, float(ci[0]) * 1e9, float(ci[1]) * 1e9, "measured",
                       len(samples) if samples else None)
+
+
+def run_record(profile: str) -> tuple[dict[str, Any] | None, Path | None]:
+    """The profiles.<variant> entry `rootcause run` wrote for this file (measurement.json in the
+    same directory, matched by file name), and that measurement.json; (None, None) if none."""
+    file = Path(profile)
+    if not file.is_file():
+        return None, None  # 'FILE#N': a segment of a shared capture, not one run profile
+    mfile = file.parent / "measurement.json"
+    if not mfile.is_file():
+        return None, None
+    doc = read_json(mfile, "no such file")
+    profiles = doc.get("profiles") if isinstance(doc, dict) else None
+    for info in (profiles or {}).values() if isinstance(profiles, dict) else ():
+        if isinstance(info, dict) and info.get("file") == file.name:
+            return info, mfile
+    return None, None
+
+
+def split_into(events: pd.DataFrame, calls: int, where: str) -> pd.DataFrame:
+    """Events cut into `calls` equal graph calls (split_calls(calls=...)), errors naming where."""
+    try:
+        return split_calls(events.drop(columns=[c for c in ("segment", "signature") if c in events]),
+                           calls=calls)
+    except UsageError as err:
+        raise UsageError(f"{where}: {err}") from None
+
+
+def profile_events(path: str, calls: int | None, notes: list[str], label: str) -> pd.DataFrame:
+    """load_profile, cut into the given number of calls, else into those `rootcause run` recorded."""
+    events = load_profile(path)
+    where = "--calls"
+    if calls is None:
+        info, mfile = run_record(path)
+        if info is not None and isinstance(info.get("calls"), int) and not isinstance(info["calls"], bool):
+            calls, where = info["calls"], f"{mfile}: profiles.{info.get('variant', label)}.calls"
+    if calls is None:
+        return events
+    if calls <= 0:
+        raise UsageError(f"{where}: must be > 0, got {calls}")
+    notes.append(f"variant {label}: {len(events)} launches split into {calls} graph call(s), the count "
+                 f"{where} gives")
+    return split_into(events, calls, f"{path} ({where} = {calls})")
+
+
+def find_device(*names: Any) -> str | None:
+    """The rootcause.gpus.DEVICES key the first recognisable name means ('NVIDIA H200' -> 'H200'):
+    a key itself (any case) or a whole word of the name."""
+    from rootcause import gpus
+
+    for name in names:
+        if not isinstance(name, str):
+            continue
+        tokens = {t.upper() for t in re.split(r"[\s_/-]+", name)}
+        for key in gpus.DEVICES:
+            if key.upper() == name.upper() or key.upper() in tokens:
+                return key
+    return None
+
+
+def env_gpu_names(env: Any) -> list[str]:
+    """GPU names of an env.json ({'before': snapshot, ...}) or of one NVML snapshot."""
+    snaps = [env] if isinstance(env, dict) and "gpus" in env else \
+        [s for s in env.values() if isinstance(s, dict)] if isinstance(env, dict) else []
+    return [g["name"] for s in snaps for g in s.get("gpus") or [] if isinstance(g, dict)
+            and isinstance(g.get("name"), str)]
+
+
+def run_environment(*profiles: str) -> dict[str, Any] | None:
+    """env.json of the `rootcause run` directory the profiles lie in (the first that has one)."""
+    for profile in profiles:
+        file = Path(profile)
+        if file.is_file() and (file.parent / "env.json").is_file():
+            return read_json(file.parent / "env.json", "no such file")
+    return None
+
+
+def resolve_device(given: str | None, env: dict[str, Any] | None) -> str | None:
+    """--device (checked against rootcause.gpus.DEVICES), else the GPU env.json names."""
+    from rootcause import gpus
+
+    if given is not None:
+        key = find_device(given)
+        if key is None:
+            raise UsageError(f"--device: unknown device {given!r} (known: {', '.join(gpus.DEVICES)})")
+        return key
+    return find_device(*env_gpu_names(env))
+
+
+def command_line(argv: list[str]) -> str:
+    return " ".join(shlex.quote(str(a)) for a in argv)
+
+
+def _argv(args: argparse.Namespace) -> list[str]:
+    """The `rootcause compare` command line equivalent to args."""
+    argv = ["rootcause", "compare", args.profile_a, args.profile_b]
+    for name in ("catalog_a", "catalog_b", "measurement", "label_a", "label_b", "entry_a", "entry_b",
+                 "device", "calls", "title", "out"):
+        value = getattr(args, name, None)
+        if value is not None:
+            argv += [f"--{name.replace('_', '-')}", str(value)]
+    return argv
+
+
+def write_outputs(doc: dict[str, Any], out_dir: Path, title: str | None = None) -> list[Path]:
+    """attribution.json, then report.html and report.md beside it, each atomically."""
+    from rootcause.report import render_html, render_markdown
+
+    written = [write_json(out_dir / "attribution.json", doc)]
+    for name, render in (("report.html", render_html), ("report.md", render_markdown)):
+        written.append(write_atomic(out_dir / name, render(doc, base_dir=out_dir, device=doc.get("device"),
+                                                           title=title)))
+    return written
 
 
 def _fmt_us(ns: float) -> str:
@@ -220,26 +354,32 @@ def summary(att: Attribution) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    events_a, events_b = load_profile(args.profile_a), load_profile(args.profile_b)
     catalog_a, manifest_a = load_catalog(args.catalog_a)
     catalog_b, manifest_b = load_catalog(args.catalog_b)
     labels = (args.label_a or manifest_a.get("name") or "A", args.label_b or manifest_b.get("name") or "B")
     if labels[0] == labels[1]:
         labels = (f"{labels[0]} (A)", f"{labels[1]} (B)")
+    split_notes: list[str] = []
+    events_a = profile_events(args.profile_a, args.calls, split_notes, labels[0])
+    events_b = profile_events(args.profile_b, args.calls, split_notes, labels[1])
     entry_a = args.entry_a or manifest_a.get("entry")
     entry_b = args.entry_b or manifest_b.get("entry")
-    whole_a, whole_b = load_measurement(args.measurement, labels)
+    whole_a, whole_b, measured = load_measurement(args.measurement, labels)
+    environment = run_environment(args.profile_a, args.profile_b)
+    device = resolve_device(args.device, environment)
     alignment = align(events_a, events_b, catalog_a, catalog_b, entry_a, entry_b)
-    att = attribute(events_a, events_b, alignment, whole_a, whole_b, labels=labels)
+    att = attribute(events_a, events_b, alignment, whole_a, whole_b, labels=labels, environment=environment)
+    att.notes[:0] = split_notes
     try:
-        diagnose(att, alignment, catalog_a, catalog_b, args.device, entry_a, entry_b)
+        diagnose(att, alignment, catalog_a, catalog_b, device, entry_a, entry_b)
     except KeyError as err:
         raise UsageError(f"--device: {err.args[0]}") from None
-    for v, path, cat in (("a", args.profile_a, args.catalog_a), ("b", args.profile_b, args.catalog_b)):
-        att.variants[v].update({"profile": str(path), "catalog": cat,
-                                "entry": entry_a if v == "a" else entry_b,
-                                "source": sorted(set((events_a if v == "a" else events_b)["source"].astype(str)))})
-    out = write_json(Path(args.out) / "attribution.json", att.to_dict())
+    for v, path, cat, ev in (("a", args.profile_a, args.catalog_a, events_a),
+                             ("b", args.profile_b, args.catalog_b, events_b)):
+        att.variants[v].update({"profile": str(path), "catalog": cat, "entry": entry_a if v == "a" else entry_b,
+                                "source": sorted(set(ev["source"].astype(str)))})
+    att.device, att.measurement, att.command = device, measured, command_line(_argv(args))
+    written = write_outputs(att.to_dict(), Path(args.out), args.title)
     print(summary(att))
-    print(f"\nwrote {out}")
+    print("\nwrote " + ", ".join(map(str, written)))
     return 0

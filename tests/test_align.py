@@ -1,31 +1,21 @@
 """Alignment on the real H200 CUPTI capture of seed 000 (pool_fusion ON and OFF), and the
 name rules on real compiler symbol names."""
-import json
-from pathlib import Path
-
 import pandas as pd
 import pytest
 
+from captures import build_prefill, pool_segments, raw_records
 from rootcause.align import align, dispatch_key, fused_ops, normalize_op, call_site_ops
-from rootcause.model import CatalogKernel
-from rootcause.profilers import load, split_calls
-
-CAPTURE = Path(__file__).parent.parent / "fixtures/captures/h200-2026-12-02/tvm_pool_fusion.cupti.json"
 
 
 @pytest.fixture(scope="module")
 def variants():
     """(OFF, ON) events: the capture's two call segments, told apart by the fused kernel."""
-    ev = split_calls(load(CAPTURE))
-    segs = {s: g.reset_index(drop=True) for s, g in ev.groupby("segment")}
-    on = next(g for g in segs.values() if (g.kernel == "fused_pool2d_add2_kernel").any())
-    off = next(g for g in segs.values() if not (g.kernel == "fused_pool2d_add2_kernel").any())
-    return off, on
+    return pool_segments()
 
 
 @pytest.fixture(scope="module")
 def raw():
-    return json.loads(CAPTURE.read_text())
+    return raw_records()
 
 
 def test_every_launched_kernel_in_exactly_one_unit(variants, raw):
@@ -92,15 +82,7 @@ def test_dispatch_key_and_op_normalisation():
 @pytest.fixture(scope="module")
 def prefill_catalogs(tmp_path_factory):
     """Seed 001 built for real: prefill_bs8 alone and in the module with prefill_bs2 (IREE 3.13)."""
-    from rootcause import spec
-    from rootcause.frontends import iree
-
-    toml = Path(__file__).parent.parent / "fixtures/cases/prefill_dedup/variants.toml"
-    out = {}
-    for v in ("alone", "dedup"):
-        d = tmp_path_factory.mktemp(v)
-        out[v] = (iree.build(spec.load(f"{toml}#{v}"), d), d)
-    return out
+    return build_prefill(tmp_path_factory)
 
 
 def test_dedup_executable_aligns_with_own_build_by_call_site(prefill_catalogs):

@@ -2,36 +2,23 @@
 records (plain json + statistics, not the code under test)."""
 import json
 import statistics
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
+import captures
+from captures import CAPTURE, RUN, pool_segments
 from rootcause.align import align
 from rootcause.attribute import SCHEMA_VERSION, WholeGraph, attribute
-from rootcause.profilers import load, split_calls
-
-ROOT = Path(__file__).parent.parent
-CAPTURE = ROOT / "fixtures/captures/h200-2026-12-02/tvm_pool_fusion.cupti.json"
 
 
 @pytest.fixture(scope="module")
 def variants():
-    ev = split_calls(load(CAPTURE))
-    segs = [g.reset_index(drop=True) for _, g in ev.groupby("segment")]
-    on = next(g for g in segs if (g.kernel == "fused_pool2d_add2_kernel").any())
-    off = next(g for g in segs if not (g.kernel == "fused_pool2d_add2_kernel").any())
-    return off, on
+    return pool_segments()
 
 
 @pytest.fixture(scope="module")
 def raw_calls():
-    """Per-call record lists straight from the JSON: 20 ON calls of 3, 20 OFF calls of 19
-    (fixtures/captures/h200-2026-12-02/PROVENANCE.md)."""
-    recs = sorted(json.loads(CAPTURE.read_text()), key=lambda r: r["start"])
-    on, off = recs[:60], recs[60:]
-    return ([off[i:i + 19] for i in range(0, 380, 19)], [on[i:i + 3] for i in range(0, 60, 3)])
+    return captures.raw_calls()
 
 
 @pytest.fixture(scope="module")
@@ -104,8 +91,7 @@ def test_measured_whole_graph(variants):
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "rootcause", "compare", *map(str, args)],
-                          capture_output=True, text=True, cwd=ROOT)
+    return captures.rootcause_cli("compare", *args)
 
 
 def test_compare_writes_versioned_attribution(tmp_path, raw_calls):
@@ -139,8 +125,6 @@ def test_compare_bad_input_is_one_line(tmp_path):
 
 
 # ---- `rootcause run` output: F's Measurement inside the run directory's measurement.json ----
-
-RUN = ROOT / "fixtures/captures/h200-2026-12-02-run"
 
 
 def _raw_calls(run_dir, variant):

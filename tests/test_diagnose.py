@@ -10,19 +10,12 @@ import pytest
 from rootcause.align import align
 from rootcause.attribute import attribute
 from rootcause.diagnose import Context, Side, diagnose, shared_executable
-from rootcause.profilers import load, split_calls
-
-ROOT = Path(__file__).parent.parent
-CAPTURE = ROOT / "fixtures/captures/h200-2026-12-02/tvm_pool_fusion.cupti.json"
+from captures import ROOT, build_prefill, pool_segments, raw_records
 
 
 @pytest.fixture(scope="module")
 def variants():
-    ev = split_calls(load(CAPTURE))
-    segs = [g.reset_index(drop=True) for _, g in ev.groupby("segment")]
-    on = next(g for g in segs if (g.kernel == "fused_pool2d_add2_kernel").any())
-    off = next(g for g in segs if not (g.kernel == "fused_pool2d_add2_kernel").any())
-    return off, on
+    return pool_segments()
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +29,7 @@ def diagnosed(variants):
 
 @pytest.fixture(scope="module")
 def fused_record():
-    return next(r for r in json.loads(CAPTURE.read_text()) if r["name"] == "fused_pool2d_add2_kernel")
+    return next(r for r in raw_records() if r["name"] == "fused_pool2d_add2_kernel")
 
 
 def _rules(unit):
@@ -84,15 +77,7 @@ def test_occupancy_rule_silent_when_both_full(diagnosed):
 
 @pytest.fixture(scope="module")
 def prefill(tmp_path_factory):
-    from rootcause import spec
-    from rootcause.frontends import iree
-
-    toml = ROOT / "fixtures/cases/prefill_dedup/variants.toml"
-    out = {}
-    for v in ("alone", "dedup"):
-        d = tmp_path_factory.mktemp(v)
-        out[v] = (iree.build(spec.load(f"{toml}#{v}"), d), d)
-    return out
+    return build_prefill(tmp_path_factory)
 
 
 def _config_lists(bundle_dir):

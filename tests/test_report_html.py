@@ -10,7 +10,6 @@ import re
 import shutil
 import struct
 import subprocess
-import sys
 import tempfile
 import zlib
 from html.parser import HTMLParser
@@ -21,9 +20,8 @@ import pytest
 from rootcause.report import render_html
 from rootcause.report.html import TOP_UNITS
 
-ROOT = Path(__file__).parent.parent
-CAPTURE = ROOT / "fixtures/captures/h200-2026-12-02/tvm_pool_fusion.cupti.json"
-CATALOGS = ROOT / "reports/inputs"
+import captures
+from captures import CATALOGS, compare_shared, many_units
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (.ci/run installs it)")
 
@@ -108,22 +106,12 @@ class PlotPoints(HTMLParser):
 
 @pytest.fixture(scope="module")
 def attribution(tmp_path_factory):
-    out = tmp_path_factory.mktemp("att")
-    r = subprocess.run([sys.executable, "-m", "rootcause", "compare", f"{CAPTURE}#1", f"{CAPTURE}#0",
-                        "--catalog-a", CATALOGS / "pool_fusion_off.manifest.json",
-                        "--catalog-b", CATALOGS / "pool_fusion_on.manifest.json",
-                        "--label-a", "OFF", "--label-b", "ON", "--device", "H200", "--out", out],
-                       capture_output=True, text=True, cwd=ROOT)
-    assert r.returncode == 0, r.stderr
-    return json.loads((out / "attribution.json").read_text())
+    return json.loads(compare_shared(tmp_path_factory.mktemp("att"), "--device", "H200").read_text())
 
 
 @pytest.fixture(scope="module")
 def raw_calls():
-    """The capture's own records: 20 ON calls of 3 launches, then 20 OFF calls of 19 (PROVENANCE.md)."""
-    recs = sorted(json.loads(CAPTURE.read_text()), key=lambda r: r["start"])
-    on, off = recs[:60], recs[60:]
-    return [off[i:i + 19] for i in range(0, 380, 19)], [on[i:i + 3] for i in range(0, 60, 3)]
+    return captures.raw_calls()
 
 
 @pytest.fixture(scope="module")
@@ -160,13 +148,16 @@ def test_self_contained(page):
     assert text.count("<script") == 2
 
 
-def test_resource_table_against_capture_and_catalog(page, raw_calls):
-    off, on = raw_calls
-    fused = next(r for r in on[0] if r["name"] == "fused_pool2d_add2_kernel")
-    text = page.read_text()
+def _fused_row(text):
     row = re.search(r"<tr[^>]*><td>ON</td><td><span class=\"k\">fused_pool2d_add2_kernel</span></td>(.*?)</tr>", text)
     assert row, "no resource row for the fused kernel"
-    cells = re.findall(r"<td[^>]*>(.*?)</td>", row.group(1))
+    return row, re.findall(r"<td[^>]*>(.*?)</td>", row.group(1))
+
+
+def test_resource_table_against_capture_and_catalog(page, raw_calls, attribution):
+    off, on = raw_calls
+    fused = next(r for r in on[0] if r["name"] == "fused_pool2d_add2_kernel")
+    row, cells = _fused_row(page.read_text())
     assert cells[2] == f"{fused['grid_x']:,}" and cells[3] == f"{fused['block_x']:,}"
     assert cells[4] == str(fused["registers_per_thread"])
     assert cells[5] == str(fused["static_shared_memory"] + fused["dynamic_shared_memory"])
@@ -175,6 +166,9 @@ def test_resource_table_against_capture_and_catalog(page, raw_calls):
     assert rule in cells[-1]
     # grid and registers differ from OFF's dominant kernel: highlighted
     assert re.search(r'<td class="num changed">' + re.escape(f"{fused['grid_x']:,}"), row.group(1))
+    # compare was given --device H200 and attribution.json records it: occupancy is shown
+    assert attribution["device"] == "H200" and cells[7].endswith("%") and cells[8] != "n/a"
+    _, cells = _fused_row(render_html({**attribution, "device": None}))
     assert cells[7] == "n/a" and cells[8] == "n/a"  # no device named: no occupancy guessed
 
 
@@ -263,24 +257,9 @@ def test_hostile_names_render_as_text(attribution, tmp_path):
     assert "&lt;/script&gt;&lt;script&gt;alert(1)" in r.stdout
 
 
-def _many(attribution, n):
-    """A large attribution: the real units replicated under new kernel names."""
-    doc = copy.deepcopy(attribution)
-    base = doc["units"]
-    units = []
-    for i in range(n):
-        u = copy.deepcopy(base[i % len(base)])
-        u["unit"] = i
-        u["kernels_a"] = [f"{k}_{i}" for k in u["kernels_a"]]
-        u["kernels_b"] = [f"{k}_{i}" for k in u["kernels_b"]]
-        units.append(u)
-    doc["units"] = units
-    return doc
-
-
 @needs_chromium
 def test_thousands_of_units_fold(attribution, tmp_path):
-    doc = _many(attribution, 3000)
+    doc = many_units(attribution, 3000)
     page = tmp_path / "big.html"
     page.write_text(render_html(doc))
     text = page.read_text()
@@ -294,12 +273,35 @@ def test_thousands_of_units_fold(attribution, tmp_path):
     assert TOP_UNITS + 3 <= p.points["waterfall"] <= TOP_UNITS + 4  # + other, residual, [rest], total
 
 
-def test_missing_profile_says_not_available(attribution):
+def _without_profiles(attribution):
     doc = copy.deepcopy(attribution)
     doc["variants"]["a"]["profile"] = "/nonexistent/off.cupti.json"
     doc["variants"]["b"].pop("profile")
-    for key in ("findings", "environment", "closure", "cannot_conclude", "notes"):
+    return doc
+
+
+def test_missing_profile_says_not_available(attribution):
+    """An attribution without the recorded sections (an older file) and without its profiles."""
+    doc = _without_profiles(attribution)
+    for key in ("findings", "environment", "closure", "cannot_conclude", "notes", "kernels", "timeline"):
         doc.pop(key)
     text = render_html(doc)
     assert "Timeline not available" in text and "launch facts not available" in text
     assert "closure not available" in text
+
+
+def test_recorded_sections_need_no_profile(attribution, raw_calls):
+    """attribution.json's own 'kernels' and 'timeline' carry the report when the profiles are gone:
+    the fused kernel's row and one call of each variant, as in the capture's records."""
+    off, on = raw_calls
+    text = render_html(_without_profiles(attribution))
+    assert "not available: profile" not in text and "Timeline not available" not in text
+    fused = next(r for r in on[0] if r["name"] == "fused_pool2d_add2_kernel")
+    _, cells = _fused_row(text)
+    assert cells[2] == f"{fused['grid_x']:,}" and cells[4] == str(fused["registers_per_thread"])
+    tl = attribution["timeline"]
+    for v, calls in (("a", off), ("b", on)):
+        raw = calls[tl[v]["call"]]
+        t0 = raw[0]["start"]
+        assert [(k["kernel"], k["start_ns"], k["end_ns"]) for k in tl[v]["kernels"]] == \
+            [(r["name"], r["start"] - t0, r["end"] - t0) for r in raw]

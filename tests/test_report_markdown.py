@@ -5,7 +5,6 @@ import copy
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from markdown_it import MarkdownIt
@@ -13,22 +12,13 @@ from markdown_it import MarkdownIt
 from rootcause.report import render_markdown
 from rootcause.report.markdown import GITHUB_LIMIT, TOP_UNITS
 
-ROOT = Path(__file__).parent.parent
-CAPTURE = ROOT / "fixtures/captures/h200-2026-12-02/tvm_pool_fusion.cupti.json"
-CATALOGS = ROOT / "reports/inputs"
+from captures import CAPTURE, ROOT, compare_shared, many_units, raw_calls
 MD = MarkdownIt("commonmark").enable("table")
 
 
 @pytest.fixture(scope="module")
 def att_path(tmp_path_factory):
-    out = tmp_path_factory.mktemp("att")
-    r = subprocess.run([sys.executable, "-m", "rootcause", "compare", f"{CAPTURE}#1", f"{CAPTURE}#0",
-                        "--catalog-a", CATALOGS / "pool_fusion_off.manifest.json",
-                        "--catalog-b", CATALOGS / "pool_fusion_on.manifest.json",
-                        "--label-a", "OFF", "--label-b", "ON", "--device", "H200", "--out", out],
-                       capture_output=True, text=True, cwd=ROOT)
-    assert r.returncode == 0, r.stderr
-    return out / "attribution.json"
+    return compare_shared(tmp_path_factory.mktemp("att"), "--device", "H200")
 
 
 @pytest.fixture(scope="module")
@@ -61,9 +51,7 @@ def _ratio(calls_on, calls_off):
 
 
 def test_verdict_line_and_tables(attribution):
-    recs = sorted(json.loads(CAPTURE.read_text()), key=lambda r: r["start"])
-    on = [recs[i:i + 3] for i in range(0, 60, 3)]
-    off = [recs[60 + i:60 + i + 19] for i in range(0, 380, 19)]
+    off, on = raw_calls()
     text = render_markdown(attribution)
     first = text.splitlines()[0]
     assert first.startswith("**rootcause:** ON is ") and f"{_ratio(on, off):.2f}x slower than OFF" in first
@@ -110,22 +98,8 @@ def test_markdown_active_characters_in_names(attribution):
     assert "<d>" not in html and "<em>e</em>" not in html and 'href="h"' not in html
 
 
-def _many(doc, n):
-    out = copy.deepcopy(doc)
-    base = out["units"]
-    units = []
-    for i in range(n):
-        u = copy.deepcopy(base[i % len(base)])
-        u["unit"] = i
-        u["kernels_a"] = [f"{k}_{i}" for k in u["kernels_a"]]
-        u["kernels_b"] = [f"{k}_{i}" for k in u["kernels_b"]]
-        units.append(u)
-    out["units"] = units
-    return out
-
-
 def test_fits_a_github_comment(attribution):
-    text = render_markdown(_many(attribution, 10_000))
+    text = render_markdown(many_units(attribution, 10_000))
     assert len(text) < GITHUB_LIMIT
     assert "more units not shown" in text and "more kernel rows not shown" in text
     for t in tables(text):

@@ -4,9 +4,9 @@
 
 Every input is a committed file: the H200 captures under fixtures/captures/, and the bundle
 manifests (catalogs) under reports/inputs/, which `--rebuild-catalogs` rebuilds with
-`rootcause build` from fixtures/cases/. The steps are the CLI's own (`rootcause compare`,
-then `rootcause report`), run from the repository root so the paths recorded in each
-attribution.json are relative and the gallery can be moved with the repository.
+`rootcause build` from fixtures/cases/. The step is the CLI's own `rootcause compare` (which
+writes attribution.json, report.html and report.md), run from the repository root so the paths
+recorded in each attribution.json are relative and the gallery can be moved with the repository.
 """
 from __future__ import annotations
 
@@ -18,28 +18,34 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from rootcause.compare import command_line
+
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = "fixtures/captures/h200-2026-12-02-run"
 SHARED = "fixtures/captures/h200-2026-12-02/tvm_pool_fusion.cupti.json"
 INPUTS = "reports/inputs"
+POOL_CATALOGS = (f"{INPUTS}/pool_fusion_off.manifest.json", f"{INPUTS}/pool_fusion_on.manifest.json")
+POOL_LABELS = ("pool_fusion_off", "pool_fusion_on")
+
+
+def _pool(title: str, run_dir: str, profiler: str) -> dict[str, Any]:
+    """Seed 000 from a `rootcause run` directory: both profiles, its measurement.json (which
+    also tells compare how many calls each profile holds) and env.json beside them."""
+    return {"title": title, "profiles": tuple(f"{run_dir}/{n}.{profiler}" for n in POOL_LABELS),
+            "measurement": f"{run_dir}/measurement.json", "catalogs": POOL_CATALOGS, "labels": POOL_LABELS}
+
 
 # name -> what goes into `rootcause compare`. A is the baseline (FuseOps off), B the candidate.
-# Not here: the ncu run (fixtures/captures/h200-2026-12-02-run/ncu/), one profiled call per
-# variant, which split_calls cuts into 6 "calls" of 3 signatures for OFF (see reports/README.md).
 ENTRIES: dict[str, dict[str, Any]] = {
-    "pool_fusion_h200_cupti": {
-        "title": "seed 000, TVM pool fusion on the H200: FuseOps ON against OFF (CUPTI, measured)",
-        "profiles": (f"{RUN}/pool_fusion_off.cupti.json", f"{RUN}/pool_fusion_on.cupti.json"),
-        "measurement": f"{RUN}/measurement.json",
-        "catalogs": (f"{INPUTS}/pool_fusion_off.manifest.json", f"{INPUTS}/pool_fusion_on.manifest.json"),
-        "labels": ("pool_fusion_off", "pool_fusion_on"),
-    },
+    "pool_fusion_h200_cupti": _pool(
+        "seed 000, TVM pool fusion on the H200: FuseOps ON against OFF (CUPTI, measured)", RUN, "cupti.json"),
+    "pool_fusion_h200_ncu": _pool(
+        "seed 000, TVM pool fusion on the H200: FuseOps ON against OFF (ncu, one profiled call, measured)",
+        f"{RUN}/ncu", "ncu.csv"),
     "pool_fusion_h200_shared_capture": {
         "title": "seed 000, TVM pool fusion on the H200: ON against OFF in one process (CUPTI, profiled span)",
-        "profiles": (f"{SHARED}#1", f"{SHARED}#0"),
-        "measurement": None,
-        "catalogs": (f"{INPUTS}/pool_fusion_off.manifest.json", f"{INPUTS}/pool_fusion_on.manifest.json"),
+        "profiles": (f"{SHARED}#1", f"{SHARED}#0"), "measurement": None, "catalogs": POOL_CATALOGS,
         "labels": ("OFF", "ON"),
     },
     "einsum_cpu_local_task": {
@@ -79,17 +85,15 @@ def make(name: str, entry: dict[str, Any], out: Path) -> dict[str, Any]:
     folder.mkdir(parents=True, exist_ok=True)
     rel = folder.resolve().relative_to(ROOT) if folder.resolve().is_relative_to(ROOT) else folder.resolve()
     args = ["compare", *entry["profiles"], "--catalog-a", entry["catalogs"][0], "--catalog-b", entry["catalogs"][1],
-            "--label-a", entry["labels"][0], "--label-b", entry["labels"][1], "--out", str(rel)]
+            "--label-a", entry["labels"][0], "--label-b", entry["labels"][1], "--title", entry["title"],
+            "--out", str(rel)]
     device = entry.get("device", "H200")
     if device:
         args += ["--device", device]
     if entry["measurement"]:
         args += ["--measurement", entry["measurement"]]  # `rootcause run`'s measurement.json as is
     summary = _rootcause(*args)
-    (folder / "compare.txt").write_text(f"$ rootcause {' '.join(args)}\n{summary}")
-    for fmt, file in (("html", "report.html"), ("markdown", "report.md")):
-        _rootcause("report", f"{rel}/attribution.json", "--format", fmt, "--out", f"{rel}/{file}",
-                   *(["--device", device] if device else []), "--title", entry["title"])
+    (folder / "compare.txt").write_text(f"$ {command_line(['rootcause', *args])}\n{summary}")
     return {"name": name, "args": args, "summary": summary.splitlines()[0]}
 
 

@@ -31,7 +31,8 @@ h3{font-size:15px;margin:18px 0 6px}
 table{border-collapse:collapse;margin:8px 0;font-size:13px}
 th,td{border:1px solid #ddd;padding:3px 7px;text-align:left;vertical-align:top}
 th{background:#f3f3f3}td.num{text-align:right;font-variant-numeric:tabular-nums}
-td.changed{background:#fff1b8;font-weight:600}tr.dominant td:first-child::after{content:" \\2605";color:#b8860b}
+td.changed{background:#fff1b8;font-weight:600}tr.verdict-confirmed td:last-child{color:#2ca02c;font-weight:600}
+tr.verdict-refuted td:last-child{color:#d62728;font-weight:600}tr.dominant td:first-child::after{content:" \\2605";color:#b8860b}
 code,.k{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px;word-break:break-all}
 .muted{color:#777}.na{color:#999;font-style:italic}.plot{width:100%;min-height:380px}
 details{margin:8px 0}summary{cursor:pointer;color:#235}
@@ -294,6 +295,21 @@ def _finding(f: dict) -> str:
     return f"<li><strong>{esc(f.get('rule', 'finding'))}</strong>: {esc(f.get('sentence', ''))}{evidence}</li>"
 
 
+def _confirmation(conf) -> str:
+    """Counterfactual hybrids: per hybrid the change, its time, recovered share and verdict."""
+    out = [f"<p>{esc(conf['rule'])}" + (f"; {esc(conf['formula'])}" if conf["formula"] else "") + ".</p>"]
+    if conf["rows"]:
+        rows = [[esc(r[c]) if c != "hybrid" else f"<code>{esc(r[c])}</code>" for c in view.CONFIRMATION_COLUMNS]
+                for r in conf["rows"]]
+        out.append(_table(list(view.CONFIRMATION_COLUMNS), rows, num={3, 4},
+                          cls=[f"verdict-{r['state'].replace(' ', '-')}" for r in conf["rows"]]))
+    else:
+        out.append(f"<p>{_na('No hybrid was built.')}</p>")
+    if conf["notes"]:
+        out.append("<ul>" + "".join(f"<li>{esc(n)}</li>" for n in conf["notes"]) + "</ul>")
+    return '<section id="confirmation">' + "".join(out) + "</section>"
+
+
 def _environment(doc, env) -> str:
     out = ["<ul>"]
     out.append(f"<li>rootcause {esc(env['rootcause_version'] or 'version not recorded')}, "
@@ -316,9 +332,10 @@ def _environment(doc, env) -> str:
         out.append(f"<li>GPU, driver and clocks: {_na()} (attribution.json has no environment and "
                    "no env.json lies beside the profiles)</li>")
     m = env["measurement"]
-    if isinstance(m, dict) and m.get("protocol"):
-        out.append(f"<li>Measurement: {esc(m['protocol'])}, {esc(m.get('rounds', 'n/a'))} rounds, "
-                   f"budget {esc(m.get('budget_s', 'n/a'))} s</li>")
+    if isinstance(m, dict) and (m.get("protocol") or m.get("file")):
+        where = f" (<code>{esc(m['file'])}</code>)" if m.get("file") else ""
+        out.append(f"<li>Measurement{where}: {esc(m.get('protocol') or 'protocol not recorded')}, "
+                   f"{esc(m.get('rounds') or 'n/a')} rounds, budget {esc(m.get('budget_s') or 'n/a')} s</li>")
     out.append("</ul>")
     out.append(f"<p>Reproduce the attribution:</p><pre>{esc(view.reproduce_command(doc))}</pre>")
     out.append(f"<p>Then this report: <code>rootcause report attribution.json --format html --out report.html</code></p>")
@@ -344,6 +361,7 @@ def render_html(attribution: dict[str, Any], base_dir: str | Path | None = None,
     env = view.environment(doc, base, cats)
     dev = view.device(doc, device, env["env"])
     v = view.verdict(doc)
+    conf = view.confirmation(doc)
     figs = {"waterfall": _fig_waterfall(doc, top, other), "pairs": _fig_pairs(doc, top, other)}
     timeline = _fig_timeline(doc, prof, top)
     if timeline is not None:
@@ -362,6 +380,7 @@ def render_html(attribution: dict[str, Any], base_dir: str | Path | None = None,
         f"<h2>Units ({len(units)})</h2>", _units(doc, units, top, other),
         "<h2>Resources per unit, A against B</h2>", _resources(doc, units, prof, cats, dev),
         "<h2>Findings and evidence</h2>", _findings(doc, units, top),
+        *(["<h2>Counterfactual hybrids</h2>", _confirmation(conf)] if conf is not None else []),
         "<h2>Environment and how to reproduce</h2>", _environment(doc, env),
     ]
     plot_script = ("const FIGS=" + script_json(figs) + ";for(const [id,f] of Object.entries(FIGS)){"

@@ -181,6 +181,9 @@ def render_markdown(attribution: dict[str, Any], base_dir: str | Path | None = N
         if doc.get(key):
             lines += ["", f"**{head}**", ""] + [f"- {text(x)}" for x in doc[key]]
     lines.append("")
+    conf = view.confirmation(doc)
+    if conf is not None:
+        lines += _confirmation(conf)
 
     footer = _footer(doc, env, dev)
     used = sum(len(x) + 1 for x in lines + footer) + 200
@@ -199,6 +202,20 @@ def render_markdown(attribution: dict[str, Any], base_dir: str | Path | None = N
         lines += ["", "</details>", ""]
     lines += footer
     return "\n".join(lines) + "\n"
+
+
+def _confirmation(conf: dict[str, Any]) -> list[str]:
+    """Counterfactual hybrids: one row per hybrid with its recovered share and verdict."""
+    lines = [f"**Counterfactual hybrids** ({text(conf['rule'])})", ""]
+    if conf["rows"]:
+        rows = [[code(r["hybrid"]), *(text(r[c]) for c in view.CONFIRMATION_COLUMNS[1:-1]), f"**{text(r['verdict'])}**"]
+                for r in conf["rows"]]
+        lines += _table(list(view.CONFIRMATION_COLUMNS), rows, right={3, 4})
+    else:
+        lines.append("- no hybrid was built")
+    if conf["notes"]:
+        lines += [""] + [f"- note: {text(n)}" for n in conf["notes"]]
+    return lines + [""]
 
 
 def _finding_line(unit: int | None, f: dict[str, Any]) -> str:

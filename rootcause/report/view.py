@@ -1,23 +1,20 @@
 """What a report shows, read from an attribution.json document (rootcause.attribute, schema 1).
 
 The report reads only the file: keys that may be absent (findings, environment, closure, a
-unit's share or method, the optional 'kernels', 'timeline' and 'device' sections) are shown
-as 'not available', never guessed. Two things attribution.json (schema 1) does not hold are
-recomputed here from the files it names, when they can be opened:
+unit's share or method, the 'kernels', 'timeline', 'device', 'measurement', 'command' and
+'confirmation' sections) are shown as 'not available', never guessed. rootcause compare and
+analyze write all of them: 'kernels' (attribute.KERNEL_STAT_COLUMNS rows: variant, kernel,
+unit, launches_per_call, duration_ns, time_per_call_ns, grid, block, registers, shared_bytes,
+local_bytes), 'timeline' ({'a'|'b': {'call', 'calls', 'kernels': [{kernel, start_ns, end_ns,
+stream}]}}, times relative to the call's first launch), 'device' (a rootcause.gpus.DEVICES
+key), 'measurement' ({file, protocol, rounds, budget_s}), 'command' (the command line), and,
+from analyze, 'confirmation' (confirm.evaluate's verdict per hybrid).
 
-- per-kernel launch facts (grid, block, registers, shared and local memory, time per call)
-  and a timeline of one graph call, from each variant's `profile` (rootcause.compare's
-  loader, so 'FILE#SEGMENT' works as in `rootcause compare`);
-- schedule facts (TVM rule, IREE pipeline and lowering_config) from each variant's `catalog`
-  (a bundle directory or its manifest.json);
-- the environment, when attribution.json has none: the env.json and measurement.json that
-  `rootcause run` writes next to its profiles.
-
-Optional sections read when present (same shapes a later attribution.json may carry):
-'kernels': [{variant, kernel, unit, launches_per_call, duration_ns, time_per_call_ns, grid,
-block, registers, shared_bytes, local_bytes}], 'timeline': {'a'|'b': {'call': n, 'kernels':
-[{kernel, start_ns, end_ns, stream}]}} with times relative to the call's first launch,
-'device': a name of rootcause.gpus.DEVICES.
+Older files without those sections are still read: per-kernel facts and the timeline are then
+recomputed from each variant's `profile` (rootcause.compare's loader, 'FILE#SEGMENT' as in
+`rootcause compare`), and the environment from the env.json and measurement.json that
+`rootcause run` writes next to its profiles. Schedule facts (TVM rule, IREE pipeline and
+lowering_config) always come from each variant's `catalog` (a bundle directory or manifest.json).
 """
 from __future__ import annotations
 
@@ -28,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from parsers import ParseError
+from rootcause.attribute import one_call
 from rootcause.errors import UsageError
 
 SUPPORTED_SCHEMAS = (1,)
@@ -236,6 +234,44 @@ def fold(units: list[dict[str, Any]], top: int) -> tuple[list[dict[str, Any]], d
     return units[:top], other
 
 
+# --- counterfactual hybrids (rootcause analyze's doc['confirmation']) ------------------------
+
+CONFIRMATION_COLUMNS = ("hybrid", "change", "unit", "hybrid per call", "recovered [95%]", "verdict")
+
+
+def fmt_recovered(rec: Any) -> str:
+    """'62% [48%, 75%]': the share of the A-B delta a hybrid recovers, with its interval."""
+    if not isinstance(rec, dict) or not isinstance(rec.get("median"), (int, float)):
+        return "n/a"
+    text = f"{rec['median']:.0%}"
+    if isinstance(rec.get("low"), (int, float)) and isinstance(rec.get("high"), (int, float)):
+        text += f" [{rec['low']:.0%}, {rec['high']:.0%}]"
+    return text
+
+
+def confirmation(doc: dict[str, Any]) -> dict[str, Any] | None:
+    """doc['confirmation'] as plain cells for both renderers; None when the document has none
+    (rootcause compare does not build hybrids)."""
+    conf = doc.get("confirmation")
+    if not isinstance(conf, dict):
+        return None
+    rows = []
+    for r in conf.get("hybrids") or []:
+        if not isinstance(r, dict):
+            continue
+        t_h = get(r, "median_s.h")
+        verdict_ = str(r.get("verdict", "n/a"))
+        if r.get("error"):
+            verdict_ += f" ({r['error']})"
+        rows.append({"hybrid": str(r.get("name", "n/a")), "change": str(r.get("description", "n/a")),
+                     "unit": fmt_value(r.get("unit")),
+                     "hybrid per call": fmt_time(t_h * 1e9) if isinstance(t_h, (int, float)) else "n/a",
+                     "recovered [95%]": fmt_recovered(r.get("recovered")), "verdict": verdict_,
+                     "state": str(r.get("verdict", ""))})
+    return {"rule": str(conf.get("rule") or "rule not recorded"), "formula": conf.get("formula"),
+            "rows": rows, "notes": [str(n) for n in conf.get("notes") or []]}
+
+
 # --- per-kernel facts from the profiles and catalogs --------------------------------------------
 
 def _resolve(path: str, base: Path | None) -> str | None:
@@ -258,10 +294,11 @@ def _mode(values: list) -> Any:
 
 
 def _events(path: str):
-    from rootcause.compare import load_profile
+    """Events of an older attribution's profile, cut into calls the way compare cuts them."""
+    from rootcause.compare import profile_events
     from rootcause.profilers import split_calls
 
-    ev = load_profile(path)
+    ev = profile_events(path, None, [], "")
     if (ev["call"] < 0).all():
         ev = split_calls(ev)
     return ev[ev["call"] >= 0]
@@ -295,21 +332,6 @@ def _stats(ev) -> list[dict[str, Any]]:
     return rows
 
 
-def _one_call(ev) -> dict[str, Any]:
-    """The graph call whose span is the median span: kernels relative to its first launch."""
-    spans = ev.groupby("call").agg(s=("start_ns", "min"), e=("end_ns", "max"))
-    spans["span"] = spans.e - spans.s
-    order = spans.sort_values("span", kind="stable")
-    call = int(order.index[(len(order) - 1) // 2])
-    g = ev[ev["call"] == call].sort_values("start_ns", kind="stable")
-    t0 = int(g["start_ns"].min())
-    has_stream = "stream" in g.columns
-    return {"call": call, "calls": int(len(spans)), "kernels": [
-        {"kernel": str(r.kernel), "start_ns": int(r.start_ns) - t0, "end_ns": int(r.end_ns) - t0,
-         "stream": _int_or_none(r.stream) if has_stream else None}
-        for r in g.itertuples(index=False)]}
-
-
 def profiles(doc: dict[str, Any], base: Path | None) -> dict[str, dict[str, Any]]:
     """Per variant: {'kernels': [...], 'timeline': {...} | None, 'error': str | None}."""
     out: dict[str, dict[str, Any]] = {}
@@ -328,7 +350,7 @@ def profiles(doc: dict[str, Any], base: Path | None) -> dict[str, dict[str, Any]
                 try:
                     ev = _events(resolved)
                     entry["kernels"] = entry["kernels"] if entry["kernels"] is not None else _stats(ev)
-                    entry["timeline"] = entry["timeline"] or _one_call(ev)
+                    entry["timeline"] = entry["timeline"] or one_call(ev)
                 except (UsageError, ParseError, ValueError, KeyError) as err:
                     entry["error"] = f"profile {path}: {err}"
         out[v] = entry
@@ -379,19 +401,9 @@ def schedule_text(cat: dict[str, Any] | None) -> str | None:
 def device(doc: dict[str, Any], given: str | None = None, env: dict[str, Any] | None = None) -> str | None:
     """A rootcause.gpus.DEVICES key: the one given, attribution's 'device', or the GPU named in
     the environment ('NVIDIA H200' -> 'H200')."""
-    from rootcause import gpus
+    from rootcause.compare import env_gpu_names, find_device
 
-    names = [given, doc.get("device")]
-    for snapshot in _snapshots(env or doc.get("environment") or {}):
-        names += [g.get("name") for g in snapshot.get("gpus") or [] if isinstance(g, dict)]
-    for name in names:
-        if not isinstance(name, str):
-            continue
-        tokens = {t.upper() for t in re.split(r"[\s_/-]+", name)}
-        for key in gpus.DEVICES:
-            if key.upper() == name.upper() or key.upper() in tokens:
-                return key
-    return None
+    return find_device(given, doc.get("device"), *env_gpu_names(env or doc.get("environment") or {}))
 
 
 def occupancy(dev: str | None, row: dict[str, Any], cat: dict[str, Any] | None) -> tuple[str | None, str | None]:
@@ -478,7 +490,7 @@ def _snapshots(env: Any) -> list[dict[str, Any]]:
 def environment(doc: dict[str, Any], base: Path | None, cats: dict) -> dict[str, Any]:
     """{'snapshots': {name: {...}}, 'versions': {...}, 'measurement': ..., 'source': str}."""
     env, source = doc.get("environment"), "attribution.json"
-    measurement = None
+    measurement = doc.get("measurement") if isinstance(doc.get("measurement"), dict) else None
     if not env:
         env, source = None, "not available"
         for v in "ab":
@@ -493,7 +505,7 @@ def environment(doc: dict[str, Any], base: Path | None, cats: dict) -> dict[str,
                     source = str(folder / "env.json")
                 except (OSError, json.JSONDecodeError):
                     env = None
-                if (folder / "measurement.json").is_file():
+                if measurement is None and (folder / "measurement.json").is_file():
                     try:
                         m = json.loads((folder / "measurement.json").read_text())
                         measurement = m.get("measurement") if isinstance(m, dict) else None

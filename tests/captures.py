@@ -1,0 +1,87 @@
+"""The real captures and builds that the align, attribute, diagnose and report tests check
+against, loaded one way: the H200 CUPTI capture of seed 000 (fixtures/captures/h200-2026-12-02/,
+20 calls of FuseOps ON then 20 of OFF, PROVENANCE.md there), the `rootcause run` directories
+beside it, and seed 001's IREE builds."""
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+CAPTURE = ROOT / "fixtures/captures/h200-2026-12-02/tvm_pool_fusion.cupti.json"
+RUN = ROOT / "fixtures/captures/h200-2026-12-02-run"
+CATALOGS = ROOT / "reports/inputs"
+PREFILL = ROOT / "fixtures/cases/prefill_dedup/variants.toml"
+
+
+def pool_segments():
+    """(OFF, ON) events of the shared capture: its two call segments (split_calls), told apart
+    by the fused kernel."""
+    from rootcause.profilers import load, split_calls
+
+    ev = split_calls(load(CAPTURE))
+    segs = [g.reset_index(drop=True) for _, g in ev.groupby("segment")]
+    on = next(g for g in segs if (g.kernel == "fused_pool2d_add2_kernel").any())
+    off = next(g for g in segs if not (g.kernel == "fused_pool2d_add2_kernel").any())
+    return off, on
+
+
+def raw_records() -> list[dict[str, Any]]:
+    return json.loads(CAPTURE.read_text())
+
+
+def raw_calls() -> tuple[list[list[dict]], list[list[dict]]]:
+    """(OFF calls, ON calls) as record lists straight from the JSON, by start time: the first 60
+    records are 20 ON calls of 3, the next 380 are 20 OFF calls of 19 (PROVENANCE.md)."""
+    recs = sorted(raw_records(), key=lambda r: r["start"])
+    on, off = recs[:60], recs[60:]
+    return [off[i:i + 19] for i in range(0, 380, 19)], [on[i:i + 3] for i in range(0, 60, 3)]
+
+
+def rootcause_cli(*args: Any) -> subprocess.CompletedProcess:
+    """`python -m rootcause ARGS` from the repository root, output captured."""
+    return subprocess.run([sys.executable, "-m", "rootcause", *map(str, args)],
+                          capture_output=True, text=True, cwd=ROOT)
+
+
+def compare_shared(out: Path, *extra: Any) -> Path:
+    """`rootcause compare` of the shared capture, OFF (#1) against ON (#0), with the committed
+    catalogs; returns attribution.json."""
+    r = rootcause_cli("compare", f"{CAPTURE}#1", f"{CAPTURE}#0",
+                      "--catalog-a", CATALOGS / "pool_fusion_off.manifest.json",
+                      "--catalog-b", CATALOGS / "pool_fusion_on.manifest.json",
+                      "--label-a", "OFF", "--label-b", "ON", *extra, "--out", out)
+    assert r.returncode == 0, r.stderr
+    return Path(out) / "attribution.json"
+
+
+def many_units(doc: dict[str, Any], n: int) -> dict[str, Any]:
+    """A large attribution: the real units replicated n times under new kernel names."""
+    out = copy.deepcopy(doc)
+    base = out["units"]
+    units = []
+    for i in range(n):
+        u = copy.deepcopy(base[i % len(base)])
+        u["unit"] = i
+        u["kernels_a"] = [f"{k}_{i}" for k in u["kernels_a"]]
+        u["kernels_b"] = [f"{k}_{i}" for k in u["kernels_b"]]
+        units.append(u)
+    out["units"] = units
+    return out
+
+
+def build_prefill(tmp_path_factory) -> dict[str, tuple[Any, Path]]:
+    """Seed 001 built for real (IREE 3.13): prefill_bs8 alone and in the module with prefill_bs2;
+    variant -> (BuildOutput, build directory)."""
+    from rootcause import spec
+    from rootcause.frontends import iree
+
+    out = {}
+    for v in ("alone", "dedup"):
+        d = tmp_path_factory.mktemp(v)
+        out[v] = (iree.build(spec.load(f"{PREFILL}#{v}"), d), d)
+    return out
