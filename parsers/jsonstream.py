@@ -124,7 +124,7 @@ def _record_ends(work: bytearray, filled: int) -> Iterator[tuple[int, int]]:
     while end > 0:
         gap = work[end + 1:min(end + 65, filled)]
         after = end + 1 + len(gap) - len(gap.lstrip())
-        if work[after:after + 1] == b",":
+        if after < filled and work[after] == 0x2C:  # ','
             yield end + 1, after + 1
         end = work.rfind(b"}", 0, end)
 
