@@ -6,17 +6,19 @@ interleaved measurement of A, B and the hybrids, CUPTI on a GPU) -> CPU profile 
 instrument, IREE local-task host-execution) -> align, attribute, diagnose -> confirm
 (recovered share per hybrid) -> report (rootcause.report) into --out.
 
-Split across hosts: `analyze A B --bundle-only --target cuda:sm_90` builds here and writes
-OUT/plan.json and OUT/bundles/; `rootcause run OUT/bundles/* --out RUN` runs on the GPU host;
-`analyze A B --from-run RUN` (same OUT) attributes, confirms and reports here. The analysis
-of a run directory is the same code whether the run was local or remote.
+Split across hosts: `analyze A B --bundle-only --target cuda:sm_90 --out OUT` builds here and
+writes OUT/plan.json and OUT/bundles/ (one bundle per variant, its manifest named after the
+spec); `rootcause run OUT/bundles/* --out RUN` runs on the GPU host and measures each bundle
+under that name; `analyze A B --out OUT --from-run RUN` attributes, confirms and reports here.
+The analysis of a run directory is the same code whether the run was local or remote. A run of
+llvm bundles records no per-kernel profile (`rootcause run` profiles GPUs only): --from-run then
+takes the CPU profiles of A and B on this host, into RUN, and the report says so.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -136,14 +138,10 @@ def build_all(spec_a: VariantSpec, spec_b: VariantSpec, out: Path, no_confirm: b
 
 
 def read_plan(out: Path) -> dict[str, Any]:
-    path = out / "plan.json"
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no plan here; run `rootcause analyze A B --bundle-only --out {out}` first "
-                         "(or pass the --out used then)") from None
-    except ValueError as err:
-        raise UsageError(f"{path}: not valid JSON: {err}") from None
+    from rootcause.compare import read_json
+
+    return read_json(out / "plan.json", f"no plan here; run `rootcause analyze A B --bundle-only --out {out}` "
+                                        "first (or pass the --out used then)")
 
 
 # ---- run on this host -------------------------------------------------------------------
@@ -266,59 +264,60 @@ def _profile_file(run_dir: Path, measurement: dict[str, Any], name: str) -> Path
 
 
 def _whole(measurement: dict[str, Any], name: str, where: Path):
-    from rootcause.attribute import WholeGraph
+    """Measured whole-graph latency of one variant, through compare's reader (one reader)."""
+    from rootcause.compare import measured_whole_graph
 
-    try:
-        v = measurement["measurement"]["variants"][name]
-    except KeyError:
-        raise UsageError(f"{where}: measurement.variants: no variant '{name}'") from None
-    lo, hi = v.get("ci_s") or (v.get("q1_s", v["median_s"]), v.get("q3_s", v["median_s"]))
-    return WholeGraph(v["median_s"] * 1e9, lo * 1e9, hi * 1e9, "measured", len(v.get("samples_s", [])))
+    variants = measurement["measurement"].get("variants") or {}
+    if name not in variants:
+        raise UsageError(f"{where}: measurement.variants: no variant '{name}' (it holds "
+                         f"{', '.join(map(repr, variants)) or 'none'}); run the bundles in OUT/bundles, whose "
+                         "manifests carry the spec names")
+    return measured_whole_graph(variants[name], f"{where}: measurement.variants.{name}")
 
 
-def _device_name(run_dir: Path) -> str | None:
-    from rootcause import gpus
-
-    try:
-        env = json.loads((run_dir / "env.json").read_text())
-    except (OSError, ValueError):
-        return None
-    for snap in (env.get("before"), env.get("after")):
-        for gpu in (snap or {}).get("gpus", []) or []:
-            name = str(gpu.get("name", "")).upper()
-            for key in sorted(gpus.DEVICES, key=len, reverse=True):  # 'A100' before 'A10'
-                if key.upper() in name:
-                    return key
-    return None
+def _needs_cpu_profiles(plan: dict[str, Any], measurement: dict[str, Any]) -> bool:
+    """A run of llvm bundles without per-kernel profiles of A and B (rootcause run has no CPU profiler)."""
+    if not plan["target"].startswith("llvm"):
+        return False
+    profiles = measurement.get("profiles") or {}
+    return any(not (profiles.get(n) or {}).get("file") for n in (plan["a"], plan["b"]))
 
 
 def analyze_run(plan: dict[str, Any], out: Path, run_dir: Path, threshold: float,
-                device: str | None = None) -> tuple[dict[str, Any], str]:
+                device: str | None = None, calls: int = 10, command: str | None = None) -> tuple[dict[str, Any], str]:
     """Attribution (with confirmation) of a run directory; writes attribution.json and the reports."""
     from rootcause.align import align
     from rootcause.attribute import attribute
-    from rootcause.compare import load_profile, summary
+    from rootcause.compare import summary
     from rootcause.diagnose import diagnose
 
+    from rootcause.compare import read_json, resolve_device, run_environment, profile_events
+
     mpath = run_dir / "measurement.json"
-    try:
-        measurement = json.loads(mpath.read_text())
-    except FileNotFoundError:
-        raise UsageError(f"{mpath}: no measurement here (is {run_dir} a `rootcause run` directory?)") from None
-    except ValueError as err:
-        raise UsageError(f"{mpath}: not valid JSON: {err}") from None
-    if "measurement" not in measurement:
+    missing = f"no measurement here (is {run_dir} a `rootcause run` directory?)"
+    measurement = read_json(mpath, missing)
+    if not isinstance(measurement, dict) or not isinstance(measurement.get("measurement"), dict):
         raise UsageError(f"{mpath}: no \"measurement\" (the run stopped at verification?)")
+    run_notes = []
+    if _needs_cpu_profiles(plan, measurement):
+        progress(f"{run_dir} holds no per-kernel profile of {plan['a']} and {plan['b']}: profiling them here")
+        profile_cpu(plan, out, run_dir, calls)
+        measurement = read_json(mpath, missing)
+        run_notes.append("the run recorded no per-kernel profile (llvm bundles): analyze --from-run took the "
+                         "CPU profiles of A and B on this host")
     a, b = plan["a"], plan["b"]
     manifests = {n: bundle_mod.read_manifest(out / plan["bundles"][n]) for n in (a, b)}
     catalogs = {n: bundle_mod.kernels(out / plan["bundles"][n]) for n in (a, b)}
     progress("align, attribute, diagnose")
-    events = {n: load_profile(str(_profile_file(run_dir, measurement, n))) for n in (a, b)}
+    split_notes: list[str] = []
+    events = {n: profile_events(str(_profile_file(run_dir, measurement, n)), None, split_notes, n) for n in (a, b)}
     entries = {n: manifests[n]["entry"] for n in (a, b)}
     alignment = align(events[a], events[b], catalogs[a], catalogs[b], entries[a], entries[b])
+    environment = run_environment(str(mpath))
     att = attribute(events[a], events[b], alignment, _whole(measurement, a, mpath), _whole(measurement, b, mpath),
-                    labels=(a, b))
-    device = device or _device_name(run_dir)
+                    labels=(a, b), environment=environment)
+    att.notes[:0] = split_notes
+    device = resolve_device(device, environment)
     try:
         diagnose(att, alignment, catalogs[a], catalogs[b], device, entries[a], entries[b])
     except KeyError as err:
@@ -327,6 +326,10 @@ def analyze_run(plan: dict[str, Any], out: Path, run_dir: Path, threshold: float
         att.variants[v].update({"profile": str(_profile_file(run_dir, measurement, n)),
                                 "catalog": str(out / plan["bundles"][n]), "entry": entries[n],
                                 "source": sorted(set(events[n]["source"].astype(str)))})
+    m = measurement["measurement"]
+    att.device, att.command = device, command
+    att.measurement = {"file": str(mpath), "protocol": m.get("protocol"), "rounds": m.get("rounds"),
+                       "budget_s": m.get("budget_s"), "variants": [a, b]}
     doc = att.to_dict()
     hybrids = [confirm.Hybrid.from_dict(h) for h in plan.get("hybrids", [])]
     doc["confirmation"] = confirm.evaluate(measurement["measurement"], a, b, hybrids, doc["units"], threshold,
@@ -334,7 +337,7 @@ def analyze_run(plan: dict[str, Any], out: Path, run_dir: Path, threshold: float
     doc["confirmation"]["notes"] = plan.get("notes", [])
     doc["run"] = {"directory": str(run_dir), "verification_ok": measurement.get("verification", {}).get("ok"),
                   "env_warnings": measurement.get("env_warnings", []), "target": plan["target"],
-                  "profiles": {n: measurement.get("profiles", {}).get(n) for n in (a, b)}}
+                  "profiles": {n: measurement.get("profiles", {}).get(n) for n in (a, b)}, "notes": run_notes}
     text = summary(att)
     lines = [text, "", "Counterfactual hybrids:"]
     lines += [f"  - {r['sentence']}" for r in doc["confirmation"]["hybrids"]] or ["  (none built)"]
@@ -342,58 +345,23 @@ def analyze_run(plan: dict[str, Any], out: Path, run_dir: Path, threshold: float
     return doc, "\n".join(lines)
 
 
-def write_reports(doc: dict[str, Any], text: str, out: Path) -> list[Path]:
-    """attribution.json always; HTML and Markdown through rootcause.report when it is installed."""
-    written = [write_json(out / "attribution.json", doc)]
-    try:
-        from rootcause.report import render_html, render_markdown
-    except ImportError as err:
-        progress(f"rootcause.report not available ({err}); wrote attribution.json and summary.txt only")
-        written.append(write_atomic(out / "summary.txt", text + "\n"))
-        return written
-    rows = doc.get("confirmation", {}).get("hybrids", [])
-    markdown = render_markdown(doc, base_dir=out) + "\n" + confirmation_markdown(doc) + "\n"
-    html = render_html(doc, base_dir=out)
-    # The renderers do not show doc['confirmation'] yet: the section goes in before </body>.
-    section = confirmation_html(rows, doc.get("confirmation", {}))
-    html = html.replace("</body>", section + "</body>", 1) if "</body>" in html else html + section
-    written.append(write_atomic(out / "report.md", markdown))
-    written.append(write_atomic(out / "report.html", html))
-    return written
-
-
-def confirmation_markdown(doc: dict[str, Any]) -> str:
-    conf = doc.get("confirmation", {})
-    lines = ["## Counterfactual hybrids", "", conf.get("rule", ""), ""]
-    if not conf.get("hybrids"):
-        lines.append("No hybrid was built.")
-    else:
-        lines += ["| hybrid | change | recovered [95%] | verdict |", "|---|---|---|---|"]
-        for r in conf["hybrids"]:
-            lines.append(f"| `{r['name']}` | {r['description'].replace('|', '/')} | {_rec_text(r)} | "
-                         f"{r['verdict']} |")
-    lines += [f"- note: {n}" for n in conf.get("notes", [])]
-    return "\n".join(lines)
-
-
-def confirmation_html(rows: list[dict[str, Any]], conf: dict[str, Any]) -> str:
-    from html import escape
-
-    body = "".join(f"<tr><td><code>{escape(r['name'])}</code></td><td>{escape(r['description'])}</td>"
-                   f"<td>{escape(_rec_text(r))}</td><td>{escape(r['verdict'])}</td></tr>" for r in rows)
-    notes = "".join(f"<li>{escape(n)}</li>" for n in conf.get("notes", []))
-    table = (f"<table><tr><th>hybrid</th><th>change</th><th>recovered [95%]</th><th>verdict</th></tr>{body}</table>"
-             if rows else "<p>No hybrid was built.</p>")
-    return (f'<section id="confirmation"><h2>Counterfactual hybrids</h2><p>{escape(conf.get("rule", ""))}</p>'
-            f"{table}<ul>{notes}</ul></section>")
-
-
-def _rec_text(r: dict[str, Any]) -> str:
-    rec = r.get("recovered")
-    return f"{rec['median']:.0%} [{rec['low']:.0%}, {rec['high']:.0%}]" if rec else r.get("error", "n/a")
-
-
 # ---- the command ------------------------------------------------------------------------
+
+def _argv(args: argparse.Namespace, out: Path, from_run: Path | None) -> list[str]:
+    """The `rootcause analyze` command line equivalent to args (as attribution.json records it)."""
+    argv = ["rootcause", "analyze", args.spec_a, args.spec_b, "--out", str(out)]
+    if from_run is not None:
+        argv += ["--from-run", str(from_run)]
+    else:
+        argv += ["--target", str(args.target or "auto"), "--budget-s", f"{args.budget_s:g}",
+                 "--profile-calls", str(args.profile_calls)]
+        argv += ["--no-confirm"] if args.no_confirm else ["--hybrids", str(args.hybrids)]
+    if args.threshold != confirm.THRESHOLD:
+        argv += ["--threshold", f"{args.threshold:g}"]
+    if args.device:
+        argv += ["--device", args.device]
+    return argv
+
 
 def run(args: argparse.Namespace) -> int:
     if args.budget_s <= 0:
@@ -426,8 +394,11 @@ def run(args: argparse.Namespace) -> int:
             return 0
         run_dir = out / "run"
         run_here(plan, out, run_dir, args.budget_s, args.profile_calls)
-    doc, text = analyze_run(plan, out, run_dir, args.threshold, args.device)
-    written = write_reports(doc, text, out)
+    from rootcause.compare import command_line, write_outputs
+
+    doc, text = analyze_run(plan, out, run_dir, args.threshold, args.device, args.profile_calls,
+                            command_line(_argv(args, out, run_dir if args.from_run else None)))
+    written = write_outputs(doc, out)
     print(text)
     print("\nwrote " + ", ".join(str(p) for p in written))
     progress("done")

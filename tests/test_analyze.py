@@ -5,6 +5,7 @@ first session pays for them (about 90 s cold on the 2-core CI machine, 40 s warm
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 from pathlib import Path
 
@@ -39,8 +40,17 @@ def test_reports_written_and_valid(analyzed):
     view.check(doc, "attribution.json")  # the report's own schema keys
     assert doc["variants"]["a"]["label"] == "pool_fusion-on" and doc["variants"]["b"]["label"] == "pool_fusion-off"
     html, md = (analyzed / "report.html").read_text(), (analyzed / "report.md").read_text()
-    assert "<html" in html.lower() and 'id="confirmation"' in html
-    assert "Counterfactual hybrids" in md and len(md) > 200
+    assert "<html" in html.lower() and html.count('id="confirmation"') == 1
+    assert md.count("Counterfactual hybrids") == 1 and len(md) > 200
+    # one row per hybrid in the report's own table, verdicts as confirm recorded them
+    for r in doc["confirmation"]["hybrids"]:
+        row = next(line for line in md.splitlines() if line.startswith(f"| `{r['name']}`"))
+        assert row.rstrip(" |").endswith(f"**{r['verdict']}**" if not r.get("error") else ")**")
+    section = html[html.index('id="confirmation"'):]
+    section = section[:section.index("</section>")]
+    assert section.count("<tr") == 1 + len(doc["confirmation"]["hybrids"])
+    for r in doc["confirmation"]["hybrids"]:
+        assert f"<code>{r['name']}</code>" in section and view.fmt_recovered(r.get("recovered")) in section
 
 
 def test_whole_graph_is_the_measured_median(analyzed):
@@ -99,23 +109,57 @@ def test_from_run_reproduces_the_attribution(analyzed, tmp_path):
     assert rc == 0
     first = json.loads((analyzed / "attribution.json").read_text())
     again = json.loads((copy / "attribution.json").read_text())
-    for doc in (first, again):
-        doc.pop("run")
+    assert again["command"].startswith("rootcause analyze ") and f"--from-run {copy / 'run'}" in again["command"]
+    for doc, root in ((first, analyzed), (again, copy)):
+        for key in ("run", "command", "measurement"):
+            doc.pop(key)
+        doc["notes"] = [n.replace(str(root), "OUT") for n in doc["notes"]]
         for v in "ab":
             for key in ("profile", "catalog"):
                 doc["variants"][v].pop(key)
     assert first == again
 
 
-def test_bundle_only_writes_plan_and_commands(tmp_path, capsys):
-    out = tmp_path / "staged"
+def _printed_command(printed: str, prefix: str, run_dir: Path) -> list[str]:
+    """The argv after 'rootcause' of the printed step that starts with prefix, RUN_DIR filled in."""
+    line = next(x for x in printed.splitlines() if x.startswith(prefix))
+    argv = shlex.split(line.split(":", 1)[1])
+    assert argv[0] == "rootcause"
+    return [str(run_dir) if a == "RUN_DIR" else a for a in argv[1:]]
+
+
+def test_split_across_hosts_with_a_real_run(tmp_path, capsys):
+    """The three steps --bundle-only prints, run as printed: analyze --bundle-only here, a real
+    `rootcause run` of OUT/bundles/* (llvm bundles on this CPU, so it records no per-kernel
+    profile), then analyze --from-run, which names the variants by their spec names."""
+    out, run_dir = tmp_path / "staged", tmp_path / "RUN"
     rc = cli.main(["analyze", ON, OFF, "--target", "llvm", "--out", str(out), "--bundle-only", "--no-confirm"])
     assert rc == 0
     printed = capsys.readouterr().out
-    assert "rootcause run" in printed and "--from-run" in printed
     plan = json.loads((out / "plan.json").read_text())
     assert set(plan["bundles"]) == {"pool_fusion-on", "pool_fusion-off"}
-    assert (out / "bundles" / "pool_fusion-on" / "manifest.json").is_file()
+    run_argv = _printed_command(printed, "next, on the target host:", run_dir)
+    assert run_argv[0] == "run" and sorted(run_argv[1:3]) == sorted(str(out / p) for p in plan["bundles"].values())
+    assert cli.main([*run_argv, "--budget-s", "2"]) == 0
+    measured = json.loads((run_dir / "measurement.json").read_text())
+    assert set(measured["measurement"]["variants"]) == {"pool_fusion-on", "pool_fusion-off"}
+    assert not any(p.get("file") for p in measured["profiles"].values())  # no GPU profiler here
+    capsys.readouterr()
+
+    assert cli.main(_printed_command(printed, "then here:", run_dir)) == 0
+    doc = json.loads((out / "attribution.json").read_text())
+    view.check(doc)
+    assert (doc["variants"]["a"]["label"], doc["variants"]["b"]["label"]) == ("pool_fusion-on", "pool_fusion-off")
+    m = json.loads((run_dir / "measurement.json").read_text())
+    for v, name in (("a", "pool_fusion-on"), ("b", "pool_fusion-off")):
+        samples = m["measurement"]["variants"][name]["samples_s"]
+        assert doc["whole_graph"][v]["median"] == pytest.approx(np.median(samples) * 1e9)
+        trace = json.loads((run_dir / m["profiles"][name]["file"]).read_text())  # taken by --from-run
+        assert doc["variants"][v]["calls"] == trace["otherData"]["calls"]
+    assert any("took the CPU profiles of A and B on this host" in n for n in doc["run"]["notes"])
+    assert doc["measurement"]["file"] == str(run_dir / "measurement.json")
+    md = (out / "report.md").read_text()
+    assert "pool\\_fusion-off" in md.splitlines()[0] and "Counterfactual hybrids" in md
 
 
 @pytest.mark.parametrize("argv, needle", [
