@@ -9,11 +9,13 @@ one process, each trial with its own calibration and warm-up, the first permutat
 trial. Per trial: how it stopped, blocks run, and the wall time of the measure call ("GPU
 seconds": the device is held all along) split into calibration + warm-up, timed blocks (with
 the convergence checks) and the final statistics; plus the device-busy share of the blocks
-(sum of the samplers' own wall time over the blocks' wall time).
+(sum of the samplers' own wall time over the blocks' wall time: the rest is the stop rule's
+bootstrap, run after every block).
 
 The width curve is recomputed from the trial's own samples with the same statistic the stop
-rule uses (rootcause.measure.ratio_ci, same seed): the block, and the seconds from the start
-of the call, at which the interval first got narrower than 2% (+-1%) and than --target-width.
+rule uses (rootcause.measure.ratio_ci, same seed): the block, the seconds from the start of
+the call, and the seconds of timed samples alone (what a free stop rule would cost), at which
+the interval first got narrower than 2% (+-1%) and than --target-width.
 Prints a table; writes $OUT/measure_efficiency_<label>.json when OUT is set (or --json FILE).
 """
 from __future__ import annotations
@@ -58,11 +60,14 @@ def width_curve(result: dict[str, Any], a: str, b: str, timed: list, t_call: flo
     per_block = p["repeats"] * 2
     blocks = result["blocks_run"]
     ks = sorted(set(np.unique(np.geomspace(1, blocks, points).astype(int)).tolist()) | {blocks})
+    busy = np.cumsum([end - start for _, start, end in timed])
     curve = []
     for k in ks:
         n = k * p["repeats"]
         r, (lo, hi) = ratio_ci(xa[:n], xb[:n], p["confidence"], p["resamples"], p["seed"])
-        curve.append({"blocks": k, "seconds": timed[k * per_block - 1][2] - t_call, "rel_width": (hi - lo) / r})
+        # seconds: since the measure call started (all costs); busy_s: the blocks' samplers alone.
+        curve.append({"blocks": k, "seconds": timed[k * per_block - 1][2] - t_call,
+                      "busy_s": float(busy[k * per_block - 1]), "rel_width": (hi - lo) / r})
     return curve
 
 
@@ -106,8 +111,8 @@ def show(trials: list[dict[str, Any]]) -> None:
               f"{t['final_statistics_s']:4.2f}; busy {100 * t['busy_share_of_blocks']:.0f}% of blocks")
         print(f"      medians: {', '.join(f'{n} {us(m).strip()}' for n, m in t['medians_s'].items())}")
         for w, hit in t["first_below"].items():
-            where = (f"block {hit['blocks']}, {hit['seconds']:.2f} s into the call" if hit
-                     else "not reached")
+            where = (f"block {hit['blocks']}, {hit['seconds']:.2f} s into the call ({hit['busy_s']:.2f} s of "
+                     f"timed samples)" if hit else "not reached")
             print(f"      width < {100 * float(w):g}%: {where}")
 
 

@@ -79,36 +79,44 @@ def us(seconds: float) -> str:
 
 class Tracer:
     """CUPTI kernel activity in this process, switched on and off between samples. Records are
-    only counted (kind, name, end - start): the buffer callback stays cheap."""
+    only counted (kind, name, end - start), per variant: the buffer callback stays cheap, and
+    buffers are flushed whenever the traced variant changes, so every delivered record belongs
+    to `current`."""
 
     def __init__(self, cupti_module):
         self.api = cupti_module
         self.on = False
         self.registered = False
-        self.records = 0
-        self.kernel_ns = 0
-        self.names: Counter[str] = Counter()
+        self.current: str | None = None
+        self.records: Counter[str] = Counter()
+        self.kernel_ns: Counter[str] = Counter()
+        self.names: dict[str, Counter[str]] = {}
         self.switches = 0
 
     def _requested(self):
         return 8 * 1024 * 1024, 0
 
     def _completed(self, activities) -> None:
+        names = self.names.setdefault(self.current, Counter())
         for a in activities:
             if a.kind in KERNEL_KINDS:
-                self.records += 1
-                self.kernel_ns += a.end - a.start
-                self.names[str(a.name)] += 1
+                self.records[self.current] += 1
+                self.kernel_ns[self.current] += a.end - a.start
+                names[str(a.name)] += 1
 
-    def enable(self) -> None:
-        if self.on:
+    def enable(self, variant: str) -> None:
+        if self.on and self.current == variant:
             return
-        if not self.registered:
-            self.api.activity_register_callbacks(self._requested, self._completed)
-            self.registered = True
-        self.api.activity_enable(self.api.ActivityKind.CONCURRENT_KERNEL)
-        self.on = True
-        self.switches += 1
+        if self.on:
+            self.api.activity_flush_all(1)  # the other variant's records, before `current` changes
+        self.current = variant
+        if not self.on:
+            if not self.registered:
+                self.api.activity_register_callbacks(self._requested, self._completed)
+                self.registered = True
+            self.api.activity_enable(self.api.ActivityKind.CONCURRENT_KERNEL)
+            self.on = True
+            self.switches += 1
 
     def disable(self) -> None:
         if not self.on:
@@ -149,12 +157,12 @@ def pristine(sessions: list, args: argparse.Namespace) -> dict[str, Any]:
 def interleaved(sessions: list, numbers: dict[str, int], tracer: Tracer | None,
                 args: argparse.Namespace) -> tuple[dict[str, Any], Counter, str]:
     traced = "cupti" if tracer else "untraced_again"
-    switch_on = tracer.enable if tracer else (lambda: None)
     switch_off = tracer.disable if tracer else (lambda: None)
     calls: Counter = Counter()
     arms, pairs = {}, []
     for s in sessions:
         name, number = s.bundle.name, numbers[s.bundle.name]
+        switch_on = (lambda n=name: tracer.enable(n)) if tracer else (lambda: None)
         arms[f"{name}/untraced"] = _arm(s.timer(number), number, switch_off, calls, f"{name}/untraced")
         arms[f"{name}/{traced}"] = _arm(s.timer(number), number, switch_on, calls, f"{name}/{traced}")
         pairs.append((f"{name}/{traced}", f"{name}/untraced"))
@@ -183,25 +191,26 @@ def summarize(sessions: list, base: dict[str, Any], run: dict[str, Any], calls: 
                "after_disable_pct": 100 * (untraced / base["variants"][name]["median_s"] - 1),
                "samples_per_arm": len(run["variants"][f"{name}/untraced"]["samples_s"])}
         if tracer:
+            traced_calls = calls[f"{name}/cupti"]
             row["overhead_pct"] = 100 * (r["ratio"] - 1)
             row["overhead_ci_pct"] = [100 * (r["ci"][0] - 1), 100 * (r["ci"][1] - 1)]
             row["meets_goal"] = row["overhead_ci_pct"][1] <= GOAL_PCT
-            row["traced_calls"] = calls[f"{name}/cupti"]
+            row["cupti"] = {"traced_calls": traced_calls, "kernel_records": tracer.records[name],
+                            "records_per_call": tracer.records[name] / traced_calls,
+                            "kernel_time_per_call_s": tracer.kernel_ns[name] * 1e-9 / traced_calls,
+                            "kernels": dict(tracer.names.get(name, Counter()).most_common(50))}
+            if not tracer.records[name]:
+                row["cupti"]["warning"] = "CUPTI was enabled but delivered no kernel records: overhead not valid"
         else:
             row["overhead_pct"] = None
             row["aa_ratio"] = r["ratio"]
             row["aa_ci"] = list(r["ci"])
+        # Kernels the build catalogued (manifest), beside CUPTI's launches per call as a cross-check.
+        row["catalog_kernels"] = len(s.bundle.manifest.get("kernels") or [])
         rows[name] = row
     out: dict[str, Any] = {"variants": rows}
     if tracer:
-        total = sum(calls[f"{s.bundle.name}/cupti"] for s in sessions)
-        # Records are not split by variant (one process, one CUPTI): per traced call over all variants.
-        out["cupti_records"] = {"kernel_records": tracer.records, "traced_calls": total,
-                                "records_per_traced_call": tracer.records / total if total else None,
-                                "kernel_time_per_traced_call_s": tracer.kernel_ns * 1e-9 / total if total else None,
-                                "kernels": dict(tracer.names.most_common(50)), "enables": tracer.switches}
-        if not tracer.records:
-            out["cupti_records"]["warning"] = "CUPTI was enabled but delivered no kernel records: overhead not valid"
+        out["cupti_enables"] = tracer.switches
     if len(sessions) >= 2:
         a, b = sessions[0].bundle.name, sessions[1].bundle.name
         out["variant_ratio"] = {arm: {k: ratios[(f"{a}/{arm}", f"{b}/{arm}")][k] for k in ("ratio", "ci")}
@@ -222,16 +231,16 @@ def show(label: str, cupti_state: str, summary: dict[str, Any], run: dict[str, A
             print(f"      overhead {row['overhead_pct']:+.2f}% [{lo:+.2f}, {hi:+.2f}] (goal <= {GOAL_PCT:g}%: "
                   f"{'met' if row['meets_goal'] else 'NOT met'}); untraced after disable vs pristine "
                   f"{row['after_disable_pct']:+.2f}% (sequential)")
+            rec = row["cupti"]
+            print(f"      CUPTI: {rec['kernel_records']} kernel records over {rec['traced_calls']} traced calls "
+                  f"({rec['records_per_call']:.2f}/call; catalog: {row['catalog_kernels']} kernels), kernel time "
+                  f"{us(rec['kernel_time_per_call_s']).strip()}/call: "
+                  f"{', '.join(f'{k} x{v}' for k, v in list(rec['kernels'].items())[:5])}")
+            if rec.get("warning"):
+                print(f"      WARNING: {rec['warning']}")
         else:
             print(f"      no overhead measured (CUPTI {cupti_state}); A/A noise floor: ratio {row['aa_ratio']:.4f} "
                   f"[{row['aa_ci'][0]:.4f}, {row['aa_ci'][1]:.4f}]")
-    rec = summary.get("cupti_records")
-    if rec:
-        print(f"   CUPTI kernel records: {rec['kernel_records']} over {rec['traced_calls']} traced calls "
-              f"({rec['records_per_traced_call']:.2f}/call, kernel time {us(rec['kernel_time_per_traced_call_s'] or 0)}"
-              f"/call); kernels: {', '.join(f'{k} x{v}' for k, v in list(rec['kernels'].items())[:6])}")
-        if rec.get("warning"):
-            print(f"   WARNING: {rec['warning']}")
     vr = summary.get("variant_ratio")
     if vr:
         for arm in ("untraced", "cupti", "untraced_again"):
