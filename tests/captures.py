@@ -5,6 +5,7 @@ beside it, and seed 001's IREE builds."""
 from __future__ import annotations
 
 import copy
+import csv
 import json
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 CAPTURE = ROOT / "fixtures/captures/h200-2026-12-02/tvm_pool_fusion.cupti.json"
 RUN = ROOT / "fixtures/captures/h200-2026-12-02-run"
+NCU_RUN = RUN / "ncu"  # the same bundles under ncu, one profiled call per variant
 CATALOGS = ROOT / "reports/inputs"
 PREFILL = ROOT / "fixtures/cases/prefill_dedup/variants.toml"
 
@@ -85,3 +87,12 @@ def build_prefill(tmp_path_factory) -> dict[str, tuple[Any, Path]]:
         d = tmp_path_factory.mktemp(v)
         out[v] = (iree.build(spec.load(f"{PREFILL}#{v}"), d), d)
     return out
+
+
+def ncu_rows(name: str) -> list[tuple[str, float]]:
+    """(kernel, duration ns) per kernel row of NCU_RUN/<name>.ncu.csv, read with the csv module."""
+    rows = [r for r in csv.reader((NCU_RUN / f"{name}.ncu.csv").open()) if r and not r[0].startswith("==")]
+    head, units = rows[0], rows[1]
+    col = head.index("gpu__time_duration.sum")
+    assert units[col] == "ns"
+    return [(r[head.index("Kernel Name")], float(r[col].replace(",", ""))) for r in rows[2:]]

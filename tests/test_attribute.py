@@ -1,12 +1,14 @@
 """Attribution on the real H200 CUPTI capture of seed 000, checked against the capture's own
 records (plain json + statistics, not the code under test)."""
 import json
+import shlex
+import shutil
 import statistics
 
 import pytest
 
 import captures
-from captures import CAPTURE, RUN, pool_segments
+from captures import CAPTURE, NCU_RUN, RUN, ncu_rows, pool_segments
 from rootcause.align import align
 from rootcause.attribute import SCHEMA_VERSION, WholeGraph, attribute
 
@@ -190,3 +192,94 @@ def test_measurement_names_must_match(tmp_path):
              "--out", tmp_path)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
     assert "no variant 'A'" in r.stderr and "'pool_fusion_off'" in r.stderr and "--label-a" in r.stderr
+
+
+# ---- what attribution.json records beside the attribution, and the reports beside it ----
+
+def _cupti_run(tmp_path, *extra):
+    doc = json.loads((RUN / "measurement.json").read_text())
+    files = [RUN / doc["profiles"][v]["file"] for v in ("pool_fusion_off", "pool_fusion_on")]
+    r = _cli(*files, "--measurement", RUN / "measurement.json", "--label-a", "pool_fusion_off",
+             "--label-b", "pool_fusion_on", *extra, "--out", tmp_path)
+    assert r.returncode == 0, r.stderr
+    return json.loads((tmp_path / "attribution.json").read_text())
+
+
+def test_records_kernels_device_measurement_command(tmp_path):
+    att = _cupti_run(tmp_path / "first")
+    calls = {"a": _raw_calls(RUN, "pool_fusion_off"), "b": _raw_calls(RUN, "pool_fusion_on")}
+    rows = {(k["variant"], k["kernel"]): k for k in att["kernels"]}
+    for v, cs in calls.items():
+        recs = [r for c in cs for r in c]
+        assert {n for (w, n) in rows if w == v} == {r["name"] for r in recs}
+        for name in {r["name"] for r in recs}:
+            mine = [r for r in recs if r["name"] == name]
+            k = rows[(v, name)]
+            assert k["launches_per_call"] == len(mine) / len(cs)
+            assert k["duration_ns"] == pytest.approx(statistics.median(r["end"] - r["start"] for r in mine))
+            assert k["time_per_call_ns"] == pytest.approx(_median_sum(cs, {name}))
+            assert k["grid"] == [mine[0]["grid_x"], mine[0]["grid_y"], mine[0]["grid_z"]]
+            assert k["block"] == [mine[0]["block_x"], mine[0]["block_y"], mine[0]["block_z"]]
+            assert k["registers"] == mine[0]["registers_per_thread"]
+            assert k["shared_bytes"] == mine[0]["static_shared_memory"] + mine[0]["dynamic_shared_memory"]
+    # no --device: the GPU env.json beside the profiles names
+    env = json.loads((RUN / "env.json").read_text())
+    assert env["before"]["gpus"][0]["name"] == "NVIDIA H200" and att["device"] == "H200"
+    assert att["environment"] == env
+    m = json.loads((RUN / "measurement.json").read_text())["measurement"]
+    assert att["measurement"]["file"] == str(RUN / "measurement.json")
+    assert (att["measurement"]["protocol"], att["measurement"]["rounds"]) == (m["protocol"], m["rounds"])
+    # the recorded command, run again, writes the same attribution
+    argv = shlex.split(att["command"])
+    assert argv[:2] == ["rootcause", "compare"] and argv[argv.index("--out") + 1] == str(tmp_path / "first")
+    argv[argv.index("--out") + 1] = str(tmp_path / "again")
+    r = _cli(*argv[2:])
+    assert r.returncode == 0, r.stderr
+    again = json.loads((tmp_path / "again" / "attribution.json").read_text())
+    assert {k: v for k, v in again.items() if k != "command"} == {k: v for k, v in att.items() if k != "command"}
+    # the reports beside it, rendered from it: the measured verdict of measurement.json
+    md = (tmp_path / "first" / "report.md").read_text()
+    on, off = m["variants"]["pool_fusion_on"]["median_s"], m["variants"]["pool_fusion_off"]["median_s"]
+    assert f"is {off / on:.2f}x faster than" in md.splitlines()[0]
+    assert (tmp_path / "first" / "report.html").read_text().startswith("<!DOCTYPE html>")
+    assert not list((tmp_path / "first").glob(".*.tmp"))  # atomic writes leave no temporaries
+
+
+def test_ncu_single_call_split_as_the_run_recorded(tmp_path):
+    """ncu run, one profiled call per variant (measurement.json profiles.*.calls = 1): each
+    variant is one call, so every unit's time is the sum of its kernels' rows in the CSV."""
+    r = _cli(NCU_RUN / "pool_fusion_off.ncu.csv", NCU_RUN / "pool_fusion_on.ncu.csv", "--measurement", NCU_RUN,
+             "--label-a", "pool_fusion_off", "--label-b", "pool_fusion_on", "--out", tmp_path / "run")
+    assert r.returncode == 0, r.stderr
+    att = json.loads((tmp_path / "run" / "attribution.json").read_text())
+    rows = {"a": ncu_rows("pool_fusion_off"), "b": ncu_rows("pool_fusion_on")}
+    assert att["variants"]["a"]["calls"] == 1 and att["variants"]["b"]["calls"] == 1
+    assert att["variants"]["a"]["launches_per_call"] == len(rows["a"]) == 19
+    for u in att["units"]:
+        for v in "ab":
+            want = sum(d for k, d in rows[v] if k in u[f"kernels_{v}"])
+            assert u[f"time_{v}_ns"]["median"] == pytest.approx(want)
+    assert any("1 profiled graph call" in n for n in att["notes"])
+    # The same CSVs away from their run directory: the repeating add/add/add/concatenate pattern
+    # inside OFF's one call is taken for several calls, unless --calls says 1.
+    for name in ("pool_fusion_off", "pool_fusion_on"):
+        shutil.copy(NCU_RUN / f"{name}.ncu.csv", tmp_path)
+    r = _cli(tmp_path / "pool_fusion_off.ncu.csv", tmp_path / "pool_fusion_on.ncu.csv", "--out", tmp_path / "bare")
+    assert r.returncode == 0, r.stderr
+    assert json.loads((tmp_path / "bare" / "attribution.json").read_text())["variants"]["a"]["calls"] > 1
+    r = _cli(tmp_path / "pool_fusion_off.ncu.csv", tmp_path / "pool_fusion_on.ncu.csv", "--calls", "1",
+             "--out", tmp_path / "told")
+    assert r.returncode == 0, r.stderr
+    told = json.loads((tmp_path / "told" / "attribution.json").read_text())
+    assert [u["time_a_ns"]["median"] for u in told["units"]] == [u["time_a_ns"]["median"] for u in att["units"]]
+
+
+def test_calls_that_do_not_divide_are_one_line(tmp_path):
+    doc = json.loads((RUN / "measurement.json").read_text())
+    off = RUN / doc["profiles"]["pool_fusion_off"]["file"]
+    r = _cli(off, off, "--calls", "4", "--out", tmp_path)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert str(off) in r.stderr and "95 launches" in r.stderr and "--calls" in r.stderr
+    r = _cli(off, off, "--device", "Z9000", "--out", tmp_path)
+    assert r.returncode == 2 and "--device: unknown device 'Z9000'" in r.stderr
+    assert not (tmp_path / "attribution.json").exists()

@@ -12,7 +12,7 @@ from markdown_it import MarkdownIt
 from rootcause.report import render_markdown
 from rootcause.report.markdown import GITHUB_LIMIT, TOP_UNITS
 
-from captures import CAPTURE, ROOT, compare_shared, many_units, raw_calls
+from captures import CAPTURE, ROOT, compare_shared, many_units, ncu_rows, raw_calls
 MD = MarkdownIt("commonmark").enable("table")
 
 
@@ -176,15 +176,30 @@ def test_environment_from_the_run_directory(tmp_path):
     assert "(measured, B - A)" in text.splitlines()[0]
 
 
-def test_gallery_entry_regenerates(tmp_path):
+@pytest.mark.parametrize("entry", ["einsum_cpu_local_task", "pool_fusion_h200_ncu"])
+def test_gallery_entry_regenerates(tmp_path, entry):
     """`python -m rootcause.report.gallery` rebuilds a committed entry with the same verdict."""
-    r = subprocess.run([sys.executable, "-m", "rootcause.report.gallery", "--only", "einsum_cpu_local_task",
+    r = subprocess.run([sys.executable, "-m", "rootcause.report.gallery", "--only", entry,
                         "--out", tmp_path], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
-    fresh = (tmp_path / "einsum_cpu_local_task/report.md").read_text().splitlines()
-    committed = (ROOT / "reports/einsum_cpu_local_task/report.md").read_text().splitlines()
+    fresh = (tmp_path / entry / "report.md").read_text().splitlines()
+    committed = (ROOT / "reports" / entry / "report.md").read_text().splitlines()
     assert fresh[:3] == committed[:3]
-    assert (tmp_path / "einsum_cpu_local_task/report.html").stat().st_size > 4_000_000
+    assert (tmp_path / entry / "report.html").stat().st_size > 4_000_000
+
+
+def test_gallery_ncu_entry_against_the_csv():
+    """The committed ncu report: one call per variant, each unit's time the sum of its kernels'
+    rows in the raw CSVs, and the Markdown's top-unit row showing those sums."""
+    doc = json.loads((ROOT / "reports/pool_fusion_h200_ncu/attribution.json").read_text())
+    rows = {"a": ncu_rows("pool_fusion_off"), "b": ncu_rows("pool_fusion_on")}
+    assert doc["variants"]["a"]["calls"] == doc["variants"]["b"]["calls"] == 1
+    for u in doc["units"]:
+        for v in "ab":
+            assert u[f"time_{v}_ns"]["median"] == pytest.approx(sum(d for k, d in rows[v] if k in u[f"kernels_{v}"]))
+    top = tables((ROOT / "reports/pool_fusion_h200_ncu/report.md").read_text())[0][1]
+    want_b = sum(d for k, d in rows["b"] if k in doc["units"][0]["kernels_b"])
+    assert top[4].startswith(f"{want_b / 1e3:.1f} us")
 
 
 def test_no_difference_is_said_plainly(tmp_path):
