@@ -75,7 +75,7 @@ def read_json(path: Path, missing: str) -> Any:
     except UnicodeDecodeError as err:
         raise UsageError(f"{path}: byte {err.start}: not UTF-8 text") from None
     except json.JSONDecodeError as err:
-        raise UsageError(f"{path}: line {err.lineno}: not JSON: {err.msg}") from None
+        raise UsageError(f"{path}: line {err.lineno} column {err.colno}: not JSON: {err.msg}") from None
 
 
 def load_profile(path: str) -> pd.DataFrame:

@@ -88,15 +88,10 @@ def check(doc: Any, file: str = "attribution.json") -> None:
 
 def load(path: str | Path) -> dict[str, Any]:
     """Read and check attribution.json; bad JSON or schema -> UsageError naming file and key."""
+    from rootcause.compare import read_json
+
     p = Path(path)
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UsageError(f"{p}: no such attribution file") from None
-    except UnicodeDecodeError as err:
-        raise UsageError(f"{p}: byte {err.start}: not UTF-8 text") from None
-    except json.JSONDecodeError as err:
-        raise UsageError(f"{p}: line {err.lineno} column {err.colno}: not JSON: {err.msg}") from None
+    doc = read_json(p, "no such attribution file")
     check(doc, str(p))
     return doc
 
