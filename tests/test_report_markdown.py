@@ -127,6 +127,8 @@ def test_cli_formats(att_path, tmp_path):
     (lambda d: d["units"][0].pop("delta_ns"), "units[0].delta_ns"),
     (lambda d: d["whole_graph"]["a"].update(median="fast"), "whole_graph.a.median"),
     (lambda d: d["variants"].pop("b"), "variants.b"),
+    (lambda d: d.update(kernels={"a": 1}), "kernels"),
+    (lambda d: d.update(device=132), "device"),
 ])
 def test_cli_bad_schema_one_line(att_path, tmp_path, mutate, key):
     doc = json.loads(att_path.read_text())

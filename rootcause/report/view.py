@@ -39,6 +39,11 @@ _REQUIRED: tuple[tuple[str, type | tuple[type, ...]], ...] = (
     ("units", list),
     ("residual", dict), ("residual.delta_ns.median", (int, float)),
 )
+# Sections compare and analyze add (schema 1, additive): checked when present and not null.
+_OPTIONAL: tuple[tuple[str, type], ...] = (
+    ("kernels", list), ("timeline", dict), ("device", str), ("measurement", dict), ("command", str),
+    ("confirmation", dict),
+)
 _UNIT_REQUIRED: tuple[tuple[str, type | tuple[type, ...]], ...] = (
     ("unit", int), ("kernels_a", list), ("kernels_b", list),
     ("time_a_ns.median", (int, float)), ("time_b_ns.median", (int, float)),
@@ -79,6 +84,9 @@ def check(doc: Any, file: str = "attribution.json") -> None:
                          f"report reads (supported: {', '.join(map(str, SUPPORTED_SCHEMAS))})")
     for path, kind in _REQUIRED:
         _require(doc, path, kind, file)
+    for path, kind in _OPTIONAL:
+        if doc.get(path) is not None:
+            _require(doc, path, kind, file)
     for i, unit in enumerate(doc["units"]):
         if not isinstance(unit, dict):
             raise UsageError(f"{file}: key 'units[{i}]': expected an object")
