@@ -7,6 +7,17 @@ variant always runs first or right after another one. It stops early once every 
 bootstrap interval is narrower than a target (relative to the ratio), or when the time budget
 is spent, or after `blocks` blocks.
 
+The stop check is kept cheap (the full bootstrap of a ratio costs milliseconds per hundred
+samples, more than a GPU block once a variant has ~10^3 samples): it runs on a geometric
+schedule of blocks (every block up to 1/check_growth blocks, then every check_growth x blocks
+done), first as an O(n) order-statistic estimate of the ratio interval's width, scaled by what
+the last full bootstrap measured against it; only when that estimate is within full_check_margin
+of the target is the full-resolution bootstrap computed (at most once per full_check_growth x
+blocks), and only the full one can stop the run. The reported interval is always the full
+bootstrap, so the statistics are those of the every-block rule (stop_check='every-block', kept as
+the reference); the stop block is at most about check_growth later. No wall-clock enters the
+schedule: a run is reproducible from its samples and seed.
+
 Statistics (NumPy only, seeded so a result can be recomputed from its samples):
 - median, CV (sample stdev / mean);
 - percentile bootstrap interval of the median;
@@ -18,8 +29,10 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import time
 from dataclasses import asdict, dataclass, field
+from statistics import NormalDist
 from typing import Any, Callable
 
 import numpy as np
@@ -44,6 +57,10 @@ class Protocol:
     resamples: int = 2000
     seed: int = 0
     offset: int = 0  # first permutation (seed 000 uses trial * blocks)
+    stop_check: str = "scheduled"  # 'scheduled' (cheap estimate first) | 'every-block' (full bootstrap each block)
+    check_growth: float = 1 / 32  # scheduled: next check after max(1, this x blocks done) more blocks
+    full_check_margin: float = 0.1  # full bootstrap once the estimate is below target x (1 + this)
+    full_check_growth: float = 0.1  # after a full check said no: the next one after this x blocks done
 
 
 @dataclass
@@ -75,6 +92,7 @@ class Measurement:
     stopped: str  # 'converged' | 'budget' | 'max_blocks'
     orders: list[list[str]] = field(default_factory=list)
     elapsed_s: float = 0.0
+    checks: dict[str, Any] = field(default_factory=dict)  # the stop rule's counts and seconds
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -87,7 +105,7 @@ class Measurement:
         variants = {k: VariantStats(**{**v, "ci_s": tuple(v["ci_s"])}) for k, v in d["variants"].items()}
         ratios = [Ratio(**{**r, "ci": tuple(r["ci"])}) for r in d["ratios"]]
         return cls(d["protocol"], variants, ratios, d["blocks_run"], d["stopped"],
-                   d.get("orders", []), d.get("elapsed_s", 0.0))
+                   d.get("orders", []), d.get("elapsed_s", 0.0), d.get("checks", {}))
 
 
 # ---- statistics ---------------------------------------------------------------------------
@@ -139,22 +157,51 @@ def ratio_ci(a, b, confidence: float = 0.95, resamples: int = 2000,
     return median(a) / median(b), _interval(ma / mb, confidence)
 
 
+def order_stat_rel_width(x, confidence: float = 0.95) -> float:
+    """Width of the distribution-free order-statistic interval of the median over the median:
+    ranks n/2 -+ z sqrt(n)/2 (normal approximation of Binomial(n, 1/2)). O(n), one partition."""
+    x = np.asarray(x, dtype=float)
+    n = x.size
+    if n == 0:
+        raise UsageError("interval of an empty sample")
+    half = NormalDist().inv_cdf(0.5 + confidence / 2) * math.sqrt(n) / 2
+    lo, hi = max(0, math.floor(n / 2 - half)), min(n - 1, math.ceil(n / 2 + half))
+    k = [lo, (n - 1) // 2, n // 2, hi]
+    part = np.partition(x, k)
+    med = (part[k[1]] + part[k[2]]) / 2
+    return float((part[hi] - part[lo]) / med) if med else math.inf
+
+
+def ratio_rel_width_estimate(a, b, confidence: float = 0.95) -> float:
+    """Cheap estimate of the ratio interval's relative width: the two medians' relative widths
+    added in quadrature (log ratio = log a - log b, independent samples)."""
+    return math.hypot(order_stat_rel_width(a, confidence), order_stat_rel_width(b, confidence))
+
+
 def significant(ratio: float, ci: tuple[float, float], threshold: float) -> bool:
     return abs(ratio - 1) > threshold and not (ci[0] <= 1 <= ci[1])
 
 
 def summarize(samples: dict[str, list[float]], protocol: Protocol,
-              pairs: list[tuple[str, str]] | None = None) -> tuple[dict[str, VariantStats], list[Ratio]]:
-    """Per-variant statistics and the ratios of `pairs` (default: every a before b)."""
+              pairs: list[tuple[str, str]] | None = None,
+              known: dict[tuple[str, str], tuple[float, tuple[float, float]]] | None = None,
+              ) -> tuple[dict[str, VariantStats], list[Ratio]]:
+    """Per-variant statistics and the ratios of `pairs` (default: every a before b). `known`:
+    ratio_ci results already computed on these very samples (the stop rule's last full check)."""
     variants = {}
     for i, (name, xs) in enumerate(samples.items()):
         variants[name] = VariantStats(name, list(map(float, xs)), median(xs), float(np.mean(xs)), cv(xs),
                                       median_ci(xs, protocol.confidence, protocol.resamples, protocol.seed + i))
     ratios = []
-    for a, b in pairs if pairs is not None else itertools.combinations(samples, 2):
-        r, ci = ratio_ci(samples[a], samples[b], protocol.confidence, protocol.resamples, protocol.seed)
+    for a, b in _pairs(samples, pairs):
+        r, ci = (known or {}).get((a, b)) or ratio_ci(samples[a], samples[b], protocol.confidence,
+                                                      protocol.resamples, protocol.seed)
         ratios.append(Ratio(a, b, r, ci, significant(r, ci, protocol.threshold), protocol.threshold))
     return variants, ratios
+
+
+def _pairs(samples: dict[str, list[float]], pairs: list[tuple[str, str]] | None) -> list[tuple[str, str]]:
+    return list(pairs) if pairs is not None else list(itertools.combinations(samples, 2))
 
 
 # ---- protocol -----------------------------------------------------------------------------
@@ -187,6 +234,7 @@ def measure(callables: dict[str, Callable[[], float | None]], protocol: Protocol
             callables[name]()
     samples: dict[str, list[float]] = {n: [] for n in names}
     orders: list[list[str]] = []
+    rule = StopRule(protocol, _pairs(samples, pairs))
     start = clock()
     stopped = "max_blocks"
     for block in range(protocol.blocks):
@@ -197,23 +245,73 @@ def measure(callables: dict[str, Callable[[], float | None]], protocol: Protocol
         if protocol.budget_seconds is not None and clock() - start >= protocol.budget_seconds:
             stopped = "budget"
             break
-        if block + 1 >= protocol.min_blocks and _converged(samples, protocol, pairs):
+        if rule.converged(block + 1, samples):
             stopped = "converged"
             break
     elapsed = clock() - start
-    variants, ratios = summarize(samples, protocol, pairs)
-    return Measurement(asdict(protocol), variants, ratios, len(orders), stopped, orders, float(elapsed))
+    known = rule.last_full if stopped == "converged" else None
+    variants, ratios = summarize(samples, protocol, pairs, known)
+    return Measurement(asdict(protocol), variants, ratios, len(orders), stopped, orders, float(elapsed),
+                       rule.record())
 
 
-def _converged(samples: dict[str, list[float]], protocol: Protocol,
-               pairs: list[tuple[str, str]] | None) -> bool:
-    if protocol.target_rel_width is None or len(samples) < 2:
-        return False
-    for a, b in pairs if pairs is not None else itertools.combinations(samples, 2):
-        r, (lo, hi) = ratio_ci(samples[a], samples[b], protocol.confidence, protocol.resamples, protocol.seed)
-        if not (hi - lo) / r < protocol.target_rel_width:
+class StopRule:
+    """The early-stop decision after each block (see the module docstring), with its cost
+    recorded: checks made, full bootstraps computed, and the seconds each kind took."""
+
+    def __init__(self, protocol: Protocol, pairs: list[tuple[str, str]]):
+        if protocol.stop_check not in ("scheduled", "every-block"):
+            raise UsageError(f"measure: stop_check {protocol.stop_check!r} is not 'scheduled' or 'every-block'")
+        self.p, self.pairs = protocol, pairs
+        self.next_check = protocol.min_blocks
+        self.next_full = protocol.min_blocks
+        self.scale = {pair: 1.0 for pair in pairs}  # full width / estimate at the last full check
+        self.last_full: dict[tuple[str, str], tuple[float, tuple[float, float]]] | None = None
+        self.checks, self.full_at, self.check_s, self.full_s = 0, [], 0.0, 0.0
+
+    def converged(self, blocks: int, samples: dict[str, list[float]]) -> bool:
+        p = self.p
+        if p.target_rel_width is None or not self.pairs or blocks < self.next_check:
             return False
-    return True
+        self.checks += 1
+        if p.stop_check == "every-block":
+            return self._full(blocks, samples, {})
+        self.next_check = blocks + max(1, math.floor(blocks * p.check_growth))
+        t0 = time.perf_counter()
+        estimate = {pair: ratio_rel_width_estimate(samples[pair[0]], samples[pair[1]], p.confidence)
+                    for pair in self.pairs}
+        self.check_s += time.perf_counter() - t0
+        limit = p.target_rel_width * (1 + p.full_check_margin)
+        if blocks < self.next_full or any(self.scale[k] * w >= limit for k, w in estimate.items()):
+            return False
+        if self._full(blocks, samples, estimate):
+            return True
+        self.next_full = blocks + max(1, math.ceil(blocks * p.full_check_growth))
+        return False
+
+    def _full(self, blocks: int, samples: dict[str, list[float]], estimate: dict[tuple[str, str], float]) -> bool:
+        """Full-resolution bootstrap of every ratio (the interval that is reported); stops at the
+        first ratio still too wide. Recalibrates the estimate's scale of each ratio computed."""
+        p = self.p
+        t0 = time.perf_counter()
+        self.full_at.append(blocks)
+        done = {}
+        try:
+            for a, b in self.pairs:
+                r, ci = done[(a, b)] = ratio_ci(samples[a], samples[b], p.confidence, p.resamples, p.seed)
+                width = (ci[1] - ci[0]) / r
+                if estimate.get((a, b), 0.0) > 0:
+                    self.scale[(a, b)] = width / estimate[(a, b)]
+                if not width < p.target_rel_width:
+                    return False
+        finally:
+            self.full_s += time.perf_counter() - t0
+        self.last_full = done
+        return True
+
+    def record(self) -> dict[str, Any]:
+        return {"rule": self.p.stop_check, "checks": self.checks, "full": len(self.full_at),
+                "full_at_blocks": self.full_at, "check_s": self.check_s, "full_s": self.full_s}
 
 
 def measure_interleaved(timers: dict[str, Callable[[int], Callable[[], float]]], budget_s: float,

@@ -3,6 +3,7 @@ of known distributions, and the protocol on two real NumPy workloads of differen
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import time
 
@@ -193,3 +194,87 @@ def test_measure_interleaved_calibrates():
     ratio = out["ratios"][0]
     assert (ratio["a"], ratio["b"]) == ("x", "y") and abs(ratio["ratio"] - 0.25) < 1e-12
     json.dumps(out)
+
+
+# ---- the stop rule: scheduled cheap estimate, full bootstrap only to confirm ------------------
+
+def _sequence_samplers(n: int, seed: int, sigmas=(0.05, 0.05), scales=(2e-3, 1e-3)) -> dict:
+    """Fixed-cost samplers: each variant returns the next value of a sequence drawn in advance
+    (no machine noise), so two runs see the very same samples."""
+    rng = np.random.default_rng(seed)
+    seqs = {name: iter((scale * rng.lognormal(0, sigma, n)).tolist())
+            for name, sigma, scale in zip(("a", "b"), sigmas, scales)}
+    return {name: (lambda it=it: next(it)) for name, it in seqs.items()}
+
+
+def _run(rule: str, seed: int, **kw) -> Measurement:
+    proto = dict(warmup_calls=0, warmup_seconds=0, blocks=400, repeats=2, min_blocks=5, target_rel_width=0.02,
+                 resamples=500, stop_check=rule)
+    return measure(_sequence_samplers(800, seed), Protocol(**{**proto, **kw}))
+
+
+def test_width_estimate_tracks_full_bootstrap():
+    """The O(n) order-statistic estimate is within 15% of the full bootstrap's ratio width once
+    a variant has a few hundred samples (what lets it gate the expensive computation)."""
+    from rootcause.measure import ratio_rel_width_estimate
+    for seed in range(5):
+        rng = np.random.default_rng(seed)
+        a, b = rng.lognormal(0, 0.05, 400), 1 + rng.exponential(0.03, 500)
+        r, (lo, hi) = ratio_ci(a, b, 0.95, 2000, seed)
+        assert ratio_rel_width_estimate(a, b) == pytest.approx((hi - lo) / r, rel=0.15)
+
+
+@pytest.mark.parametrize("seed", [0, 3, 4])
+def test_scheduled_stop_is_the_every_block_stop_or_a_little_later(seed):
+    """Widths of the ratio interval after each block, recomputed here from the sequence: the
+    every-block rule stops at the first block narrower than the target; the scheduled rule at a
+    block narrower than the target, no later than ~10% after the block from which the width stays
+    below the target (the every-block rule's first dip may be a fluctuation it does not wait out)."""
+    every, sched = _run("every-block", seed), _run("scheduled", seed)
+    ya, yb = _run("every-block", seed, target_rel_width=None, blocks=300).variants.values()
+    widths = []
+    for k in range(1, 301):
+        r, (lo, hi) = ratio_ci(ya.samples_s[:2 * k], yb.samples_s[:2 * k], 0.95, 500, 0)
+        widths.append((hi - lo) / r)
+    first = next(k for k in range(5, 301) if widths[k - 1] < 0.02)
+    stays = 1 + max(k for k in range(1, 301) if widths[k - 1] >= 0.02)
+    assert every.stopped == sched.stopped == "converged"
+    e, s = every.blocks_run, sched.blocks_run
+    assert e == first and widths[s - 1] < 0.02
+    assert e <= s <= math.ceil(1.1 * max(e, stays)) + 2, (e, s, stays, sched.checks)
+    # the reported interval is the full bootstrap of the samples the run stopped on
+    xa, xb = sched.variants["a"].samples_s, sched.variants["b"].samples_s
+    assert xa == ya.samples_s[:2 * s] and sched.ratios[0].ci == ratio_ci(xa, xb, 0.95, 500, 0)[1]
+    # the every-block rule bootstraps after each block from min_blocks on; the scheduled one rarely
+    assert every.checks["full"] == e - 5 + 1
+    assert sched.checks["full"] <= 4 and sched.checks["checks"] <= s - 5 + 1
+    assert sched.checks["check_s"] + sched.checks["full_s"] < 0.25 * every.checks["full_s"], (sched.checks,
+                                                                                             every.checks)
+
+
+def test_already_narrow_stops_at_min_blocks():
+    # little noise: the interval is narrower than the target at the first check
+    fns = _sequence_samplers(100, 3, sigmas=(0.001, 0.001))
+    m = measure(fns, Protocol(warmup_calls=0, warmup_seconds=0, blocks=40, min_blocks=4, target_rel_width=0.02))
+    assert m.stopped == "converged" and m.blocks_run == 4
+    assert m.checks["checks"] == m.checks["full"] == 1
+
+
+def test_stop_checks_on_a_long_run_are_bounded():
+    """3000 blocks with a target never reached: checks grow with log(blocks), none is a full
+    bootstrap (the estimate stays far from the target)."""
+    blocks = 3000
+    m = measure(_sequence_samplers(blocks, 4, sigmas=(0.3, 0.3)),
+                Protocol(warmup_calls=0, warmup_seconds=0, blocks=blocks, repeats=1, min_blocks=5,
+                         target_rel_width=1e-4))
+    assert m.stopped == "max_blocks" and m.blocks_run == blocks
+    # every block to 32, then a step of floor(b / 32) >= b / 64: at most 64 ln(3000 / 32) more
+    assert m.checks["checks"] <= 28 + math.ceil(64 * math.log(blocks / 32)), m.checks
+    assert m.checks["checks"] < 0.1 * blocks and m.checks["full"] == 0
+
+
+def test_bad_stop_check_is_named():
+    from rootcause.errors import UsageError
+    with pytest.raises(UsageError, match="stop_check 'sometimes'"):
+        measure({"a": lambda: 1.0, "b": lambda: 1.0},
+                Protocol(warmup_calls=0, warmup_seconds=0, blocks=6, stop_check="sometimes"))
