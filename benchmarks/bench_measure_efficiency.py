@@ -1,6 +1,7 @@
 """Measurement efficiency: GPU seconds rootcause.measure's protocol needs to pin a ratio down.
 
     python benchmarks/bench_measure_efficiency.py BUNDLE_A BUNDLE_B [--target-width 0.01] [--budget-s 45]
+        [--stop-check scheduled|every-block|both]
 
 Runs the protocol of `rootcause run` (rootcause.measure.measure_interleaved: calibration of the
 calls per sample, warm-up, interleaved blocks, early stop once the bootstrap interval of
@@ -9,8 +10,11 @@ one process, each trial with its own calibration and warm-up, the first permutat
 trial. Per trial: how it stopped, blocks run, and the wall time of the measure call ("GPU
 seconds": the device is held all along) split into calibration + warm-up, timed blocks (with
 the convergence checks) and the final statistics; plus the device-busy share of the blocks
-(sum of the samplers' own wall time over the blocks' wall time: the rest is the stop rule's
-bootstrap, run after every block).
+(sum of the samplers' own wall time over the blocks' wall time) and the stop rule's own share of
+the block time (its seconds as rootcause.measure records them in Measurement.checks: order-statistic estimates and
+full bootstraps). --stop-check picks the rule: 'scheduled' (the default of `rootcause run`),
+'every-block' (the full bootstrap after every block, the rule before), or 'both' (the trials
+alternate between the two, same first permutation per pair, to compare them on one machine state).
 
 The width curve is recomputed from the trial's own samples with the same statistic the stop
 rule uses (rootcause.measure.ratio_ci, same seed): the block, the seconds from the start of
@@ -78,9 +82,10 @@ def first_below(curve: list[dict[str, float]], width: float) -> dict[str, float]
 def trial(sessions: list, index: int, args: argparse.Namespace) -> dict[str, Any]:
     a, b = sessions[0].bundle.name, sessions[1].bundle.name
     log: list[tuple[str, float, float]] = []
+    rule = args.stop_check if args.stop_check != "both" else ("scheduled", "every-block")[index % 2]
     protocol = Protocol(warmup_calls=args.warmup_calls, warmup_seconds=args.warmup_s, blocks=args.max_blocks,
                         repeats=args.repeats, target_rel_width=args.target_width, budget_seconds=args.budget_s,
-                        offset=index)
+                        offset=index // 2 if args.stop_check == "both" else index, stop_check=rule)
     t0 = time.perf_counter()
     result = measure_interleaved(logged_timers(sessions[:2], log), args.budget_s, protocol)
     t1 = time.perf_counter()
@@ -88,7 +93,10 @@ def trial(sessions: list, index: int, args: argparse.Namespace) -> dict[str, Any
     blocks_start = timed[0][1]
     ratio = result["ratios"][0]
     curve = width_curve(result, a, b, timed, t0, args.curve_points)
-    return {"trial": index, "stopped": result["stopped"], "blocks_run": result["blocks_run"],
+    checks = result["checks"]
+    return {"trial": index, "stop_check": rule, "checks": checks,
+            "check_share_of_blocks": (checks["check_s"] + checks["full_s"]) / result["elapsed_s"],
+            "stopped": result["stopped"], "blocks_run": result["blocks_run"],
             "samples_per_variant": len(result["variants"][a]["samples_s"]),
             "calls_per_sample": {n: v["calls_per_sample"] for n, v in result["variants"].items()},
             "medians_s": {n: v["median_s"] for n, v in result["variants"].items()},
@@ -105,10 +113,13 @@ def trial(sessions: list, index: int, args: argparse.Namespace) -> dict[str, Any
 def show(trials: list[dict[str, Any]]) -> None:
     for t in trials:
         lo, hi = t["ci"]
-        print(f"   trial {t['trial']}: {t['stopped']:<10} {t['blocks_run']:5d} blocks  ratio {t['ratio']:.4f} "
+        c = t["checks"]
+        print(f"   trial {t['trial']} ({t['stop_check']}): {t['stopped']:<10} {t['blocks_run']:5d} blocks  ratio {t['ratio']:.4f} "
               f"[{lo:.4f}, {hi:.4f}] width {100 * t['rel_width']:.2f}%  GPU {t['gpu_seconds']:6.2f} s = "
               f"warm-up {t['calibration_and_warmup_s']:5.2f} + blocks {t['blocks_s']:6.2f} + stats "
               f"{t['final_statistics_s']:4.2f}; busy {100 * t['busy_share_of_blocks']:.0f}% of blocks")
+        print(f"      stop rule: {c['checks']} checks, {c['full']} full bootstraps; {c['check_s']:.3f} s estimates + "
+              f"{c['full_s']:.3f} s bootstraps = {100 * t['check_share_of_blocks']:.1f}% of block time")
         print(f"      medians: {', '.join(f'{n} {us(m).strip()}' for n, m in t['medians_s'].items())}")
         for w, hit in t["first_below"].items():
             where = (f"block {hit['blocks']}, {hit['seconds']:.2f} s into the call ({hit['busy_s']:.2f} s of "
@@ -122,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target-width", type=float, default=0.01, help="relative interval width to stop at")
     parser.add_argument("--budget-s", type=float, default=40.0, help="seconds of timed blocks per trial")
     parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument("--stop-check", choices=("scheduled", "every-block", "both"), default="scheduled",
+                        help="stop rule of the protocol; 'both' alternates trials between the two")
     parser.add_argument("--curve-points", type=int, default=30, help="block counts the width curve is computed at")
     args = parser.parse_args(argv)
     if len(args.bundles) != 2:
