@@ -332,8 +332,11 @@ def analyze_run(plan: dict[str, Any], out: Path, run_dir: Path, threshold: float
                        "budget_s": m.get("budget_s"), "variants": [a, b]}
     doc = att.to_dict()
     hybrids = [confirm.Hybrid.from_dict(h) for h in plan.get("hybrids", [])]
+    unit_calls = {u["unit"]: {"a": confirm.unit_call_times(events[a], u["kernels_a"]),
+                              "b": confirm.unit_call_times(events[b], u["kernels_b"])} for u in doc["units"]}
     doc["confirmation"] = confirm.evaluate(measurement["measurement"], a, b, hybrids, doc["units"], threshold,
-                                           doc["whole_graph"]["significant"], plan.get("failed", {}))
+                                           doc["whole_graph"]["significant"], plan.get("failed", {}),
+                                           unit_calls=unit_calls)
     doc["confirmation"]["notes"] = plan.get("notes", [])
     doc["run"] = {"directory": str(run_dir), "verification_ok": measurement.get("verification", {}).get("ok"),
                   "env_warnings": measurement.get("env_warnings", []), "target": plan["target"],

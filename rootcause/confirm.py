@@ -11,13 +11,18 @@ only u's compiler decision and measuring it interleaved with A and B:
   pass (four or fewer; else the two halves): one level of a bisection over passes.
 - IREE, flags: the same one-level bisection over the differing iree.flags.
 
-Recovered share (module doc of evaluate): a hybrid built from A with B's choice at u gives
-(T_A - T_h) / (T_A - T_B); one built from B with A's choice gives (T_h - T_B) / (T_A - T_B).
-Both read "how much of the A-B delta this one decision carries". T are medians of the
-interleaved whole-graph samples; the interval is a bootstrap over measurement blocks (each
-block holds every variant's samples, so resampling blocks keeps A, B and h paired in time).
-Verdict: confirmed when the interval's lower bound is above `threshold` (default 0.5),
-refuted when its upper bound is below it, else inconclusive.
+Recovered share (module doc of evaluate). A hybrid that changes one unit u is judged against
+u's own delta, the profiled d_u = t_u(B) - t_u(A) per call: built from A with B's choice at u it
+gives (T_h - T_A) / d_u, built from B with A's choice (T_h - T_B) / -d_u; 100% means the whole
+graph moved by exactly the unit's delta. The whole-graph share, (T_A - T_h) / (T_A - T_B) from A
+or (T_h - T_B) / (T_A - T_B) from B, is kept as a second figure; it is the judged one for
+whole-spec hybrids (pass and flag bisection), which change no single unit. T are medians of the
+interleaved whole-graph samples, t_u medians over profiled calls of the unit's kernel time. The
+interval is a bootstrap: measurement blocks are resampled (each block holds every variant's
+samples, so A, B and h stay paired in time) and, for the unit share, A's and B's profiled calls
+independently (the unit delta's own spread enters). Verdict: confirmed when the interval's
+lower bound is above `threshold` (default 0.5), refuted when its upper bound is below it, else
+inconclusive; inconclusive too when the delta it is judged against is not significant.
 """
 from __future__ import annotations
 
@@ -29,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from rootcause.model import CatalogKernel
 from rootcause.spec import VariantSpec
@@ -126,6 +132,7 @@ def boundary_hybrids(base: str, spec: VariantSpec, catalog: list[CatalogKernel],
                      other: list[CatalogKernel]) -> list[Hybrid]:
     """One hybrid per kernel of `base` whose ops the other side splits over several kernels."""
     owner = {op: k.name for k in other for op in k.source_ops}
+    function = {op: k.function or k.name for k in other for op in k.source_ops}
     out = []
     for k in sorted(catalog, key=lambda k: -(k.bytes_moved or 0)):
         ops = list(k.source_ops)
@@ -136,13 +143,12 @@ def boundary_hybrids(base: str, spec: VariantSpec, catalog: list[CatalogKernel],
         bindings = [v for v in (_op_var(op, spec.entry) for op in cuts) if v]
         if not bindings:
             continue
-        parts = sorted({owner[op] for op in ops if op in owner})
-        side = "B" if base == "a" else "A"
+        parts = list(dict.fromkeys(function[op] for op in ops if op in function))  # in op order
+        where = f"dataflow boundar{'y' if len(bindings) == 1 else 'ies'} after {', '.join(bindings)}"
         boundaries = list(dict.fromkeys(spec.tvm.dataflow_boundaries_after + bindings))
         edited = dataclasses.replace(spec, tvm=dataclasses.replace(spec.tvm, dataflow_boundaries_after=boundaries))
         out.append(Hybrid("", base, "dataflow-boundary", {"dataflow_boundaries_after": bindings},
-                          f"{k.name} split as {side} computes it ({' + '.join(parts)}): dataflow boundary "
-                          f"after {', '.join(bindings)}", ops, [k.name], edited))
+                          f"splitting {k.function or k.name} back into {' + '.join(parts)} ({where})", ops, [k.name], edited))
     return out
 
 
@@ -158,7 +164,7 @@ def override_hybrids(base: str, spec: VariantSpec, other: VariantSpec, catalog: 
         overrides = {**mine, fn: theirs[fn]}
         edited = dataclasses.replace(spec, tvm=dataclasses.replace(spec.tvm, schedule_overrides=overrides))
         out.append(Hybrid("", base, "schedule-override", {"schedule_overrides": {fn: str(theirs[fn])}},
-                          f"{fn} scheduled as in {side} ({Path(theirs[fn]).name})",
+                          f"scheduling {fn} as {side} does ({Path(theirs[fn]).name})",
                           list(functions[fn].source_ops), [functions[fn].name], edited))
     return out
 
@@ -179,10 +185,10 @@ def pass_hybrids(spec_a: VariantSpec, spec_b: VariantSpec) -> list[Hybrid]:
     out = []
     for subset in _subsets(differing):
         skip = [p for p in skip_a if p not in subset] + [p for p in subset if p in skip_b]
-        words = ", ".join(f"{'skip' if p in skip_b else 'run'} {p}" for p in subset)
+        words = " and ".join(f"{'skipping' if p in skip_b else 'running'} {p}" for p in subset)
         edited = dataclasses.replace(spec_a, tvm=dataclasses.replace(spec_a.tvm, skip_passes=skip))
         out.append(Hybrid("", "a", "passes", {"skip_passes": skip, "toggled": subset},
-                          f"A with B's pass setting for {', '.join(subset)} ({words})", [], [], edited))
+                          f"{words} as B does", [], [], edited))
     return out
 
 
@@ -194,10 +200,10 @@ def flag_hybrids(spec_a: VariantSpec, spec_b: VariantSpec) -> list[Hybrid]:
     for subset in _subsets(differing):
         removed = {f for op, f in subset if op == "remove"}
         flags = [f for f in fa if f not in removed] + [f for op, f in subset if op == "add"]
-        words = ", ".join(f"{op} {f}" for op, f in subset)
+        words = " and ".join(f"{'removing' if op == 'remove' else 'adding'} {f}" for op, f in subset)
         edited = dataclasses.replace(spec_a, iree=dataclasses.replace(spec_a.iree, flags=flags))
         out.append(Hybrid("", "a", "flags", {"flags": flags, "toggled": [list(x) for x in subset]},
-                          f"A with B's flags for: {words}", [], [], edited))
+                          f"{words} as B does", [], [], edited))
     return out
 
 
@@ -210,39 +216,74 @@ def _blocks(samples: np.ndarray, repeats: int, blocks: int) -> np.ndarray | None
 
 
 def recovered(t_a, t_b, t_h, base: str) -> np.ndarray:
-    """Share of the A-B delta the hybrid's one decision carries (module doc)."""
+    """Whole-graph share: how much of the A-B delta the hybrid's one decision carries (module doc)."""
     t_a, t_b, t_h = (np.asarray(x, dtype=float) for x in (t_a, t_b, t_h))
     delta = t_a - t_b
     with np.errstate(divide="ignore", invalid="ignore"):
         return (t_a - t_h) / delta if base == "a" else (t_h - t_b) / delta
 
 
-def recovered_interval(samples: dict[str, np.ndarray], base: str, repeats: int, blocks: int,
-                       n_boot: int = 2000, seed: int = 0) -> tuple[float, float, float, str]:
-    """Point estimate and bootstrap interval of `recovered`; samples keyed 'a', 'b', 'h'.
+def recovered_unit(t_a, t_b, t_h, u_a, u_b, base: str) -> np.ndarray:
+    """Unit share: the hybrid's whole-graph move over the unit's profiled delta (module doc).
+    T in any one unit, u in any one unit (both seconds, or both ns)."""
+    t_a, t_b, t_h, u_a, u_b = (np.asarray(x, dtype=float) for x in (t_a, t_b, t_h, u_a, u_b))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (t_h - t_a) / (u_b - u_a) if base == "a" else (t_h - t_b) / (u_a - u_b)
 
-    Blocks are resampled when every variant has repeats x blocks samples in block order (the
-    interleaved protocol's layout), else each variant's samples are resampled on their own."""
-    point = float(recovered(np.median(samples["a"]), np.median(samples["b"]), np.median(samples["h"]), base))
-    rng = np.random.default_rng(seed)
+
+def _boot_whole(samples: dict[str, np.ndarray], repeats: int, blocks: int, n_boot: int,
+                rng: np.random.Generator) -> tuple[dict[str, np.ndarray], str]:
+    """Bootstrap medians per variant: measurement blocks resampled when every variant has
+    repeats x blocks samples in block order (the interleaved protocol's layout), else each
+    variant's samples on their own."""
     shaped = {k: _blocks(np.asarray(v, dtype=float), repeats, blocks) for k, v in samples.items()}
     if all(v is not None for v in shaped.values()):
         idx = rng.integers(0, blocks, size=(n_boot, blocks))
         meds = {k: np.median(v[idx].reshape(n_boot, -1), axis=1) for k, v in shaped.items()}
-        method = f"bootstrap over {blocks} measurement blocks ({repeats} samples per variant each)"
-    else:
-        meds = {}
-        for k, v in samples.items():
-            v = np.asarray(v, dtype=float)
-            meds[k] = np.median(v[rng.integers(0, v.size, size=(n_boot, v.size))], axis=1)
-        method = "bootstrap of each variant's samples independently"
-    boot = recovered(meds["a"], meds["b"], meds["h"], base)
+        return meds, f"bootstrap over {blocks} measurement blocks ({repeats} samples per variant each)"
+    meds = {}
+    for k, v in samples.items():
+        v = np.asarray(v, dtype=float)
+        meds[k] = np.median(v[rng.integers(0, v.size, size=(n_boot, v.size))], axis=1)
+    return meds, "bootstrap of each variant's samples independently"
+
+
+def _boot_calls(values: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    values = np.asarray(values, dtype=float)
+    return np.median(values[rng.integers(0, values.size, size=(n_boot, values.size))], axis=1)
+
+
+def _percentiles(point: float, boot: np.ndarray) -> tuple[float, float, float]:
     boot = boot[np.isfinite(boot)]
-    if boot.size == 0:
-        return point, float("nan"), float("nan"), method
+    if boot.size == 0 or not np.isfinite(point):
+        return point, float("nan"), float("nan")
     tail = 100 * (1 - LEVEL) / 2
     lo, hi = np.percentile(boot, [tail, 100 - tail])
-    return point, float(lo), float(hi), method
+    return point, float(lo), float(hi)
+
+
+def recovered_interval(samples: dict[str, np.ndarray], base: str, repeats: int, blocks: int,
+                       n_boot: int = 2000, seed: int = 0) -> tuple[float, float, float, str]:
+    """Point estimate and bootstrap interval of the whole-graph share; samples keyed 'a', 'b', 'h'."""
+    point = float(recovered(np.median(samples["a"]), np.median(samples["b"]), np.median(samples["h"]), base))
+    meds, method = _boot_whole(samples, repeats, blocks, n_boot, np.random.default_rng(seed))
+    return (*_percentiles(point, recovered(meds["a"], meds["b"], meds["h"], base)), method)
+
+
+def unit_interval(samples: dict[str, np.ndarray], calls: dict[str, np.ndarray], base: str, repeats: int,
+                  blocks: int, n_boot: int = 2000, seed: int = 0) -> tuple[float, float, float, str]:
+    """Point estimate and bootstrap interval of the unit share. samples: whole-graph seconds keyed
+    'a', 'b', 'h'; calls: the unit's kernel seconds per profiled call of A ('a') and B ('b').
+    Each draw pairs a block resample of the measurement with call resamples of A and B."""
+    med = {k: float(np.median(v)) for k, v in samples.items()}
+    point = float(recovered_unit(med["a"], med["b"], med["h"], np.median(calls["a"]), np.median(calls["b"]), base))
+    rng = np.random.default_rng(seed)
+    meds, method = _boot_whole(samples, repeats, blocks, n_boot, rng)
+    u_a, u_b = _boot_calls(calls["a"], n_boot, rng), _boot_calls(calls["b"], n_boot, rng)
+    boot = recovered_unit(meds["a"], meds["b"], meds["h"], u_a, u_b, base)
+    method += (f", with A's {len(calls['a'])} and B's {len(calls['b'])} profiled calls resampled "
+               "independently for the unit's delta")
+    return (*_percentiles(point, boot), method)
 
 
 def verdict(low: float, high: float, threshold: float = THRESHOLD) -> str:
@@ -273,14 +314,49 @@ def unit_of(h: Hybrid, units: list[dict[str, Any]]) -> dict[str, Any] | None:
     return None
 
 
+def unit_call_times(events: pd.DataFrame, kernels: list[str]) -> np.ndarray:
+    """Seconds per graph call that `kernels` take in a profile cut into calls (column 'call'),
+    the per-call sum attribute medians for a unit; calls without one of them count 0. A profile
+    not cut yet is cut as attribute cuts it (profilers.split_calls)."""
+    if "call" not in events.columns or (events["call"] < 0).all():
+        from rootcause.profilers import split_calls
+
+        events = split_calls(events)
+    calls = np.unique(events["call"].to_numpy())
+    calls = calls[calls >= 0]
+    mine = events[events["kernel"].isin(kernels) & (events["call"] >= 0)]
+    per_call = mine.groupby("call")["duration_ns"].sum().reindex(calls, fill_value=0)
+    return per_call.to_numpy(dtype=float) / 1e9
+
+
+def _times(x: float) -> str:
+    """'4.9x' / '1.13x': ratio to the digits a reader needs."""
+    return f"{x:.0f}x" if x >= 10 else f"{x:.1f}x" if x >= 2 else f"{x:.2f}x"
+
+
+def _faster(t_h: float, t: float, side: str) -> str:
+    if t_h <= 0 or t <= 0:
+        return f"n/a against {side}"
+    return f"{_times(t / t_h)} faster than {side}" if t_h < t else f"{_times(t_h / t)} slower than {side}"
+
+
+def _share(point: float, lo: float, hi: float) -> str:
+    return f"{point:.0%} [{lo:.0%}, {hi:.0%}]"
+
+
 def evaluate(measurement: dict[str, Any], name_a: str, name_b: str, hybrids: list[Hybrid],
              units: list[dict[str, Any]] | None = None, threshold: float = THRESHOLD,
              delta_significant: bool | None = None, failed: dict[str, str] | None = None,
-             n_boot: int = 2000, seed: int = 0) -> dict[str, Any]:
-    """Per hybrid: T_A, T_B, T_h, recovered share with interval, verdict and a sentence."""
+             n_boot: int = 2000, seed: int = 0,
+             unit_calls: dict[int, dict[str, np.ndarray]] | None = None) -> dict[str, Any]:
+    """Per hybrid: T_A, T_B, T_h, the judged share (of its unit's delta, else of the A-B delta)
+    with interval and verdict, the whole-graph share beside it, and a sentence.
+
+    unit_calls: per unit id, that unit's kernel seconds per profiled call of A and B ('a', 'b')
+    (unit_call_times); without them a unit hybrid is judged on the whole-graph share."""
     variants = measurement["variants"]
     repeats, blocks = _layout(measurement)
-    failed = failed or {}
+    failed, unit_calls = failed or {}, unit_calls or {}
     rows = []
     for h in hybrids:
         u = unit_of(h, units or []) if (h.source_ops or h.kernels) else None
@@ -292,24 +368,63 @@ def evaluate(measurement: dict[str, Any], name_a: str, name_b: str, hybrids: lis
             rows.append({**row, "verdict": "not measured", "error": why,
                          "sentence": f"{h.description}: not measured: {why}."})
             continue
-        samples = {"a": variants[name_a]["samples_s"], "b": variants[name_b]["samples_s"],
-                   "h": variants[h.name]["samples_s"]}
-        point, lo, hi, method = recovered_interval({k: np.asarray(v) for k, v in samples.items()}, h.base,
-                                                   repeats, blocks, n_boot, seed)
-        verdict_ = verdict(lo, hi, threshold)
-        if delta_significant is False:
-            verdict_ = "inconclusive"
-        medians = {k: float(np.median(v)) for k, v in samples.items()}
-        text = (f"{h.description}: recovers {point:.0%} [{lo:.0%}, {hi:.0%}] of the A-B delta "
-                f"({medians['h'] * 1e6:.1f} us vs A {medians['a'] * 1e6:.1f} us, B {medians['b'] * 1e6:.1f} us): "
-                f"{verdict_}")
-        if delta_significant is False:
-            text += " (the whole-graph delta itself is not significant)"
-        rows.append({**row, "median_s": medians, "recovered": {"median": point, "low": lo, "high": hi,
-                                                                 "level": LEVEL, "method": method},
-                     "verdict": verdict_, "sentence": text + "."})
-    return {"threshold": threshold, "rule": f"confirmed when the {LEVEL:.0%} interval of the recovered share "
-                                           f"lies above {threshold:.0%}, refuted when below",
-            "formula": "base A: (T_A - T_h) / (T_A - T_B); base B: (T_h - T_B) / (T_A - T_B); T = median "
-                       "whole-graph seconds per call",
+        rows.append({**row, **_judge(h, u, variants, name_a, name_b, repeats, blocks, threshold,
+                                     delta_significant, unit_calls, n_boot, seed)})
+    return {"threshold": threshold,
+            "rule": f"confirmed when the {LEVEL:.0%} interval of the recovered share lies above {threshold:.0%}, "
+                    "refuted when below; a hybrid that changes one unit is judged against that unit's delta, "
+                    "a whole-spec hybrid against the A-B delta",
+            "formula": "unit share, base A: (T_h - T_A) / (t_u(B) - t_u(A)); base B: (T_h - T_B) / (t_u(A) - "
+                       "t_u(B)); whole-graph share, base A: (T_A - T_h) / (T_A - T_B); base B: (T_h - T_B) / "
+                       "(T_A - T_B); T = median whole-graph seconds per call, t_u = median profiled seconds "
+                       "per call of the unit's kernels",
             "hybrids": rows}
+
+
+def _judge(h: Hybrid, u: dict[str, Any] | None, variants: dict[str, Any], name_a: str, name_b: str,
+           repeats: int, blocks: int, threshold: float, delta_significant: bool | None,
+           unit_calls: dict[int, dict[str, np.ndarray]], n_boot: int, seed: int) -> dict[str, Any]:
+    samples = {k: np.asarray(variants[n]["samples_s"], dtype=float)
+               for k, n in (("a", name_a), ("b", name_b), ("h", h.name))}
+    med = {k: float(np.median(v)) for k, v in samples.items()}
+    graph = recovered_interval(samples, h.base, repeats, blocks, n_boot, seed)
+    d_graph = abs(med["a"] - med["b"]) * 1e6
+    graph_text = _share(*graph[:3])
+    base_label = name_a if h.base == "a" else name_b
+    head = (f"{h.description} takes {base_label} from {med[h.base] * 1e6:.1f} to {med['h'] * 1e6:.1f} us: "
+            f"it recovers ")
+    speed = f"makes the graph {_faster(med['h'], med['a'], 'A')} and {_faster(med['h'], med['b'], 'B')}"
+    out: dict[str, Any] = {"median_s": med,
+                           "recovered_graph": {"median": graph[0], "low": graph[1], "high": graph[2],
+                                               "level": LEVEL, "method": graph[3]},
+                           "speedup": {"vs_a": med["a"] / med["h"] if med["h"] else None,
+                                       "vs_b": med["b"] / med["h"] if med["h"] else None}}
+    calls = unit_calls.get(u["unit"]) if u else None
+    if calls is not None and len(calls["a"]) and len(calls["b"]):
+        unit = unit_interval(samples, calls, h.base, repeats, blocks, n_boot, seed)
+        d_unit = float(np.median(calls["b"]) - np.median(calls["a"]))
+        judged, against = unit, "unit"
+        verdict_ = verdict(unit[1], unit[2], threshold)
+        why = None if u["significant"] else "the unit's own delta is not significant"
+        text = (f"{head}{_share(*unit[:3])} of the unit's {abs(d_unit) * 1e6:.1f} us and {speed}")
+        out["unit_delta_s"] = d_unit
+        out["recovered_unit"] = {"median": unit[0], "low": unit[1], "high": unit[2], "level": LEVEL,
+                                 "method": unit[3]}
+    else:
+        judged, against = graph, "graph"
+        verdict_ = verdict(graph[1], graph[2], threshold)
+        why = "the whole-graph delta itself is not significant" if delta_significant is False else None
+        text = f"{head}{graph_text} of the {d_graph:.1f} us A-B delta and {speed}"
+        if u is not None:
+            text += f" (unit {u['unit']}: no profiled per-call times of it, so judged on the A-B delta)"
+    if why:
+        verdict_ = "inconclusive"
+    text += f": {verdict_}"
+    if why:
+        text += f" ({why})"
+    if against == "unit":
+        text += f"; whole-graph share {graph_text} of the {d_graph:.1f} us A-B delta"
+    out.update({"recovered": {"median": judged[0], "low": judged[1], "high": judged[2], "level": LEVEL,
+                              "method": judged[3], "of": against},
+                "verdict": verdict_, "sentence": text + "."})
+    return out

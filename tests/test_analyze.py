@@ -85,17 +85,40 @@ def test_hybrid_really_splits_the_pool(analyzed):
     assert len(covering) == 1 and covering[0]["source_ops"] == ["main/lv16:pool2d"]
 
 
+def _unit_calls(trace: dict, kernels: list[str]) -> np.ndarray:
+    """Seconds per call of the named kernels, summed from the TVM VM trace's own events."""
+    per_call = np.zeros(trace["otherData"]["calls"])
+    for e in trace["traceEvents"]:
+        if e["name"] in kernels:
+            per_call[e["args"]["call"]] += e["dur"] * 1e-6  # chrome trace: microseconds
+    return per_call
+
+
 def test_confirmation_recomputed_from_samples(analyzed):
+    """Whole-graph share from the measured samples; a unit hybrid's judged share from the samples
+    and the unit's per-call times in the VM traces."""
     doc = json.loads((analyzed / "attribution.json").read_text())
     m = json.loads((analyzed / "run" / "measurement.json").read_text())["measurement"]["variants"]
+    traces = {v: json.loads((analyzed / "run" / f"{n}.tvm-vm.json").read_text())
+              for v, n in (("a", "pool_fusion-on"), ("b", "pool_fusion-off"))}
     rows = [r for r in doc["confirmation"]["hybrids"] if r.get("recovered")]
     assert rows
     ta, tb = np.median(m["pool_fusion-on"]["samples_s"]), np.median(m["pool_fusion-off"]["samples_s"])
+    units = {u["unit"]: u for u in doc["units"]}
     for r in rows:
         th = np.median(m[r["name"]]["samples_s"])
-        want = (ta - th) / (ta - tb) if r["base"] == "a" else (th - tb) / (ta - tb)
-        assert r["recovered"]["median"] == pytest.approx(want)
-        assert r["recovered"]["low"] <= r["recovered"]["median"] <= r["recovered"]["high"]
+        graph = (ta - th) / (ta - tb) if r["base"] == "a" else (th - tb) / (ta - tb)
+        assert r["recovered_graph"]["median"] == pytest.approx(graph)
+        if r["kind"] == "passes":
+            assert r["recovered"]["of"] == "graph" and r["recovered"]["median"] == pytest.approx(graph)
+        else:
+            u = units[r["unit"]]
+            ua = np.median(_unit_calls(traces["a"], u["kernels_a"]))
+            ub = np.median(_unit_calls(traces["b"], u["kernels_b"]))
+            assert r["recovered"]["of"] == "unit"
+            assert r["recovered"]["median"] == pytest.approx((th - ta) / (ub - ua), rel=1e-6)
+        for rec in (r["recovered"], r["recovered_graph"]):
+            assert rec["low"] <= rec["median"] <= rec["high"]
         assert r["verdict"] in ("confirmed", "refuted", "inconclusive")
 
 

@@ -301,8 +301,10 @@ def _confirmation(conf) -> str:
     if conf["rows"]:
         rows = [[esc(r[c]) if c != "hybrid" else f"<code>{esc(r[c])}</code>" for c in view.CONFIRMATION_COLUMNS]
                 for r in conf["rows"]]
-        out.append(_table(list(view.CONFIRMATION_COLUMNS), rows, num={3, 4},
+        out.append(_table(list(view.CONFIRMATION_COLUMNS), rows, num={3, 4, 5, 7},
                           cls=[f"verdict-{r['state'].replace(' ', '-')}" for r in conf["rows"]]))
+        out.append("<ul>" + "".join(f"<li>{esc(r['sentence'])}</li>" for r in conf["rows"] if r["sentence"])
+                   + "</ul>")
     else:
         out.append(f"<p>{_na('No hybrid was built.')}</p>")
     if conf["notes"]:

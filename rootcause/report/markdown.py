@@ -210,7 +210,8 @@ def _confirmation(conf: dict[str, Any]) -> list[str]:
     if conf["rows"]:
         rows = [[code(r["hybrid"]), *(text(r[c]) for c in view.CONFIRMATION_COLUMNS[1:-1]), f"**{text(r['verdict'])}**"]
                 for r in conf["rows"]]
-        lines += _table(list(view.CONFIRMATION_COLUMNS), rows, right={3, 4})
+        lines += _table(list(view.CONFIRMATION_COLUMNS), rows, right={3, 4, 5, 7})
+        lines += [""] + [f"- {text(r['sentence'])}" for r in conf["rows"] if r["sentence"]]
     else:
         lines.append("- no hybrid was built")
     if conf["notes"]:

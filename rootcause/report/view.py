@@ -239,11 +239,12 @@ def fold(units: list[dict[str, Any]], top: int) -> tuple[list[dict[str, Any]], d
 
 # --- counterfactual hybrids (rootcause analyze's doc['confirmation']) ------------------------
 
-CONFIRMATION_COLUMNS = ("hybrid", "change", "unit", "hybrid per call", "recovered [95%]", "verdict")
+CONFIRMATION_COLUMNS = ("hybrid", "change", "unit", "hybrid per call", "graph vs A, B", "recovered [95%]", "of",
+                        "whole-graph share [95%]", "verdict")
 
 
 def fmt_recovered(rec: Any) -> str:
-    """'62% [48%, 75%]': the share of the A-B delta a hybrid recovers, with its interval."""
+    """'62% [48%, 75%]': the share of a delta a hybrid recovers, with its interval."""
     if not isinstance(rec, dict) or not isinstance(rec.get("median"), (int, float)):
         return "n/a"
     text = f"{rec['median']:.0%}"
@@ -252,9 +253,29 @@ def fmt_recovered(rec: Any) -> str:
     return text
 
 
+def _speed(x: Any) -> str:
+    """T_side / T_h as '4.9x faster' or '1.24x slower'."""
+    if not isinstance(x, (int, float)) or x <= 0:
+        return "n/a"
+    word, r = ("faster", x) if x >= 1 else ("slower", 1 / x)
+    return f"{r:.0f}x {word}" if r >= 10 else f"{r:.1f}x {word}" if r >= 2 else f"{r:.2f}x {word}"
+
+
+def _against(r: dict[str, Any]) -> str:
+    """What the judged share is a share of: the unit's delta or the whole A-B delta."""
+    rec, med = r.get("recovered"), r.get("median_s")
+    of = rec.get("of") if isinstance(rec, dict) else None
+    if of == "unit" and isinstance(r.get("unit_delta_s"), (int, float)):
+        return f"unit {fmt_value(r.get('unit'))}'s {fmt_time(abs(r['unit_delta_s']) * 1e9)}"
+    if isinstance(med, dict) and all(isinstance(med.get(k), (int, float)) for k in "ab"):
+        return f"A-B delta {fmt_time(abs(med['a'] - med['b']) * 1e9)}"
+    return "A-B delta"
+
+
 def confirmation(doc: dict[str, Any]) -> dict[str, Any] | None:
     """doc['confirmation'] as plain cells for both renderers; None when the document has none
-    (rootcause compare does not build hybrids)."""
+    (rootcause compare does not build hybrids). Older documents (one whole-graph share, no
+    unit share) show that share and n/a for the rest."""
     conf = doc.get("confirmation")
     if not isinstance(conf, dict):
         return None
@@ -266,11 +287,17 @@ def confirmation(doc: dict[str, Any]) -> dict[str, Any] | None:
         verdict_ = str(r.get("verdict", "n/a"))
         if r.get("error"):
             verdict_ += f" ({r['error']})"
+        speed = r.get("speedup") if isinstance(r.get("speedup"), dict) else {}
         rows.append({"hybrid": str(r.get("name", "n/a")), "change": str(r.get("description", "n/a")),
                      "unit": fmt_value(r.get("unit")),
                      "hybrid per call": fmt_time(t_h * 1e9) if isinstance(t_h, (int, float)) else "n/a",
-                     "recovered [95%]": fmt_recovered(r.get("recovered")), "verdict": verdict_,
-                     "state": str(r.get("verdict", ""))})
+                     "graph vs A, B": (f"{_speed(speed.get('vs_a'))}, {_speed(speed.get('vs_b'))}"
+                                       if speed else "n/a"),
+                     "recovered [95%]": fmt_recovered(r.get("recovered")),
+                     "of": _against(r) if r.get("recovered") else "n/a",
+                     "whole-graph share [95%]": fmt_recovered(r.get("recovered_graph", r.get("recovered"))),
+                     "verdict": verdict_, "state": str(r.get("verdict", "")),
+                     "sentence": str(r.get("sentence", ""))})
     return {"rule": str(conf.get("rule") or "rule not recorded"), "formula": conf.get("formula"),
             "rows": rows, "notes": [str(n) for n in conf.get("notes") or []]}
 
