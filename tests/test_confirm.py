@@ -110,3 +110,44 @@ def test_evaluate_marks_failed_and_insignificant():
     assert x["verdict"] == "not measured" and "build failed" in x["sentence"]
     quiet = confirm.evaluate(measurement, "A", "B", hs[:1], [], delta_significant=False)
     assert quiet["hybrids"][0]["verdict"] == "inconclusive"
+
+
+def test_unit_interval_carries_the_unit_delta_spread():
+    """The unit share's interval resamples the profiled calls too: with noisy calls and a quiet
+    measurement it covers the true share and is wider than with the calls held at their medians."""
+    rng = np.random.default_rng(3)
+    blocks, repeats = 30, 5
+    s = {k: m + rng.normal(0, 0.1, blocks * repeats) for k, m in (("a", 100.0), ("b", 90.0), ("h", 70.0))}
+    calls = {"a": 40 + rng.normal(0, 8, 15), "b": rng.normal(0, 8, 15)}  # unit delta about -40
+    point, lo, hi, method = confirm.unit_interval(s, calls, "a", repeats, blocks)
+    truth = (np.median(s["h"]) - np.median(s["a"])) / (np.median(calls["b"]) - np.median(calls["a"]))
+    assert point == pytest.approx(truth) and lo < 0.75 < hi and "profiled calls" in method
+    fixed = {k: np.full(15, np.median(v)) for k, v in calls.items()}
+    _, lo_f, hi_f, _ = confirm.unit_interval(s, fixed, "a", repeats, blocks)
+    assert hi_f - lo_f < 0.2 * (hi - lo)
+    # base B: the mirror, (T_h - T_B) / (u_A - u_B)
+    point_b, *_ = confirm.unit_interval(s, calls, "b", repeats, blocks)
+    assert point_b == pytest.approx((np.median(s["h"]) - np.median(s["b"]))
+                                    / (np.median(calls["a"]) - np.median(calls["b"])))
+
+
+def test_evaluate_judges_unit_hybrids_on_their_unit():
+    rng = np.random.default_rng(4)
+    samples = {n: list(rng.normal(m, 0.5, 40)) for n, m in (("A", 100), ("B", 95), ("H", 40))}
+    measurement = {"variants": {n: {"samples_s": v} for n, v in samples.items()},
+                   "protocol": {"repeats": 5}, "blocks_run": 8}
+    unit = {"unit": 3, "kernels_a": ["fused"], "kernels_b": ["p", "q"], "source_ops": ["main/lv1:p"],
+            "significant": True}
+    h = confirm.Hybrid("H", "a", "dataflow-boundary", {}, "splitting fused", ["main/lv1:p"], ["fused"])
+    calls = {3: {"a": rng.normal(70, 0.5, 9), "b": rng.normal(0, 0.5, 9)}}
+    row = confirm.evaluate(measurement, "A", "B", [h], [unit], unit_calls=calls)["hybrids"][0]
+    assert row["recovered"]["of"] == "unit" and row["unit"] == 3
+    assert row["recovered"]["median"] == pytest.approx(
+        (np.median(samples["H"]) - np.median(samples["A"])) / (np.median(calls[3]["b"]) - np.median(calls[3]["a"])))
+    assert row["verdict"] == "confirmed" and row["recovered_graph"]["median"] > 5  # 1200% of the A-B delta
+    assert "of the unit's" in row["sentence"] and "2.5x faster than A" in row["sentence"]
+    quiet = confirm.evaluate(measurement, "A", "B", [h], [{**unit, "significant": False}], unit_calls=calls)
+    assert quiet["hybrids"][0]["verdict"] == "inconclusive" and "not significant" in quiet["hybrids"][0]["sentence"]
+    # without per-call times the unit hybrid falls back to the whole-graph share, and says so
+    bare = confirm.evaluate(measurement, "A", "B", [h], [unit])["hybrids"][0]
+    assert bare["recovered"]["of"] == "graph" and "judged on the A-B delta" in bare["sentence"]
