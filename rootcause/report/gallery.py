@@ -7,6 +7,9 @@ manifests (catalogs) under reports/inputs/, which `--rebuild-catalogs` rebuilds 
 `rootcause build` from fixtures/cases/. The step is the CLI's own `rootcause compare` (which
 writes attribution.json, report.html and report.md), run from the repository root so the paths
 recorded in each attribution.json are relative and the gallery can be moved with the repository.
+Entries of kind 'analyze' run the split `rootcause analyze` instead: `--bundle-only` rebuilds A,
+B and the hybrids from fixtures/cases/ into the entry's bundles/ (TVM and nvcc; cached builds
+take seconds), then `--from-run` analyzes the committed GPU run against them.
 """
 from __future__ import annotations
 
@@ -23,6 +26,8 @@ from rootcause.compare import command_line
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = "fixtures/captures/h200-2026-12-02-run"
+SEEDS = "fixtures/captures/h200-2026-12-02-seeds"
+POOL_SPECS = "fixtures/cases/pool_fusion/variants.toml"
 SHARED = "fixtures/captures/h200-2026-12-02/tvm_pool_fusion.cupti.json"
 INPUTS = "reports/inputs"
 POOL_CATALOGS = (f"{INPUTS}/pool_fusion_off.manifest.json", f"{INPUTS}/pool_fusion_on.manifest.json")
@@ -36,8 +41,29 @@ def _pool(title: str, run_dir: str, profiler: str) -> dict[str, Any]:
             "measurement": f"{run_dir}/measurement.json", "catalogs": POOL_CATALOGS, "labels": POOL_LABELS}
 
 
-# name -> what goes into `rootcause compare`. A is the baseline (FuseOps off), B the candidate.
+def _seed_run(title: str, case: str, labels: tuple[str, str], catalogs: tuple[str, str]) -> dict[str, Any]:
+    """A seed case's `rootcause run` directory under SEEDS: CUPTI profiles named after the bundles,
+    its measurement.json (interleaved latency, calls per profile) and env.json."""
+    return {"title": title, "profiles": tuple(f"{SEEDS}/{case}/{n}.cupti.json" for n in labels),
+            "measurement": f"{SEEDS}/{case}/measurement.json",
+            "catalogs": tuple(f"{INPUTS}/{c}" for c in catalogs), "labels": labels}
+
+
+# name -> what goes into `rootcause compare` (or, kind 'analyze', `rootcause analyze`). A is the
+# baseline, B the candidate.
 ENTRIES: dict[str, dict[str, Any]] = {
+    "pool_fusion_h200_analyze": {
+        "kind": "analyze", "specs": (f"{POOL_SPECS}#on", f"{POOL_SPECS}#off"), "target": "cuda:sm_90",
+        "run": "fixtures/captures/h200-2026-12-02-analyze/run",
+    },
+    "prefill_dedup_h200_cupti": _seed_run(
+        "seed 001, IREE prefill_bs8 compiled alone against deduplicated with prefill_bs2, on the H200 (CUPTI, "
+        "measured)", "prefill_dedup", ("prefill_bs8-alone-cuda", "prefill_bs8-dedup-cuda"),
+        ("prefill_dedup/alone.manifest.json", "prefill_dedup/dedup.manifest.json")),
+    "einsum_h200_cupti": _seed_run(
+        "seed 002, IREE einsum at real size (N=702, C=128) on the H200: producers left unfused against the "
+        "thread's fused generic (CUPTI, measured)", "einsum_fusion", ("einsum-unfused", "einsum-fused"),
+        ("einsum_fusion/unfused.manifest.json", "einsum_fusion/fused.manifest.json")),
     "pool_fusion_h200_cupti": _pool(
         "seed 000, TVM pool fusion on the H200: FuseOps ON against OFF (CUPTI, measured)", RUN, "cupti.json"),
     "pool_fusion_h200_ncu": _pool(
@@ -63,7 +89,11 @@ ENTRIES: dict[str, dict[str, Any]] = {
 CATALOG_SPECS = (("fixtures/cases/pool_fusion/variants.toml#off", "pool_fusion_off.manifest.json"),
                  ("fixtures/cases/pool_fusion/variants.toml#on", "pool_fusion_on.manifest.json"),
                  ("fixtures/cases/einsum_fusion/variants.toml#split_small", "einsum_cpu/einsum_split_small.manifest.json"),
-                 ("fixtures/cases/einsum_fusion/variants.toml#fused_small", "einsum_cpu/einsum_fused_small.manifest.json"))
+                 ("fixtures/cases/einsum_fusion/variants.toml#fused_small", "einsum_cpu/einsum_fused_small.manifest.json"),
+                 ("fixtures/cases/prefill_dedup/variants.toml#alone", "prefill_dedup/alone.manifest.json"),
+                 ("fixtures/cases/prefill_dedup/variants.toml#dedup", "prefill_dedup/dedup.manifest.json"),
+                 ("fixtures/cases/einsum_fusion/variants.toml#unfused", "einsum_fusion/unfused.manifest.json"),
+                 ("fixtures/cases/einsum_fusion/variants.toml#fused", "einsum_fusion/fused.manifest.json"))
 
 def _rootcause(*args: str) -> str:
     r = subprocess.run([sys.executable, "-m", "rootcause", *args], cwd=ROOT, capture_output=True, text=True)
@@ -76,14 +106,27 @@ def rebuild_catalogs() -> None:
     for spec, name in CATALOG_SPECS:
         with tempfile.TemporaryDirectory() as tmp:
             _rootcause("build", spec, "--out", f"{tmp}/bundle")
+            (ROOT / INPUTS / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(f"{tmp}/bundle/manifest.json", ROOT / INPUTS / name)
             print(f"rebuilt {INPUTS}/{name} from {spec}")
+
+
+def make_analyze(entry: dict[str, Any], folder: Path, rel: Path | str) -> dict[str, Any]:
+    """The split analyze: bundles of A, B and the hybrids built here, the GPU run from fixtures/."""
+    a, b = entry["specs"]
+    _rootcause("analyze", a, b, "--bundle-only", "--target", entry["target"], "--out", str(rel))
+    args = ["analyze", a, b, "--out", str(rel), "--from-run", entry["run"]]
+    summary = _rootcause(*args)
+    (folder / "analyze.txt").write_text(f"$ {command_line(['rootcause', *args])}\n{summary}")
+    return {"name": folder.name, "args": args, "summary": summary.splitlines()[0]}
 
 
 def make(name: str, entry: dict[str, Any], out: Path) -> dict[str, Any]:
     folder = out / name
     folder.mkdir(parents=True, exist_ok=True)
     rel = folder.resolve().relative_to(ROOT) if folder.resolve().is_relative_to(ROOT) else folder.resolve()
+    if entry.get("kind") == "analyze":
+        return make_analyze(entry, folder, rel)
     args = ["compare", *entry["profiles"], "--catalog-a", entry["catalogs"][0], "--catalog-b", entry["catalogs"][1],
             "--label-a", entry["labels"][0], "--label-b", entry["labels"][1], "--title", entry["title"],
             "--out", str(rel)]
