@@ -4,7 +4,8 @@ Stages, each through its own module: build (rootcause.build, cached) -> hybrids 
 the two specs and catalogs and built (rootcause.confirm) -> run (rootcause.run: verify,
 interleaved measurement of A, B and the hybrids, CUPTI on a GPU) -> CPU profile (TVM VM
 instrument, IREE local-task host-execution) -> align, attribute, diagnose -> confirm
-(recovered share per hybrid) -> report (rootcause.report) into --out.
+(each hybrid's share of its unit's profiled delta, or of the A-B delta for whole-spec hybrids) ->
+report (rootcause.report) into --out.
 
 Split across hosts: `analyze A B --bundle-only --target cuda:sm_90 --out OUT` builds here and
 writes OUT/plan.json and OUT/bundles/ (one bundle per variant, its manifest named after the
@@ -53,7 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-confirm", action="store_true", help="skip the counterfactual hybrids")
     parser.add_argument("--hybrids", type=int, default=4, help="most hybrids built (default 4)")
     parser.add_argument("--threshold", type=float, default=confirm.THRESHOLD,
-                        help="recovered share a hybrid's interval must exceed to confirm (default 0.5)")
+                        help="recovered share (of the unit's delta, or of the A-B delta) a hybrid's interval must exceed to confirm (default 0.5)")
     parser.add_argument("--device", help="GPU name for diagnose (default: from the run's env.json)")
     parser.add_argument("--profile-calls", type=int, default=10, help="graph calls profiled per variant")
 
