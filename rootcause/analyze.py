@@ -54,7 +54,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-confirm", action="store_true", help="skip the counterfactual hybrids")
     parser.add_argument("--hybrids", type=int, default=4, help="most hybrids built (default 4)")
     parser.add_argument("--threshold", type=float, default=confirm.THRESHOLD,
-                        help="recovered share (of the unit's delta, or of the A-B delta) a hybrid's interval must exceed to confirm (default 0.5)")
+                        help="recovered share (of the unit's delta, or of the A-B delta) a hybrid's interval "
+                             "must exceed to confirm (default 0.5)")
     parser.add_argument("--device", help="GPU name for diagnose (default: from the run's env.json)")
     parser.add_argument("--profile-calls", type=int, default=10, help="graph calls profiled per variant")
 
