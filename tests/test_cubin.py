@@ -12,6 +12,7 @@ from parsers import ParseError
 from parsers import cubin
 from test_cubin_helpers import (FIXTURES, elf_arch, elf_dump, need, nvcc, nvinfo_values, ptxas,
                                 ptxas_info, resource_usage)
+from mutation import COMMON, mutate
 
 ARCHS = ["sm_80", "sm_90", "sm_90a", "sm_100", "sm_100a"]
 KERNELS = {"smem_tile", "local_array", "recursive", "pressure", "dyn_shared",
@@ -179,18 +180,7 @@ _SEED = (FIXTURES / "kernels_sm90.cubin").read_bytes()
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_mutated_cubins_raise_only_parse_error(data):
-    blob = bytearray(_SEED)
-    how = data.draw(st.sampled_from(["flip", "truncate", "overwrite"]))
-    if how == "flip":
-        for _ in range(data.draw(st.integers(1, 16))):
-            i = data.draw(st.integers(0, len(blob) - 1))
-            blob[i] ^= 1 << data.draw(st.integers(0, 7))
-    elif how == "truncate":
-        blob = blob[: data.draw(st.integers(0, len(blob)))]
-    else:
-        start = data.draw(st.integers(0, len(blob) - 1))
-        chunk = data.draw(st.binary(min_size=1, max_size=64))
-        blob[start:start + len(chunk)] = chunk
+    blob = mutate(data, bytearray(_SEED), data.draw(st.sampled_from(COMMON)))
     try:
         rows = cubin.kernels(bytes(blob), "m.cubin")
     except ParseError as exc:

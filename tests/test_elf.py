@@ -14,6 +14,7 @@ from elftools.elf.elffile import ELFFile
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from parsers import ParseError, elf
+from mutation import COMMON, mutate
 
 ROOT = Path(__file__).resolve().parent.parent
 SITE = next((ROOT / ".venv" / "lib").glob("python3*/site-packages"), None)
@@ -218,18 +219,10 @@ _SEEDS = [p.read_bytes() for p in FILES[:5]]
 @given(st.data())
 def test_mutations_raise_only_parse_error(data):
     blob = bytearray(data.draw(st.sampled_from(_SEEDS)))
-    how = data.draw(st.sampled_from(["flip", "truncate", "overwrite", "header"]))
-    if how == "flip":
-        for _ in range(data.draw(st.integers(1, 16))):
-            i = data.draw(st.integers(0, len(blob) - 1))
-            blob[i] ^= 1 << data.draw(st.integers(0, 7))
-    elif how == "truncate":
-        blob = blob[: data.draw(st.integers(0, len(blob)))]
-    else:  # overwrite anywhere, or inside the section table where the reader looks first
-        lo = _shdr(blob, 0) if how == "header" and _shdr(blob, 0) < len(blob) else 0
-        start = data.draw(st.integers(lo, len(blob) - 1))
-        chunk = data.draw(st.binary(min_size=1, max_size=64))
-        blob[start:start + len(chunk)] = chunk
+    how = data.draw(st.sampled_from(COMMON + ("header",)))
+    # "header": overwrite inside the section table, where the reader looks first
+    lo = _shdr(blob, 0) if how == "header" and _shdr(blob, 0) < len(blob) else 0
+    blob = mutate(data, blob, "overwrite" if how == "header" else how, lo=lo)
     try:
         image = elf.parse(bytes(blob), "m.elf")
         for sec in image.sections:

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from parsers import ParseError, cubin, fatbin, ptx
 from test_cubin_helpers import FIXTURES, KERNELS_CU, _WORK, extracted, listing, need, nvcc
+from mutation import COMMON, mutate
 
 GENCODE = ("-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90",
            "-gencode", "arch=compute_90,code=compute_90")
@@ -175,20 +176,12 @@ def test_corrupt_compressed_payload():
 def test_mutated_fatbins_raise_only_parse_error(data):
     seed = data.draw(st.sampled_from([_SEED, (FIXTURES / "multiarch_lz4.fatbin").read_bytes()]))
     blob = bytearray(seed)
-    how = data.draw(st.sampled_from(["flip", "truncate", "overwrite", "header"]))
-    if how == "flip":
-        for _ in range(data.draw(st.integers(1, 8))):
-            i = data.draw(st.integers(0, len(blob) - 1))
-            blob[i] ^= 1 << data.draw(st.integers(0, 7))
-    elif how == "truncate":
-        blob = blob[: data.draw(st.integers(0, len(blob)))]
-    elif how == "header":  # aim at the container and first entry headers
+    how = data.draw(st.sampled_from(COMMON + ("header",)))
+    if how == "header":  # aim at the container and first entry headers
         i = data.draw(st.integers(0, 16 + 64 - 1))
         blob[i] = data.draw(st.integers(0, 255))
     else:
-        start = data.draw(st.integers(0, len(blob) - 1))
-        chunk = data.draw(st.binary(min_size=1, max_size=64))
-        blob[start:start + len(chunk)] = chunk
+        blob = mutate(data, blob, how, max_flips=8)
     try:
         found = fatbin.entries(bytes(blob), "m.fatbin")
     except ParseError as exc:

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from parsers import ParseError, host_elf
+from mutation import byte_writes, written
 
 ROOT = Path(__file__).resolve().parents[1]
 FIX = ROOT / "fixtures" / "binaries"
@@ -90,14 +91,10 @@ REAL = (FIX / "tvm" / "mm_llvm.so").read_bytes()
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.tuples(st.integers(0, len(REAL) - 1), st.integers(0, 255)), max_size=8),
-       st.integers(0, len(REAL)))
-def test_mutated_input_raises_only_parse_error(flips, cut):
-    data = bytearray(REAL[:cut] if cut > 64 else REAL)
-    for at, value in flips:
-        if at < len(data):
-            data[at] = value
+@given(byte_writes(len(REAL)), st.integers(0, len(REAL)))
+def test_mutated_input_raises_only_parse_error(writes, cut):
+    data = written(REAL, writes, cut, keep=64)
     try:
-        host_elf.kernels(bytes(data), "mutated.so")
+        host_elf.kernels(data, "mutated.so")
     except ParseError as err:
         assert "\n" not in str(err)

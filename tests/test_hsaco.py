@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from parsers import ParseError, hsaco, vmfb
+from mutation import byte_writes, written
 
 ROOT = Path(__file__).resolve().parents[1]
 FIX = ROOT / "fixtures" / "binaries"
@@ -150,14 +151,10 @@ REAL = (FIX / "amdgpu" / "mm_gfx942.hsaco").read_bytes()
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.tuples(st.integers(0, len(REAL) - 1), st.integers(0, 255)), max_size=8),
-       st.integers(0, len(REAL)))
-def test_mutated_input_raises_only_parse_error(flips, cut):
-    data = bytearray(REAL[:cut] if cut > 64 else REAL)
-    for at, value in flips:
-        if at < len(data):
-            data[at] = value
+@given(byte_writes(len(REAL)), st.integers(0, len(REAL)))
+def test_mutated_input_raises_only_parse_error(writes, cut):
+    data = written(REAL, writes, cut, keep=64)
     try:
-        hsaco.kernels(bytes(data), "mutated.hsaco")
+        hsaco.kernels(data, "mutated.hsaco")
     except ParseError as err:
         assert "\n" not in str(err)

@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from parsers import ParseError, cubin, ptx
 from test_cubin_helpers import (BOUNDS_PTX, FIXTURES, _WORK, _run, need, nvinfo_values, ptxas_info,
                                 resource_usage)
+from mutation import mutate
 
 
 def _assemble(text_path, arch="sm_90"):
@@ -102,12 +103,8 @@ _SEED = BOUNDS_PTX.read_bytes()
 def test_mutated_ptx_raises_only_parse_error(data):
     blob = bytearray(_SEED)
     how = data.draw(st.sampled_from(["flip", "truncate", "overwrite", "delete"]))
-    if how == "flip":
-        for _ in range(data.draw(st.integers(1, 8))):
-            i = data.draw(st.integers(0, len(blob) - 1))
-            blob[i] ^= 1 << data.draw(st.integers(0, 7))
-    elif how == "truncate":
-        blob = blob[: data.draw(st.integers(0, len(blob)))]
+    if how in ("flip", "truncate"):
+        blob = mutate(data, blob, how, max_flips=8)
     elif how == "delete":
         start = data.draw(st.integers(0, len(blob) - 1))
         del blob[start:start + data.draw(st.integers(1, 40))]

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from parsers import ParseError, vmfb
+from mutation import byte_writes, written
 
 ROOT = Path(__file__).resolve().parents[1]
 FIX = ROOT / "fixtures" / "binaries"
@@ -124,14 +125,10 @@ REAL = (FIX / "iree" / "mm_cuda_sm80.vmfb").read_bytes()
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.tuples(st.integers(0, len(REAL) - 1), st.integers(0, 255)), max_size=8),
-       st.integers(0, len(REAL)))
-def test_mutated_input_raises_only_parse_error(flips, cut):
-    data = bytearray(REAL[:cut] if cut > 16 else REAL)
-    for at, value in flips:
-        if at < len(data):
-            data[at] = value
+@given(byte_writes(len(REAL)), st.integers(0, len(REAL)))
+def test_mutated_input_raises_only_parse_error(writes, cut):
+    data = written(REAL, writes, cut, keep=16)
     try:
-        vmfb.executables(bytes(data), "mutated.vmfb")
+        vmfb.executables(data, "mutated.vmfb")
     except ParseError as err:
         assert "\n" not in str(err)
