@@ -49,7 +49,8 @@ def cache_key(spec: VariantSpec) -> str:
     resolved = spec.to_dict()
     resolved.pop("spec_file")
     h.update(json.dumps(resolved, sort_keys=True).encode())
-    files = [spec.source, *spec.tvm.schedule_overrides.values(), *(i.file for i in spec.inputs if i.file)]
+    files = [spec.source, *spec.tvm.schedule_overrides.values(), *(i.file for i in spec.inputs if i.file),
+             *spec.iree.substitute_configurations.values()]
     if spec.reference:
         files.append(spec.reference.file)
     for path in files:

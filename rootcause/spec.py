@@ -24,7 +24,7 @@ TOP_KEYS = ("name", "frontend", "source", "target", "entry", "inputs", "referenc
 INPUT_KEYS = ("shape", "dtype", "distribution", "low", "high", "mean", "std", "seed", "file")
 REFERENCE_KEYS = ("python", "rtol", "atol")
 TVM_KEYS = ("opt_level", "skip_passes", "dataflow_boundaries_after", "schedule_overrides")
-IREE_KEYS = ("flags", "input_type", "function")
+IREE_KEYS = ("flags", "input_type", "function", "substitute_configurations")
 _TARGET_RE = re.compile(r"^(cuda:sm_\d+[af]?|rocm:gfx[0-9a-f]+|llvm|auto)$")
 
 
@@ -63,6 +63,8 @@ class IreeOptions:
     flags: list[str] = field(default_factory=list)
     input_type: str | None = None
     function: str | None = None
+    # executable -> configured hal.executable .mlir (--iree-hal-substitute-executable-configuration)
+    substitute_configurations: dict[str, Path] = field(default_factory=dict)
 
 
 @dataclass
@@ -102,12 +104,14 @@ class VariantSpec:
         ref = d.get("reference")
         tvm = dict(d["tvm"])
         tvm["schedule_overrides"] = {k: Path(v) for k, v in tvm["schedule_overrides"].items()}
+        iree = dict(d["iree"])
+        iree["substitute_configurations"] = {k: Path(v) for k, v in iree.get("substitute_configurations", {}).items()}
         return cls(
             name=d["name"], frontend=d["frontend"], source=Path(d["source"]), target=d["target"],
             entry=d["entry"],
             inputs=[InputSpec(**{**i, "file": Path(i["file"]) if i["file"] else None}) for i in d["inputs"]],
             reference=ReferenceSpec(**{**ref, "file": Path(ref["file"])}) if ref else None,
-            tvm=TvmOptions(**tvm), iree=IreeOptions(**d["iree"]), spec_file=Path(d["spec_file"]),
+            tvm=TvmOptions(**tvm), iree=IreeOptions(**iree), spec_file=Path(d["spec_file"]),
             variant=d.get("variant"), variant_table=d.get("variant_table", {}))
 
 
@@ -215,7 +219,7 @@ def _check(d: dict[str, Any], spec_file: Path, variant: str | None, table: dict[
                                                                             probe.where("", "inputs")))]
     reference = _reference(d.get("reference"), base_dir, probe)
     tvm = _tvm(d.get("tvm", {}), base_dir, probe)
-    iree = _iree(d.get("iree", {}), probe)
+    iree = _iree(d.get("iree", {}), base_dir, probe)
     return VariantSpec(d["name"], d["frontend"], source, d["target"], d["entry"], inputs, reference,
                        tvm, iree, spec_file, variant, table)
 
@@ -317,9 +321,20 @@ def _tvm(d: Any, base_dir: Path, probe: VariantSpec) -> TvmOptions:
                       overrides)
 
 
-def _iree(d: Any, probe: VariantSpec) -> IreeOptions:
+def _iree(d: Any, base_dir: Path, probe: VariantSpec) -> IreeOptions:
     _keys(d, IREE_KEYS, probe.where("iree", None))
     for key in ("input_type", "function"):
         if key in d and not isinstance(d[key], str):
             raise UsageError(f"{probe.where('iree', key)}: must be a string")
-    return IreeOptions(_strings(d, "flags", probe.where("iree", "flags")), d.get("input_type"), d.get("function"))
+    where = probe.where("iree", "substitute_configurations")
+    raw = d.get("substitute_configurations", {})
+    if not isinstance(raw, dict) or not all(isinstance(v, str) for v in raw.values()):
+        raise UsageError(f"{where}: must be a table executable = 'configured.mlir'")
+    subs = {}
+    for exe, rel in raw.items():
+        path = _existing(base_dir, rel, f"{where}.{exe}")
+        if path.suffix not in (".mlir", ".mlirbc"):
+            raise UsageError(f"{where}.{exe}: must be a .mlir or .mlirbc hal.executable, got {rel}")
+        subs[exe] = path
+    return IreeOptions(_strings(d, "flags", probe.where("iree", "flags")), d.get("input_type"), d.get("function"),
+                       subs)
