@@ -9,6 +9,10 @@ One iree-compile run writes everything the catalog is read from (out_dir layout)
 - ir/before_dedup.mlir: the module just before iree-flow-deduplicate-executables
   (--mlir-print-ir-before), which still names every call site's own dispatch
 - binaries/module_<executable>_<variant>.{ptx,hsaco,so}
+- with [iree] substitute_configurations: ir/substitutions/<executable>.mlir (the file handed to
+  --iree-hal-substitute-executable-configuration, renamed to the executable it replaces),
+  copied over ir/configured_module_<executable>.mlir (IREE dumps configurations before it
+  substitutes them); IREE's own dump is kept as ir/unsubstituted/configured_module_<executable>.mlir
 
 Call sites come from the flow phase (flow.dispatch ops per function, closed over util.call);
 the pre-dedup names from before_dedup.mlir, zipped in op order per function, so a deduplicated
@@ -98,7 +102,7 @@ def target_flags(target: str, where: str = "target") -> list[str]:
                      f"got {target!r}")
 
 
-def compile_command(spec: Any, out_dir: Path) -> list[str]:
+def compile_command(spec: Any, out_dir: Path, substitutions: dict[str, Path] | None = None) -> list[str]:
     ir, binaries = out_dir / "ir", out_dir / "binaries"
     cmd = [str(iree_compile_path()), str(spec.source)]
     if spec.iree.input_type:
@@ -109,6 +113,8 @@ def compile_command(spec: Any, out_dir: Path) -> list[str]:
             f"--iree-hal-dump-executable-binaries-to={binaries}",
             f"--dump-compilation-phases-to={ir / 'phases'}",
             f"--mlir-print-ir-before={DEDUP_PASS}", "--mlir-elide-elementsattrs-if-larger=16"]
+    cmd += [f"--iree-hal-substitute-executable-configuration={exe}={path}"
+            for exe, path in (substitutions or {}).items()]
     cmd += list(spec.iree.flags)
     cmd += ["-o", str(out_dir / "module.vmfb")]
     return cmd
@@ -359,6 +365,104 @@ def _resources(path: Path, rel: str, arch: str | None) -> tuple[dict[str, dict],
     return {}, f"{rel}: no reader for {suffix} binaries"
 
 
+# -- executable substitution ---------------------------------------------------------------------
+
+_EXECUTABLE = re.compile(r"^\s*hal\.executable\s+(?:public\s+|private\s+)?(" + _SYM + ")", re.M)
+_NOT_FOUND = re.compile(r"could not perform the requested substitution as the executable `([^`]*)` was not found")
+_SUBSTITUTED = re.compile(r"NOTE: hal\.executable `([^`]*)` substituted with MLIR source")
+CONFIG_KEYS = ("translation_info", "lowering_config")
+
+
+def executable_names(text: str) -> list[str]:
+    """hal.executable symbols of a printed module or configured dump, in order."""
+    return [_sym(m) for m in _EXECUTABLE.findall(text)]
+
+
+def renamed_executable(text: str, name: str, file: str) -> str:
+    """`text`'s one hal.executable under the symbol `name`. IREE substitutes by executable name and
+    the call sites keep their export names, which IREE spells '<executable>_<op>', so a configured
+    dump taken from another build (alone's prefill_bs8$async_dispatch_0 standing in for dedup's
+    prefill_bs2$async_dispatch_0) has its executable and export prefixes renamed."""
+    names = executable_names(text)
+    if name in names:
+        return text
+    if len(names) != 1:
+        raise UsageError(f"{file}: holds no hal.executable @{name} to substitute, and "
+                         f"{'none' if not names else 'several'} to rename "
+                         f"({', '.join(names) or 'no hal.executable at all'})")
+    return text.replace(f"@{names[0]}", f"@{name}")
+
+
+def _attr_spans(text: str, key: str, file: str) -> list[tuple[int, int, str, str | None]]:
+    """(start, end, value text, op at the line start) of every `key = <attr>` value in text."""
+    out = []
+    for m, hit in zip(re.finditer(rf"(?<![\w.$]){re.escape(key)}\s*=\s*", text), find_attrs(text, key, file)):
+        op = _OP_AT_LINE_START.match(text.splitlines()[hit.line - 1])
+        out.append((m.end(), m.end() + len(hit.text), hit.text, op.group(1) if op else None))
+    return out
+
+
+def transplant_configuration(base: str, other: str, base_file: str, other_file: str) -> str:
+    """`base`'s configured executable with `other`'s codegen decisions: each translation_info and
+    lowering_config value of `other` in place of base's, in op order. The body (its shapes and
+    the value ranges it serves) stays base's, so only the configuration changes. The two must
+    configure the same ops in the same order."""
+    edits = []
+    for key in CONFIG_KEYS:
+        mine, theirs = _attr_spans(base, key, base_file), _attr_spans(other, key, other_file)
+        ops_mine, ops_theirs = [x[3] for x in mine], [x[3] for x in theirs]
+        if ops_mine != ops_theirs:
+            raise UsageError(f"{other_file}: its {key}s sit on {ops_theirs}, {base_file}'s on {ops_mine}: "
+                             "not the same configured ops, so no configuration can be transplanted")
+        edits += [(start, end, value) for (start, end, _, _), (_, _, value, _) in zip(mine, theirs)]
+    for start, end, value in sorted(edits, reverse=True):
+        base = base[:start] + value + base[end:]
+    return base
+
+
+def prepare_substitutions(spec: Any, ir: Path) -> dict[str, Path]:
+    """executable -> the file handed to iree-compile: the spec's file, renamed where needed."""
+    out = {}
+    for exe, path in spec.iree.substitute_configurations.items():
+        path = Path(path)
+        dest = ir / "substitutions" / f"{exe}{path.suffix}"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if path.suffix == ".mlirbc":  # bytecode: handed over as it is (IREE checks the name)
+            dest.write_bytes(path.read_bytes())
+        else:
+            try:
+                text = path.read_text()
+            except (OSError, UnicodeDecodeError) as err:
+                raise UsageError(f"{path}: cannot read the substituted configuration: {err}") from None
+            dest.write_text(renamed_executable(text, exe, str(path)))
+        out[exe] = dest
+    return out
+
+
+def check_substitutions(spec: Any, substitutions: dict[str, Path], log: str, ir: Path) -> list[str]:
+    """Fail on executables IREE did not find (it only warns); swap the dumps so the catalog reads
+    the configuration that was compiled. Returns notes."""
+    where = spec.where("iree", "substitute_configurations") if hasattr(spec, "where") else \
+        "iree.substitute_configurations"
+    missing = set(_NOT_FOUND.findall(log))
+    if missing:
+        names = sorted({n for p in ir.glob("configured_*.mlir") for n in executable_names(p.read_text())})
+        exe = sorted(missing)[0]
+        raise UsageError(f"{where}.{exe}: unknown executable; the build's executables: {', '.join(names) or 'none'}")
+    done = set(_SUBSTITUTED.findall(log))
+    notes = []
+    for exe, path in substitutions.items():
+        if exe not in done:
+            raise UsageError(f"{where}.{exe}: iree-compile did not report substituting it (no NOTE in its log)")
+        dumped = ir / f"configured_module_{exe}.mlir"
+        if dumped.is_file() and path.suffix == ".mlir":
+            (ir / "unsubstituted").mkdir(exist_ok=True)
+            dumped.replace(ir / "unsubstituted" / dumped.name)
+            dumped.write_text(path.read_text())
+        notes.append(f"{exe}: configuration substituted with {spec.iree.substitute_configurations[exe]}")
+    return notes
+
+
 # -- build -------------------------------------------------------------------------------------
 
 def _phase(ir: Path, name: str) -> Path | None:
@@ -373,12 +477,13 @@ def build(spec: Any, out_dir: Path) -> BuildOutput:
     bins = out_dir / "binaries"
     for d in (ir, bins):
         d.mkdir(parents=True, exist_ok=True)
-    cmd = compile_command(spec, out_dir)
+    substitutions = prepare_substitutions(spec, ir)
+    cmd = compile_command(spec, out_dir, substitutions)
     proc = subprocess.run(cmd, capture_output=True, text=True)
     before, log = _before_dedup(proc.stderr)
     if proc.returncode != 0:
         raise _compile_error(spec.source, log)
-    notes: list[str] = []
+    notes: list[str] = check_substitutions(spec, substitutions, log, ir)
     if log.strip():
         (out_dir / "iree-compile.log").write_text(log)
         notes.append("iree-compile printed diagnostics: see iree-compile.log")
@@ -397,6 +502,7 @@ def build(spec: Any, out_dir: Path) -> BuildOutput:
         versions["ptxas"] = ptxas.ptxas_version() or "unknown"
     ir_files = sorted(ir.glob("*.mlir")) + sorted((ir / "phases").glob("*.mlir"),
                                                   key=lambda p: int(p.stem.split(".")[-2]))
+    ir_files += sorted((ir / "substitutions").glob("*")) + sorted((ir / "unsubstituted").glob("*.mlir"))
     return BuildOutput(module_path=out_dir / "module.vmfb", kernels=kernels, ir_files=ir_files,
                        binary_files=sorted(p for p in bins.iterdir() if p.is_file()),
                        versions=versions, notes=notes)
@@ -413,7 +519,12 @@ def catalog(out_dir: Path, target: str, notes: list[str] | None = None) -> list[
     sites = call_sites(flow.read_text(), before.read_text() if before.is_file() else "")
     schedules: dict[str, dict] = {}
     for path in sorted(ir.glob("configured_*.mlir")):
-        schedules.update(read_config(path, str(path.relative_to(out_dir))))
+        config = read_config(path, str(path.relative_to(out_dir)))
+        original = ir / "unsubstituted" / path.name
+        for facts in config.values():
+            # what IREE configured before the spec's substitution replaced it
+            facts["substituted"] = str(original.relative_to(out_dir)) if original.is_file() else None
+        schedules.update(config)
     dispatches = hal_dispatches(hal.read_text())
     arch = target.partition(":")[2] or None
     resources_by_file: dict[Path, dict[str, dict]] = {}
