@@ -120,7 +120,9 @@ def build_all(spec_a: VariantSpec, spec_b: VariantSpec, out: Path, no_confirm: b
     hybrids, notes, failed = [], [], {}
     if not no_confirm:
         catalogs = [bundle_mod.kernels(paths[s.name]) for s in (spec_a, spec_b)]
-        hybrids, notes = confirm.plan(spec_a, spec_b, *catalogs, limit=limit)
+        hybrids, notes = confirm.plan(spec_a, spec_b, *catalogs, limit=limit,
+                                      bundles={"a": paths[spec_a.name], "b": paths[spec_b.name]},
+                                      work_dir=out / "hybrids")
         if not hybrids:
             progress("no hybrid can be built for this pair: " + ("; ".join(notes) or "the specs differ in nothing "
                                                                  "a hybrid can swap"))

@@ -9,6 +9,12 @@ only u's compiler decision and measuring it interleaved with A and B:
 - TVM, schedules: a function whose schedule override differs gets the other side's override.
 - TVM, passes: when the skip_passes differ in two or more passes, one hybrid per differing
   pass (four or fewer; else the two halves): one level of a bisection over passes.
+- IREE, configurations: a dispatch both sides run (shared source ops) whose executable is
+  configured differently (lowering_config, translation_info) gets the other side's configuration
+  transplanted into its own configured executable (frontends.iree.transplant_configuration) and
+  substituted back (spec iree.substitute_configurations): the same graph and executables, one
+  executable's codegen decision swapped. Seed 001: dedup's shared prefill_bs2$async_dispatch_0
+  configured as alone configures prefill_bs8's, and the mirror.
 - IREE, flags: the same one-level bisection over the differing iree.flags.
 
 Recovered share (module doc of evaluate). A hybrid that changes one unit u is judged against
@@ -29,6 +35,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +43,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rootcause.errors import UsageError
 from rootcause.model import CatalogKernel
 from rootcause.spec import VariantSpec
 
@@ -71,11 +79,14 @@ class Hybrid:
 # ---- planning ---------------------------------------------------------------------------
 
 def plan(spec_a: VariantSpec, spec_b: VariantSpec, catalog_a: list[CatalogKernel],
-         catalog_b: list[CatalogKernel], limit: int = 4) -> tuple[list[Hybrid], list[str]]:
+         catalog_b: list[CatalogKernel], limit: int = 4, bundles: dict[str, Path] | None = None,
+         work_dir: Path | None = None) -> tuple[list[Hybrid], list[str]]:
     """Hybrids that can be built from the two specs and their catalogs, and notes on what cannot.
 
     Unit hybrids come first (the larger the kernel's bytes moved, the earlier), then whole-spec
-    bisection steps; at most `limit` in all."""
+    bisection steps; at most `limit` in all. IREE configuration hybrids need the built bundles
+    ({'a': dir, 'b': dir}, for their ir/configured_*.mlir) and a work_dir to write the
+    transplanted configurations into."""
     notes: list[str] = []
     if spec_a.frontend != spec_b.frontend:
         return [], [f"A is {spec_a.frontend} and B is {spec_b.frontend}: no hybrid mixes two frontends"]
@@ -91,10 +102,15 @@ def plan(spec_a: VariantSpec, spec_b: VariantSpec, catalog_a: list[CatalogKernel
             notes.append(f"opt_level differs ({spec_a.tvm.opt_level} vs {spec_b.tvm.opt_level}): no hybrid "
                          "isolates one unit's share of an opt_level change")
     else:
+        if bundles and work_dir is not None:
+            for base in "ab":
+                other = "b" if base == "a" else "a"
+                found += config_hybrids(base, specs[base], cats[base], cats[other], Path(bundles[base]),
+                                        Path(bundles[other]), Path(work_dir), notes)
+        else:
+            notes.append("no bundles given: IREE configuration hybrids (executable substitution) not planned")
         found += flag_hybrids(spec_a, spec_b)
-        notes.append("IREE executable substitution (--iree-hal-substitute-executable-configuration) is not "
-                     "planned yet: hybrids for IREE come from flag bisection only")
-    if spec_a.source != spec_b.source:
+    if spec_a.source != spec_b.source and not any(h.kind == "configuration" for h in found):
         notes.append(f"the variants compile different sources ({spec_a.source.name} vs {spec_b.source.name}): "
                      "no compiler knob swaps one unit between different graphs")
     unique: list[Hybrid] = []
@@ -166,6 +182,55 @@ def override_hybrids(base: str, spec: VariantSpec, other: VariantSpec, catalog: 
         out.append(Hybrid("", base, "schedule-override", {"schedule_overrides": {fn: str(theirs[fn])}},
                           f"scheduling {fn} as {side} does ({Path(theirs[fn]).name})",
                           list(functions[fn].source_ops), [functions[fn].name], edited))
+    return out
+
+
+CONFIG_FACTS = ("lowering_config", "pipeline", "workgroup_size", "subgroup_size", "pipeline_options")
+
+
+def _config_words(k: CatalogKernel) -> str:
+    lc = k.schedule.get("lowering_config") or {}
+    parts = [f"{key} {lc[key]}" for key in ("workgroup", "subgroup") if key in lc]
+    return ", ".join(parts) or f"pipeline {k.schedule.get('pipeline')}"
+
+
+def config_hybrids(base: str, spec: VariantSpec, catalog: list[CatalogKernel], other: list[CatalogKernel],
+                   bundle: Path, other_bundle: Path, work_dir: Path, notes: list[str]) -> list[Hybrid]:
+    """Base's executables configured as the other side configures the same dispatch (module doc)."""
+    from rootcause.frontends.iree import transplant_configuration
+
+    side = "B" if base == "a" else "A"
+    by_op = {op: k for k in other for op in k.source_ops}
+    out, done = [], set(spec.iree.substitute_configurations)
+    for k in sorted(catalog, key=lambda k: -(k.bytes_moved or 0)):
+        exe = k.schedule.get("executable")
+        mates = list(dict.fromkeys(by_op[op].name for op in k.source_ops if op in by_op))
+        if not exe or exe in done or len(mates) != 1:
+            continue  # no counterpart, or several (the other side split the dispatch: not one config)
+        mate = next(m for m in other if m.name == mates[0])
+        if all(k.schedule.get(f) == mate.schedule.get(f) for f in CONFIG_FACTS):
+            continue
+        files = (k.schedule.get("config_file"), mate.schedule.get("config_file"))
+        if not all(files):
+            notes.append(f"{exe}: no configured dump in the bundles, no configuration hybrid")
+            continue
+        try:
+            text = transplant_configuration((bundle / files[0]).read_text(), (other_bundle / files[1]).read_text(),
+                                            files[0], files[1])
+        except (UsageError, OSError) as err:
+            notes.append(f"{exe}: configuration not transplanted: {err}")
+            continue
+        done.add(exe)
+        stem = f"{spec.name}~{exe}~as~{mate.schedule.get('executable') or mate.name}"
+        path = work_dir / f"{re.sub(r'[^A-Za-z0-9._~-]+', '_', stem)}.mlir"  # shell-safe: printed in commands
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        subs = {**spec.iree.substitute_configurations, exe: path}
+        edited = dataclasses.replace(spec, iree=dataclasses.replace(spec.iree, substitute_configurations=subs))
+        shared = [op for op in k.source_ops if op in by_op]
+        out.append(Hybrid("", base, "configuration", {"substitute_configurations": {exe: str(path)}},
+                          f"configuring {exe} as {side} configures {mate.schedule.get('executable') or mate.name} "
+                          f"({_config_words(mate)} instead of {_config_words(k)})", shared, [k.name], edited))
     return out
 
 
