@@ -1,8 +1,9 @@
 """Bundles: a built variant as a self-contained directory other stages (and hosts) can read.
 
 Layout (the contract other stages read): manifest.json, module.so | module.vmfb, inputs/N.npy,
-reference/N.npy, ir/..., binaries/... . Inputs over 64 MB are not stored (file: null); the
-runner regenerates them from the input spec with numpy default_rng(seed), as `make_input` does.
+reference/N.npy, ir/..., binaries/... . Inputs over 64 MB (by shape x dtype) are neither made
+nor stored (file: null); the runner regenerates them from the input spec with numpy
+default_rng(seed), as `make_input` does. Without all inputs the reference is not computed.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import numpy as np
 import rootcause
 from rootcause.errors import UsageError
 from rootcause.fileio import write_atomic, write_json
-from rootcause.inputs import make_input
+from rootcause.inputs import make_input, nbytes, shape_dtype
 from rootcause.frontends import BuildOutput
 from rootcause.model import CatalogKernel
 from rootcause.spec import InputSpec, VariantSpec
@@ -54,18 +55,28 @@ def write_bundle(spec: VariantSpec, built: BuildOutput, build_dir: Path, bundle_
     shutil.copy2(built.module_path, bundle_dir / module_name)
     ir = [_copy(p, build_dir, bundle_dir) for p in built.ir_files]
     binaries = [_copy(p, build_dir, bundle_dir) for p in built.binary_files]
-    arrays = [make_input(i) for i in spec.inputs]
-    inputs = []
-    for n, (ispec, array) in enumerate(zip(spec.inputs, arrays)):
-        row = {"shape": list(array.shape), "dtype": str(array.dtype), "distribution": ispec.distribution,
+    inputs, arrays, unstored = [], [], []
+    for n, ispec in enumerate(spec.inputs):
+        where = spec.where(f"inputs[{n}]")
+        shape, dtype = shape_dtype(ispec, where=where)
+        row = {"shape": list(shape), "dtype": str(dtype), "distribution": ispec.distribution,
                "low": ispec.low, "high": ispec.high, "mean": ispec.mean, "std": ispec.std, "seed": ispec.seed,
                "source_file": str(ispec.file) if ispec.file else None, "file": None}
-        if array.nbytes <= MAX_STORED_BYTES:
-            row["file"] = _save(bundle_dir / "inputs" / f"{n}.npy", array)
+        # decided from shape x dtype: an input too big to store is never made here (the runner
+        # regenerates it on the GPU host), so a 1.25 GiB weight costs the build nothing
+        if nbytes(ispec, where=where) <= MAX_STORED_BYTES:
+            arrays.append(make_input(ispec, where=where))
+            row["file"] = _save(bundle_dir / "inputs" / f"{n}.npy", arrays[-1])
+        else:
+            unstored.append(f"inputs[{n}] {'x'.join(map(str, shape))} {dtype}")
         inputs.append(row)
+    notes = list(built.notes)
     reference = None
-    outs = reference_outputs(spec, arrays)
-    if outs is not None:
+    if spec.reference is not None and unstored:
+        notes.append(f"reference not computed: {', '.join(unstored)} over {MAX_STORED_BYTES >> 20} MB, not made "
+                     "at build (the runner regenerates it); the variants' outputs are compared with each other")
+    elif spec.reference is not None:
+        outs = reference_outputs(spec, arrays)
         reference = [{"file": _save(bundle_dir / "reference" / f"{n}.npy", o) if o.nbytes <= MAX_STORED_BYTES
                       else None, "shape": list(o.shape), "dtype": str(o.dtype)} for n, o in enumerate(outs)]
     manifest = {
@@ -76,7 +87,7 @@ def write_bundle(spec: VariantSpec, built: BuildOutput, build_dir: Path, bundle_
         "atol": spec.reference.atol if spec.reference else None,
         "kernels": [_relative_resources(k.to_dict(), build_dir) for k in built.kernels],
         "binaries": binaries, "ir": ir,
-        "notes": built.notes,
+        "notes": notes,
     }
     write_json(bundle_dir / "manifest.json", manifest)
     return bundle_dir

@@ -54,14 +54,45 @@ def _load(file: Path, where: str) -> np.ndarray:
         raise UsageError(f"{file}: not a readable .npy: {err}") from None
 
 
+def _path(file: Any, bundle_dir: Path | None) -> Path:
+    file = Path(file)
+    return bundle_dir / file if bundle_dir is not None and not file.is_absolute() else file
+
+
+def shape_dtype(spec: Any, bundle_dir: Path | None = None, where: str = "inputs") -> tuple[tuple[int, ...], np.dtype]:
+    """The input's shape and dtype without making it: a .npy file's header (memory-mapped, no
+    data read), else the spec's own shape and dtype. Decides storing before anything is drawn."""
+    file = _field(spec, "file") or _field(spec, "source_file")
+    if file:
+        path = _path(file, bundle_dir)
+        if not path.is_file():
+            raise UsageError(f"{where}: {path} does not exist")
+        try:
+            array = np.load(path, mmap_mode="r", allow_pickle=False)
+        except (ValueError, OSError) as err:
+            raise UsageError(f"{path}: not a readable .npy: {err}") from None
+        return tuple(array.shape), array.dtype
+    if _field(spec, "shape") is None:
+        raise UsageError(f"{where}: needs a shape (and dtype) or a file")
+    try:
+        return tuple(int(d) for d in _field(spec, "shape")), np.dtype(_field(spec, "dtype"))
+    except (TypeError, ValueError) as err:
+        raise UsageError(f"{where}: bad shape or dtype: {err}") from None
+
+
+def nbytes(spec: Any, bundle_dir: Path | None = None, where: str = "inputs") -> int:
+    """Bytes the input array will take, from shape x dtype (nothing generated or read)."""
+    shape, dtype = shape_dtype(spec, bundle_dir, where)
+    return int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+
+
 def make_input(spec: Any, bundle_dir: Path | None = None, where: str = "inputs") -> np.ndarray:
     """One input array: its .npy file when it has one (relative to bundle_dir for a manifest row),
     else the original .npy it came from (source_file: inputs too big to store), else drawn
     from its distribution."""
     file = _field(spec, "file")
     if file:
-        file = Path(file)
-        return _load(bundle_dir / file if bundle_dir is not None and not file.is_absolute() else file, where)
+        return _load(_path(file, bundle_dir), where)
     source = _field(spec, "source_file")
     if source:
         return _load(Path(source), f"{where}: source_file (not stored in the bundle)")
