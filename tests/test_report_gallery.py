@@ -1,5 +1,5 @@
-"""The gallery's H200 entries (reports/): seed 000 through `rootcause analyze` with its hybrids,
-seed 001 (prefill alone vs dedup) and seed 002 (einsum at real size) through `rootcause compare`.
+"""The gallery's H200 entries (reports/): seeds 000 and 001 through `rootcause analyze` with their
+hybrids, seed 001 (prefill alone vs dedup) and seed 002 (einsum at real size) through `rootcause compare`.
 
 The committed documents are checked against the raw captures they came from (CUPTI records,
 measurement.json samples) and the committed catalogs (bundle manifests read from the IR at
@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 REPORTS = ROOT / "reports"
 SEEDS = ROOT / "fixtures/captures/h200-2026-12-02-seeds"
 ANALYZE_RUN = ROOT / "fixtures/captures/h200-2026-12-02-analyze/run"
+PREFILL_RUN = ROOT / "fixtures/captures/h200-2026-12-02-analyze-prefill/run"
 
 
 def _doc(entry: str) -> dict:
@@ -44,7 +45,8 @@ def _samples(run: Path, variant: str) -> np.ndarray:
 
 @pytest.mark.parametrize("entry, run", [("prefill_dedup_h200_cupti", SEEDS / "prefill_dedup"),
                                         ("einsum_h200_cupti", SEEDS / "einsum_fusion"),
-                                        ("pool_fusion_h200_analyze", ANALYZE_RUN)])
+                                        ("pool_fusion_h200_analyze", ANALYZE_RUN),
+                                        ("prefill_dedup_h200_analyze", PREFILL_RUN)])
 def test_units_and_whole_graph_from_the_raw_capture(entry, run):
     doc = _doc(entry)
     for v in "ab":
@@ -98,7 +100,42 @@ def test_analyze_entry_confirms_the_pool_split():
     assert md_text(row["sentence"]) in md
 
 
-@pytest.mark.parametrize("entry", ["prefill_dedup_h200_cupti", "einsum_h200_cupti", "pool_fusion_h200_analyze"])
+def test_prefill_analyze_entry_confirms_both_configurations():
+    """Seed 001's hybrids (each side's matmul executable configured as the other side configures
+    it) against the unit's profiled delta, recomputed from the committed run; the committed HTML
+    carries the confirmation."""
+    doc = _doc("prefill_dedup_h200_analyze")
+    a, b = doc["variants"]["a"]["label"], doc["variants"]["b"]["label"]
+    (unit,) = doc["units"]
+    ua = np.median(_per_call(PREFILL_RUN, a, unit["kernels_a"])) * 1e-9
+    ub = np.median(_per_call(PREFILL_RUN, b, unit["kernels_b"])) * 1e-9
+    ta, tb = (np.median(_samples(PREFILL_RUN, n)) for n in (a, b))
+    rows = doc["confirmation"]["hybrids"]
+    assert sorted(r["base"] for r in rows) == ["a", "b"]
+    for row in rows:
+        th = np.median(_samples(PREFILL_RUN, row["name"]))
+        want = (th - ta) / (ub - ua) if row["base"] == "a" else (th - tb) / (ua - ub)
+        assert row["kind"] == "configuration" and row["recovered"]["of"] == "unit" and row["unit"] == unit["unit"]
+        assert row["recovered"]["median"] == pytest.approx(want)
+        assert row["verdict"] == "confirmed" and row["recovered"]["low"] > doc["confirmation"]["threshold"]
+        assert md_text(row["sentence"]) in (REPORTS / "prefill_dedup_h200_analyze/report.md").read_text()
+    html = (REPORTS / "prefill_dedup_h200_analyze/report.html").read_text()
+    assert 'id="confirmation"' in html and all(r["name"] in html for r in rows)
+
+
+def test_one_committed_html_per_seed_case():
+    """reports/.gitignore keeps exactly one report.html per seed case: the analyze ones for 000 and 001."""
+    htmls = sorted(str(p.relative_to(ROOT)) for p in REPORTS.glob("*/report.html"))
+    r = subprocess.run(["git", "check-ignore", "--no-index", *htmls], capture_output=True, text=True, cwd=ROOT)
+    kept = sorted(set(htmls) - set(r.stdout.split()))
+    seeds = {"pool_fusion": "000", "prefill_dedup": "001", "einsum": "002"}
+    committed = [next(s for p, s in seeds.items() if h.split("/")[1].startswith(p)) for h in kept]
+    assert sorted(committed) == ["000", "001", "002"], kept
+    assert "reports/prefill_dedup_h200_analyze/report.html" in kept and "reports/pool_fusion_h200_analyze/report.html" in kept
+
+
+@pytest.mark.parametrize("entry", ["prefill_dedup_h200_cupti", "einsum_h200_cupti", "pool_fusion_h200_analyze",
+                                   "prefill_dedup_h200_analyze"])
 def test_gallery_entry_regenerates(tmp_path, entry):
     r = subprocess.run([sys.executable, "-m", "rootcause.report.gallery", "--only", entry, "--out", tmp_path],
                        capture_output=True, text=True, cwd=ROOT)

@@ -8,8 +8,8 @@ manifests (catalogs) under reports/inputs/, which `--rebuild-catalogs` rebuilds 
 writes attribution.json, report.html and report.md), run from the repository root so the paths
 recorded in each attribution.json are relative and the gallery can be moved with the repository.
 Entries of kind 'analyze' run the split `rootcause analyze` instead: `--bundle-only` rebuilds A,
-B and the hybrids from fixtures/cases/ into the entry's bundles/ (TVM and nvcc; cached builds
-take seconds), then `--from-run` analyzes the committed GPU run against them.
+B and the hybrids from fixtures/cases/ into the entry's bundles/ (TVM and nvcc, or iree-compile
+and ptxas; cached builds take seconds), then `--from-run` analyzes the committed GPU run against them.
 """
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RUN = "fixtures/captures/h200-2026-12-02-run"
 SEEDS = "fixtures/captures/h200-2026-12-02-seeds"
 POOL_SPECS = "fixtures/cases/pool_fusion/variants.toml"
+PREFILL_SPECS = "fixtures/cases/prefill_dedup/variants.toml"
 SHARED = "fixtures/captures/h200-2026-12-02/tvm_pool_fusion.cupti.json"
 INPUTS = "reports/inputs"
 POOL_CATALOGS = (f"{INPUTS}/pool_fusion_off.manifest.json", f"{INPUTS}/pool_fusion_on.manifest.json")
@@ -55,6 +56,10 @@ ENTRIES: dict[str, dict[str, Any]] = {
     "pool_fusion_h200_analyze": {
         "kind": "analyze", "specs": (f"{POOL_SPECS}#on", f"{POOL_SPECS}#off"), "target": "cuda:sm_90",
         "run": "fixtures/captures/h200-2026-12-02-analyze/run",
+    },
+    "prefill_dedup_h200_analyze": {
+        "kind": "analyze", "specs": (f"{PREFILL_SPECS}#alone", f"{PREFILL_SPECS}#dedup"), "target": "cuda:sm_80",
+        "run": "fixtures/captures/h200-2026-12-02-analyze-prefill/run",
     },
     "prefill_dedup_h200_cupti": _seed_run(
         "seed 001, IREE prefill_bs8 compiled alone against deduplicated with prefill_bs2, on the H200 (CUPTI, "
