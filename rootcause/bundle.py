@@ -74,7 +74,7 @@ def write_bundle(spec: VariantSpec, built: BuildOutput, build_dir: Path, bundle_
     reference = None
     if spec.reference is not None and unstored:
         notes.append(f"reference not computed: {', '.join(unstored)} over {MAX_STORED_BYTES >> 20} MB, not made "
-                     "at build (the runner regenerates it); the variants' outputs are compared with each other")
+                     "at build (the runner regenerates them); the variants' outputs are compared with each other")
     elif spec.reference is not None:
         outs = reference_outputs(spec, arrays)
         reference = [{"file": _save(bundle_dir / "reference" / f"{n}.npy", o) if o.nbytes <= MAX_STORED_BYTES
