@@ -21,8 +21,11 @@ CASE = ROOT / "fixtures" / "cases" / "einsum_fusion" / "variants.toml"
 # peak RSS of the building Python itself (iree-compile is a grandchild, not counted): about 105 MB
 # when nothing big is made; drawing one 241 MiB input (float64 first) already passes 700 MB
 MAX_RSS = 512 << 20
-_BUILD = ("import resource, sys; from rootcause import cli; rc = cli.main(sys.argv[1:]); "
-          "print('peak_rss_kb', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr); sys.exit(rc)")
+# VmHWM, not getrusage: Linux carries ru_maxrss across fork and exec, so a child of a large
+# pytest process would report the parent's footprint; VmHWM is this process image's own peak.
+_BUILD = ("import re, sys; from rootcause import cli; rc = cli.main(sys.argv[1:]); "
+          "hwm = re.search(r'VmHWM:\\s+(\\d+) kB', open('/proc/self/status').read()).group(1); "
+          "print('peak_rss_kb', hwm, file=sys.stderr); sys.exit(rc)")
 
 
 def _draw(i: dict) -> np.ndarray:

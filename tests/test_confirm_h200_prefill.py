@@ -33,9 +33,12 @@ EXE_A, EXE_B = "prefill_bs8$async_dispatch_0", "prefill_bs2$async_dispatch_0"
 MAX_RSS = 512 << 20  # the build alone peaks near 130 MB; drawing either input (float64 first) would pass 640 MB
 
 # the build in a child process that reports its own peak RSS (iree-compile runs in grandchildren,
-# which RUSAGE_SELF does not count: only this Python's own allocations)
-_BUILD = ("import resource, sys; from rootcause import cli; rc = cli.main(sys.argv[1:]); "
-          "print('peak_rss_kb', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr); sys.exit(rc)")
+# which VmHWM does not count: only this Python's own allocations)
+# VmHWM, not getrusage: Linux carries ru_maxrss across fork and exec, so a child of a large
+# pytest process would report the parent's footprint; VmHWM is this process image's own peak.
+_BUILD = ("import re, sys; from rootcause import cli; rc = cli.main(sys.argv[1:]); "
+          "hwm = re.search(r'VmHWM:\\s+(\\d+) kB', open('/proc/self/status').read()).group(1); "
+          "print('peak_rss_kb', hwm, file=sys.stderr); sys.exit(rc)")
 
 
 @pytest.fixture(scope="session")
