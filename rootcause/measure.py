@@ -340,3 +340,122 @@ def _calibrate(timer_for: Callable[[int], Callable[[], float]], target_s: float,
         if t * number >= target_s or number >= 1 << 16:
             return number, sampler
         number = min(1 << 16, max(number * 2, int(target_s / max(t, 1e-9)) + 1))
+
+
+# ---- several processes ----------------------------------------------------------------------
+# A host-launch-bound graph can run at a different speed in each process (GPU_NOTES: pool_fusion
+# OFF 83-118 us median across processes, 1 us within one), so one process's interval understates
+# the uncertainty. Samples of N processes are pooled; intervals come from a hierarchical
+# bootstrap that resamples processes first, then samples within each chosen process.
+
+def _hier_index(sizes: np.ndarray, chosen: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Indices into the concatenated samples: for each chosen process, sizes[p] draws from it."""
+    offsets = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    n = sizes[chosen]
+    base = np.repeat(offsets[chosen], n)
+    width = np.repeat(sizes[chosen], n)
+    return base + (rng.random(int(n.sum())) * width).astype(np.int64)
+
+
+def hierarchical_medians(groups: list[list[list[float]]], resamples: int,
+                         rng: np.random.Generator) -> np.ndarray:
+    """Bootstrap medians, shape (resamples, variants). groups[v][p]: samples of variant v in
+    process p. Each resample draws P processes with replacement (the same processes for every
+    variant: they were measured side by side), then each variant's samples within each."""
+    if not groups or not groups[0]:
+        raise UsageError("hierarchical bootstrap: no processes")
+    procs = len(groups[0])
+    if any(len(g) != procs for g in groups) or any(len(s) == 0 for g in groups for s in g):
+        raise UsageError("hierarchical bootstrap: every variant needs samples from every process")
+    flat = [np.concatenate([np.asarray(s, dtype=float) for s in g]) for g in groups]
+    sizes = [np.array([len(s) for s in g]) for g in groups]
+    out = np.empty((resamples, len(groups)))
+    for r in range(resamples):
+        chosen = rng.integers(0, procs, size=procs)
+        for v in range(len(groups)):
+            out[r, v] = np.median(flat[v][_hier_index(sizes[v], chosen, rng)])
+    return out
+
+
+def spread_warnings(per_process: dict[str, list[dict[str, Any]]], unit: float = 1e-6,
+                    unit_name: str = "us") -> list[str]:
+    """One line per variant whose per-process medians spread (max - min) more than the widest
+    within-process interval of the median: the variance between processes then dominates and
+    one process's figure would mislead. per_process[name] = [{"median_s", "ci_s"}, ...]."""
+    lines = []
+    for name, procs in per_process.items():
+        if len(procs) < 2:
+            continue
+        medians = [p["median_s"] for p in procs]
+        width = max(p["ci_s"][1] - p["ci_s"][0] for p in procs)
+        spread = max(medians) - min(medians)
+        if spread > width:
+            lines.append(f"{name}: per-process medians range {min(medians) / unit:.2f}-{max(medians) / unit:.2f} "
+                         f"{unit_name} over {len(procs)} processes, wider than the within-process interval "
+                         f"(at most {width / unit:.2f} {unit_name}): the between-process variance dominates; "
+                         f"use the pooled interval")
+    return lines
+
+
+def _hull(x: tuple[float, float], y: tuple[float, float]) -> tuple[float, float]:
+    return min(x[0], y[0]), max(x[1], y[1])
+
+
+def _process_stats(v: dict[str, Any], protocol: Protocol, index: int) -> dict[str, Any]:
+    """One process's figures of one variant (its own median and interval, recomputed if absent)."""
+    xs = v["samples_s"]
+    ci = v.get("ci_s") or median_ci(xs, protocol.confidence, protocol.resamples, protocol.seed + index)
+    return {"median_s": v.get("median_s", median(xs)), "ci_s": list(ci), "cv": v.get("cv", cv(xs)),
+            "calls_per_sample": v.get("calls_per_sample"), "samples": len(xs), "samples_s": list(xs)}
+
+
+def pool_processes(results: list[dict[str, Any]], protocol: Protocol | None = None) -> dict[str, Any]:
+    """Pool measure_interleaved results of several processes (same variants) into one record of
+    the same shape (variants: pooled samples_s and median_s; ratios: median over median), plus
+    "processes" (each one's medians, intervals, samples) and "warnings" (spread_warnings).
+
+    Intervals: the hierarchical bootstrap resamples processes jointly for all variants (they ran
+    side by side), so a slowdown common to both variants in one process cancels in a ratio while
+    a variant-specific one widens it. It can then be narrower than a plain bootstrap of the pooled
+    samples (whose median straddles the processes' modes); the reported ci / ci_s is the hull of
+    both (each kept as ci_hierarchical / ci_plain), so pooling never claims more than either."""
+    if not results:
+        raise UsageError("pool: no process results")
+    protocol = protocol or Protocol(**{k: v for k, v in results[0]["protocol"].items()
+                                       if k in Protocol.__dataclass_fields__})
+    names = list(results[0]["variants"])
+    for i, res in enumerate(results):
+        if list(res["variants"]) != names:
+            raise UsageError(f"pool: process {i} measured {list(res['variants'])}, process 0 {names}")
+    groups = {n: [res["variants"][n]["samples_s"] for res in results] for n in names}
+    rng = np.random.default_rng(protocol.seed)
+    boot = hierarchical_medians([groups[n] for n in names], protocol.resamples, rng)
+    variants, pooled = {}, {}
+    for v, name in enumerate(names):
+        xs = pooled[name] = [x for g in groups[name] for x in g]
+        hier = _interval(boot[:, v], protocol.confidence)
+        plain = median_ci(xs, protocol.confidence, protocol.resamples, protocol.seed + v)
+        variants[name] = {**asdict(VariantStats(name, xs, median(xs), float(np.mean(xs)), cv(xs), _hull(hier, plain))),
+                          "ci_hierarchical_s": hier, "ci_plain_s": plain,
+                          "calls_per_sample": [res["variants"][name].get("calls_per_sample") for res in results]}
+    ratios = []
+    for a, b in itertools.combinations(names, 2):
+        ia, ib = names.index(a), names.index(b)
+        hier = _interval(boot[:, ia] / boot[:, ib], protocol.confidence)
+        r, plain = ratio_ci(pooled[a], pooled[b], protocol.confidence, protocol.resamples, protocol.seed)
+        ci = _hull(hier, plain)
+        ratios.append({**asdict(Ratio(a, b, r, ci, significant(r, ci, protocol.threshold), protocol.threshold)),
+                       "ci_hierarchical": hier, "ci_plain": plain})
+    processes = [{"index": i, "blocks_run": res["blocks_run"], "stopped": res["stopped"],
+                  "elapsed_s": res.get("elapsed_s"), "ratios": res["ratios"],
+                  "variants": {n: _process_stats(res["variants"][n], protocol, i) for n in names}}
+                 for i, res in enumerate(results)]
+    per_process = {n: [p["variants"][n] for p in processes] for n in names}
+    return {"protocol": results[0]["protocol"], "variants": variants, "ratios": ratios,
+            "blocks_run": sum(res["blocks_run"] for res in results),
+            "stopped": ",".join(res["stopped"] for res in results),
+            "elapsed_s": float(sum(res.get("elapsed_s", 0.0) for res in results)),
+            "pooled": {"processes": len(results), "median": "over all samples of all processes",
+                       "interval": "hierarchical bootstrap: processes resampled, then samples within each",
+                       "resamples": protocol.resamples, "seed": protocol.seed},
+            "processes": processes, "warnings": spread_warnings(per_process)}

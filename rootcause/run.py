@@ -3,7 +3,10 @@
 1. load every bundle with its runner (runtimes only: no compiler is imported);
 2. verify: the same inputs for every variant, outputs equal to each other and to the
    reference (exit 1 with the errors per output when not);
-3. measure whole-graph latency, variants interleaved, with NVML state before and after;
+3. measure whole-graph latency, variants interleaved, with NVML state before and after; with
+   --processes N in N fresh child processes one after another (a share of the budget each),
+   pooled: per-process medians, the median of all samples, a hierarchical-bootstrap interval,
+   and a warning when the processes disagree by more than one process's interval;
 4. profile each variant in its own child process: CUPTI activity records, or ncu (opt-in).
 
 Writes into DIR, each file atomically: measurement.json, env.json, <variant>.cupti.json,
@@ -45,6 +48,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", choices=("cupti", "ncu", "none"), default="cupti",
                         help="profiler for per-kernel records (default cupti; ncu is opt-in, slow)")
     parser.add_argument("--budget-s", type=float, default=20.0, help="seconds for the timing loop (all variants)")
+    parser.add_argument("--processes", type=int, default=1,
+                        help="measure in N fresh child processes one after another, each with 1/N of the "
+                             "budget, and pool them (default 1: in this process)")
     parser.add_argument("--warmup-calls", type=int, default=None,
                         help="warm-up samples per variant (default: the protocol's; lower it for calls of seconds)")
     parser.add_argument("--warmup-s", type=float, default=None, help="timed warm-up seconds per variant")
@@ -71,6 +77,64 @@ def measure(sessions: list, budget_s: float, warmup_calls: int | None = None,
     result = measure_interleaved({s.bundle.name: s.timer for s in sessions}, budget_s=budget_s, protocol=protocol)
     result["timers"] = {s.bundle.name: getattr(s, "timer_includes", "not recorded by this runner") for s in sessions}
     return result
+
+
+def measure_in_processes(bundles: list[Bundle], processes: int, budget_s: float, warmup_calls: int | None,
+                         warmup_s: float | None, device: str | None, out: Path) -> dict[str, Any]:
+    """The interleaved protocol in `processes` fresh children, one after another, each with
+    budget_s / processes and its own rotation offset; pooled by rootcause.measure.pool_processes."""
+    from rootcause.measure import pool_processes
+
+    results, timers = [], None
+    for i in range(processes):
+        file = out / f".measure.{i}.json"
+        cmd = [sys.executable, "-m", "rootcause.run", "--measure-child", str(file), "--index", str(i),
+               "--budget-s", repr(budget_s / processes)] + [str(b.path) for b in bundles]
+        cmd += (["--device", device] if device else []) + (["--warmup-calls", str(warmup_calls)]
+                                                            if warmup_calls is not None else [])
+        cmd += ["--warmup-s", repr(warmup_s)] if warmup_s is not None else []
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=_child_env())
+        if proc.returncode != 0 or not file.is_file():
+            raise UsageError(f"--processes: measurement child {i} failed: {_last_line(proc.stderr)}")
+        res = json.loads(file.read_text())
+        file.unlink()
+        timers = res.pop("timers", timers)
+        results.append(res)
+    pooled = pool_processes(results)
+    pooled["budget_s"] = budget_s
+    pooled["timers"] = timers
+    return pooled
+
+
+def _measure_child(argv: list[str]) -> int:
+    """Child of measure_in_processes: load the bundles (verified by the parent), set the common
+    inputs, run the protocol, write its result as JSON."""
+    from rootcause.measure import Protocol, measure_interleaved
+
+    p = argparse.ArgumentParser(prog="rootcause.run --measure-child")
+    p.add_argument("--measure-child", required=True, type=Path)
+    p.add_argument("--index", type=int, default=0)
+    p.add_argument("--budget-s", type=float, required=True)
+    p.add_argument("--warmup-calls", type=int)
+    p.add_argument("--warmup-s", type=float)
+    p.add_argument("--device")
+    p.add_argument("bundles", nargs="+")
+    args = p.parse_args(argv)
+    bundles = [read_bundle(b) for b in args.bundles]
+    sessions = [load(b, args.device) for b in bundles]
+    inputs = common_inputs(bundles)
+    for s in sessions:
+        s.set_inputs(inputs)
+    # A different first permutation per process, so no variant always leads a process.
+    protocol = Protocol(budget_seconds=args.budget_s, offset=args.index)
+    if args.warmup_calls is not None:
+        protocol.warmup_calls = args.warmup_calls
+    if args.warmup_s is not None:
+        protocol.warmup_seconds = args.warmup_s
+    result = measure_interleaved({s.bundle.name: s.timer for s in sessions}, args.budget_s, protocol)
+    result["timers"] = {s.bundle.name: getattr(s, "timer_includes", "not recorded by this runner") for s in sessions}
+    write_json(args.measure_child, result)
+    return 0
 
 
 # ---- profiling ------------------------------------------------------------------------
@@ -126,6 +190,8 @@ def profile_ncu(bundle: Bundle, out: Path, calls: int, device: str | None, ncu: 
 def run(args: argparse.Namespace) -> int:
     if args.budget_s <= 0:
         raise UsageError(f"--budget-s: must be > 0, got {args.budget_s}")
+    if args.processes < 1:
+        raise UsageError(f"--processes: must be >= 1, got {args.processes}")
     bundles = [read_bundle(p) for p in args.bundles]
     names = [b.name for b in bundles]
     if len(set(names)) != len(names):
@@ -147,12 +213,17 @@ def run(args: argparse.Namespace) -> int:
         write_json(out / "env.json", {"before": before, "after": env.snapshot(), "warnings": []})
         raise
     during = env.snapshot()
-    result["measurement"] = measure(sessions, args.budget_s, args.warmup_calls, args.warmup_s)
+    if args.processes == 1:
+        result["measurement"] = measure(sessions, args.budget_s, args.warmup_calls, args.warmup_s)
+    else:
+        del sessions[:]  # free device memory before the measuring children start
+        result["measurement"] = measure_in_processes(bundles, args.processes, args.budget_s, args.warmup_calls,
+                                                     args.warmup_s, args.device, out)
     after = env.snapshot()
     warnings = env.drift(during, after)
     result["env_warnings"] = warnings
     write_json(out / "env.json", {"before": before, "measure_start": during, "after": after, "warnings": warnings})
-    for warning in warnings:
+    for warning in warnings + result["measurement"].get("warnings", []):
         print(f"rootcause run: warning: {warning}", file=sys.stderr)
     del sessions  # free device memory before the profiling children start
     profiles = {}
@@ -169,6 +240,15 @@ def run(args: argparse.Namespace) -> int:
                   file=sys.stderr)
     result["profiles"] = profiles
     write_json(out / "measurement.json", result)
+    procs = result["measurement"].get("processes")
     for name, v in result["measurement"]["variants"].items():
-        print(f"{name}: median {v['median_s'] * 1e6:.2f} us over {len(v['samples_s'])} samples")
+        spread = ""
+        if procs:
+            meds = [p["variants"][name]["median_s"] * 1e6 for p in procs]
+            spread = f" in {len(procs)} processes (per-process medians {min(meds):.2f}-{max(meds):.2f} us)"
+        print(f"{name}: median {v['median_s'] * 1e6:.2f} us over {len(v['samples_s'])} samples{spread}")
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_measure_child(sys.argv[1:]))
