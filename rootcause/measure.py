@@ -391,7 +391,8 @@ def spread_warnings(per_process: dict[str, list[dict[str, Any]]], unit: float = 
         spread = max(medians) - min(medians)
         if spread > width:
             lines.append(f"{name}: per-process medians range {min(medians) / unit:.2f}-{max(medians) / unit:.2f} "
-                         f"{unit_name} over {len(procs)} processes, wider than the within-process interval "
+                         f"{unit_name} ({spread / median(medians):.1%}) over {len(procs)} processes, "
+                         f"wider than the within-process interval "
                          f"(at most {width / unit:.2f} {unit_name}): the between-process variance dominates; "
                          f"use the pooled interval")
     return lines
@@ -421,7 +422,7 @@ def pool_processes(results: list[dict[str, Any]], protocol: Protocol | None = No
     both (each kept as ci_hierarchical / ci_plain), so pooling never claims more than either."""
     if not results:
         raise UsageError("pool: no process results")
-    protocol = protocol or Protocol(**{k: v for k, v in results[0]["protocol"].items()
+    protocol = protocol or Protocol(**{k: v for k, v in (results[0].get("protocol") or {}).items()
                                        if k in Protocol.__dataclass_fields__})
     names = list(results[0]["variants"])
     for i, res in enumerate(results):
@@ -446,14 +447,14 @@ def pool_processes(results: list[dict[str, Any]], protocol: Protocol | None = No
         ci = _hull(hier, plain)
         ratios.append({**asdict(Ratio(a, b, r, ci, significant(r, ci, protocol.threshold), protocol.threshold)),
                        "ci_hierarchical": hier, "ci_plain": plain})
-    processes = [{"index": i, "blocks_run": res["blocks_run"], "stopped": res["stopped"],
-                  "elapsed_s": res.get("elapsed_s"), "ratios": res["ratios"],
+    processes = [{"index": i, "blocks_run": res.get("blocks_run"), "stopped": res.get("stopped"),
+                  "elapsed_s": res.get("elapsed_s"), "ratios": res.get("ratios"),
                   "variants": {n: _process_stats(res["variants"][n], protocol, i) for n in names}}
                  for i, res in enumerate(results)]
     per_process = {n: [p["variants"][n] for p in processes] for n in names}
-    return {"protocol": results[0]["protocol"], "variants": variants, "ratios": ratios,
-            "blocks_run": sum(res["blocks_run"] for res in results),
-            "stopped": ",".join(res["stopped"] for res in results),
+    return {"protocol": asdict(protocol), "variants": variants, "ratios": ratios,
+            "blocks_run": sum(res.get("blocks_run") or 0 for res in results),
+            "stopped": ",".join(str(res.get("stopped")) for res in results),
             "elapsed_s": float(sum(res.get("elapsed_s", 0.0) for res in results)),
             "pooled": {"processes": len(results), "median": "over all samples of all processes",
                        "interval": "hierarchical bootstrap: processes resampled, then samples within each",

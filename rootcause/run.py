@@ -251,4 +251,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(_measure_child(sys.argv[1:]))
+    from parsers import ParseError
+
+    try:
+        sys.exit(_measure_child(sys.argv[1:]))
+    except (ParseError, UsageError) as err:  # one line; the parent repeats it
+        print(f"rootcause run --measure-child: {err}", file=sys.stderr)
+        sys.exit(2)

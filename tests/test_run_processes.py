@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from rootcause import build, cli, compare, spec as spec_mod
-from rootcause.measure import spread_warnings
+from rootcause.measure import pool_processes, spread_warnings
 
 ROOT = Path(__file__).resolve().parents[1]
 POOL = ROOT / "fixtures" / "cases" / "pool_fusion" / "variants.toml"
@@ -142,3 +142,31 @@ def test_bad_process_count_is_one_line(bundles, tmp_path, capsys):
     assert cli.main(["run", *map(str, bundles), "--out", str(tmp_path), "--processes", "0", *FAST]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["rootcause run: --processes: must be >= 1, got 0"]
+
+
+H200 = ROOT / "fixtures" / "captures"
+H200_RUNS = ["h200-2026-12-02-analyze/run", "h200-2026-12-02-run/ncu", "h200-2026-12-02-run",
+             "h200-2026-12-02-run/run2/pool_fusion", "h200-2026-12-02-seeds/pool_fusion",
+             "h200-2026-12-02-seeds/pool_fusion_ncu"]
+
+
+def test_h200_processes_pooled():
+    """Six separate H200 processes' pool_fusion on/off measurements (captured, PROVENANCE.md
+    there): OFF's per-process medians spread far beyond one process's interval."""
+    results = []
+    for run in H200_RUNS:
+        m = json.loads((H200 / run / "measurement.json").read_text())["measurement"]
+        v = {n.replace("_", "-"): x for n, x in m["variants"].items()}
+        results.append({**m, "variants": {n: v[n] for n in ("pool-fusion-on", "pool-fusion-off")}})
+    pooled = pool_processes(results)
+    offs = [r["variants"]["pool-fusion-off"]["median_s"] * 1e6 for r in results]
+    (off_line,) = [w for w in pooled["warnings"] if w.startswith("pool-fusion-off:")]
+    assert f"{min(offs):.2f}-{max(offs):.2f} us" in off_line and "6 processes" in off_line
+    (r,) = pooled["ratios"]
+    every = {n: np.concatenate([x["variants"][n]["samples_s"] for x in results]) for n in ("pool-fusion-on",
+                                                                                          "pool-fusion-off")}
+    assert r["ratio"] == pytest.approx(np.median(every["pool-fusion-on"]) / np.median(every["pool-fusion-off"]))
+    lo, hi = r["ci_hierarchical"]
+    plo, phi = _plain_ratio_ci(every["pool-fusion-on"], every["pool-fusion-off"], 2000, 0)
+    # between-process variance: the process-resampling interval is many times the plain one
+    assert lo <= r["ratio"] <= hi and hi - lo > 5 * (phi - plo)
