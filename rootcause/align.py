@@ -129,10 +129,12 @@ def fused_ops(name: str, vocabulary: set[str], longest: int | None = None) -> li
     return best[n] or tokens
 
 
-def _catalog_index(catalog: list[CatalogKernel] | None) -> dict[str, CatalogKernel]:
+def catalog_index(catalog: list[CatalogKernel] | None, by_function: bool = True) -> dict[str, CatalogKernel]:
+    """Catalog kernels by launched name, stripped name and (by_function) compiler function."""
     index: dict[str, CatalogKernel] = {}
     for k in catalog or []:
-        for key in (k.name, k.function, strip_kernel(k.name)):
+        keys = (k.name, k.function, strip_kernel(k.name)) if by_function else (k.name, strip_kernel(k.name))
+        for key in keys:
             if key:
                 index.setdefault(key, k)
     return index
@@ -183,7 +185,7 @@ def align(events_a: pd.DataFrame, events_b: pd.DataFrame,
           entry_a: str | None = None, entry_b: str | None = None) -> Alignment:
     """Units of kernels of A and B that compute the same source ops (see module doc)."""
     names = {"a": _kernel_names(events_a), "b": _kernel_names(events_b)}
-    catalogs = {"a": _catalog_index(catalog_a), "b": _catalog_index(catalog_b)}
+    catalogs = {"a": catalog_index(catalog_a), "b": catalog_index(catalog_b)}
     entries = {"a": entry_a, "b": entry_b}
     uf = _UnionFind()
     method: dict[str, str] = {}

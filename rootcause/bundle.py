@@ -119,16 +119,12 @@ def _save(path: Path, array: np.ndarray) -> str:
 
 def read_manifest(bundle_dir: str | Path) -> dict[str, Any]:
     """manifest.json of a bundle, checked for the keys every reader relies on."""
-    path = Path(bundle_dir) / "manifest.json"
-    try:
-        manifest = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise UsageError(f"{path}: not a bundle (no manifest.json)") from None
-    except ValueError as err:
-        raise UsageError(f"{path}: not valid JSON: {err}") from None
+    from rootcause.runners import read_bundle  # the one manifest reader (also the GPU host's)
+
+    manifest = read_bundle(bundle_dir).manifest
     for key in ("name", "frontend", "target", "entry", "module", "inputs", "kernels"):
         if key not in manifest:
-            raise UsageError(f"{path}: missing key \"{key}\"")
+            raise UsageError(f"{Path(bundle_dir) / 'manifest.json'}: missing key \"{key}\"")
     return manifest
 
 

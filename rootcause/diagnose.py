@@ -17,7 +17,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from rootcause import gpus
-from rootcause.align import Alignment, strip_kernel
+from rootcause.align import Alignment, catalog_index, strip_kernel
 from rootcause.attribute import Attribution
 from rootcause.model import CatalogKernel
 
@@ -397,20 +397,12 @@ def _device(device: str | None) -> tuple[str | None, int | None]:
     return gpus.DEVICES[key]
 
 
-def _catalog_index(catalog: list[CatalogKernel] | None) -> dict[str, CatalogKernel]:
-    index: dict[str, CatalogKernel] = {}
-    for k in catalog or []:
-        index.setdefault(k.name, k)
-        index.setdefault(strip_kernel(k.name), k)
-    return index
-
-
 def diagnose(att: Attribution, alignment: Alignment, catalog_a: list[CatalogKernel] | None = None,
              catalog_b: list[CatalogKernel] | None = None, device: str | None = None,
              entry_a: str | None = None, entry_b: str | None = None) -> list[dict[str, Any]]:
     """Run every rule; attach findings to their units and to att.findings; return them all."""
     arch, sms = _device(device)
-    cats = {"a": _catalog_index(catalog_a), "b": _catalog_index(catalog_b)}
+    cats = {"a": catalog_index(catalog_a, by_function=False), "b": catalog_index(catalog_b, by_function=False)}
     entries = {"a": entry_a, "b": entry_b}
     shared = {v: {r.kernel: tuple(r.shared_call_sites) for r in alignment.kernels.itertuples()
                   if r.variant == v and r.shared_call_sites} for v in "ab"}
