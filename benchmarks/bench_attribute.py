@@ -1,7 +1,7 @@
 """Benchmark: align + attribute two variants of ~10,000 kernels each, ~1,000,000 events each.
 
 The synthetic set replicates real records of the H200 CUPTI capture (fixtures/captures/
-h200-2026-12-02, seed 000 pool_fusion) under new names: A = the OFF call (19 launches of 6
+h200-2026-12-02, the pool_fusion case pool_fusion) under new names: A = the OFF call (19 launches of 6
 kernels) repeated as 1,667 renamed replicas per call ('add_r7_kernel'), B = the ON call (3
 launches of 3 kernels) as 3,334 replicas ('fused_pool2d_r7_add2_r7_kernel'), so A and B each
 hold 10,002 kernel names; replicas 0..1666 align by fused name, B's others stay unmatched.
@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from rootcause.align import align, strip_kernel
-from rootcause.attribute import attribute
-from rootcause.diagnose import diagnose
+from rootcause.analysis.align import align, strip_kernel
+from rootcause.analysis.attribute import attribute
+from rootcause.analysis.diagnose import diagnose
 from rootcause.profilers import load, split_calls
 
 CAPTURE = Path(__file__).parent.parent / "fixtures/captures/h200-2026-12-02/tvm_pool_fusion.cupti.json"

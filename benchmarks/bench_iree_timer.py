@@ -18,7 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from rootcause import runners
+from rootcause.artifacts.bundle import bundle_inputs, read_bundle
+from rootcause.sessions import load_session
+from rootcause.inputs import make_input
 
 SOURCE = """
 func.func @main(%a: tensor<{n}x{n}xf32>, %b: tensor<{n}x{n}xf32>) -> tensor<{n}x{n}xf32> {{
@@ -53,9 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=7)
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        session = runners.load(build(Path(tmp) / "matmul", args.n))
-        session.set_inputs(runners.bundle_inputs(session.bundle))
-        a, b = (np.asarray(x, dtype=np.float64) for x in runners.bundle_inputs(session.bundle))
+        session = load_session(build(Path(tmp) / "matmul", args.n))
+        session.set_inputs(bundle_inputs(session.bundle))
+        a, b = (np.asarray(x, dtype=np.float64) for x in bundle_inputs(session.bundle))
         session.call()
         np.testing.assert_allclose(session.outputs()[0], a @ b, rtol=1e-4, atol=1e-3)
         timer = session.timer(number=10)

@@ -34,8 +34,8 @@ from rootcause import env
 from rootcause.errors import UsageError
 from rootcause.fileio import write_json
 from rootcause.measure import Protocol, measure, measure_interleaved
-from rootcause.runners import read_bundle
-from rootcause.runners import load as load_session
+from rootcause.artifacts.bundle import read_bundle
+from rootcause.sessions import load_session
 from rootcause.verify import common_inputs
 
 GOAL_PCT = 5.0

@@ -1,7 +1,7 @@
 """Benchmark: HTML and Markdown reports of an attribution with ~10,000 kernels.
 
 The large attribution is a real one replicated: `rootcause compare` on the H200 CUPTI capture
-of seed 000 (fixtures/captures/h200-2026-12-02, OFF = segment 1, ON = segment 0, with the
+of the pool_fusion case (fixtures/captures/h200-2026-12-02, OFF = segment 1, ON = segment 0, with the
 reports/inputs catalogs), whose 2 units (6 kernels of OFF, 3 of ON) are copied 1,112 times
 under new names ('pool2d_r7_kernel'): 2,224 units, 10,008 kernels. Its per-kernel launch facts
 and one-call timeline (measured from the capture, then replicated the same way, calls laid
@@ -42,7 +42,7 @@ def real_attribution(out: Path) -> dict:
 
 
 def replicate(doc: dict, replicas: int) -> dict:
-    prof = view.profiles(doc, ROOT)
+    prof = view.profiles(doc)
     big = copy.deepcopy(doc)
     big["units"], big["kernels"], big["timeline"] = [], [], {}
     for r in range(replicas):
@@ -73,7 +73,7 @@ def main() -> int:
     ok = True
     for name, fn, limit in (("html", render_html, 10_000_000), ("markdown", render_markdown, 65_536)):
         t0 = time.perf_counter()
-        text = fn(big, base_dir=ROOT, device="H200")
+        text = fn(big, device="H200")
         dt = time.perf_counter() - t0
         size = len(text.encode())
         fits = dt < 5.0 and size < limit

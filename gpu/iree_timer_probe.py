@@ -19,7 +19,9 @@ import time
 
 import numpy as np
 
-from rootcause import runners
+from rootcause.artifacts.bundle import bundle_inputs, read_bundle
+from rootcause.sessions import load_session
+from rootcause.inputs import make_input
 
 
 def best(sample, repeats: int = 7) -> float:
@@ -34,10 +36,10 @@ def wall(function, inputs, number: int) -> float:
 
 
 def probe(path: str) -> dict:
-    bundle = runners.read_bundle(path)
+    bundle = read_bundle(path)
     device = os.environ.get("PROBE_DEVICE", "cuda")
-    session = runners.load(bundle, device)
-    arrays = runners.bundle_inputs(bundle)
+    session = load_session(bundle, device)
+    arrays = bundle_inputs(bundle)
     session.set_inputs(arrays)
     session.call()
     number = 200

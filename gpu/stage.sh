@@ -23,7 +23,7 @@ for req in apache-tvm-ffi==0.1.15.post2 iree-base-runtime==3.13.0 cupti-python==
       -d "$CARRY/whl" "$req"
 done
 
-# 2. The tvm package without the compiler (GPU_NOTES.md): about 17 MB.
+# 2. The tvm package without the compiler (docs/GPU_HOST.md): about 17 MB.
 SITE=$($PY -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 rm -rf "$CARRY/tvm"
 mkdir -p "$CARRY/tvm"
@@ -33,7 +33,10 @@ mkdir -p "$CARRY/tvm"
 # 3. Bundles.
 rm -rf "$CARRY/bundles"; mkdir -p "$CARRY/bundles"
 if [ $# -eq 0 ]; then
-  $PY gpu/build_pool_fusion.py "$CARRY/bundles/pool_fusion"
+  for v in on off; do
+    $PY -m rootcause build fixtures/cases/pool_fusion/variants.toml#$v --target cuda:sm_90 \
+        --out "$CARRY/bundles/pool_fusion/pool_fusion-$v"
+  done
 else
   for arg in "$@"; do
     case_name=${arg%%:*}; dir=${arg#*:}

@@ -1,4 +1,4 @@
-"""`rootcause build SPEC --out DIR`: build one variant spec into a bundle, reusing cached builds.
+"""The build stage: one variant spec into a bundle (`rootcause build`), reusing cached builds.
 
 The cache key hashes the resolved spec, the bytes of every file it names (source, overrides,
 reference, input files), the compiler versions and the rootcause version, so an edited source
@@ -6,8 +6,8 @@ or a new compiler never reuses a stale build. Cache: $ROOTCAUSE_CACHE or ~/.cach
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -17,26 +17,12 @@ from importlib import metadata
 from pathlib import Path
 
 import rootcause
-from rootcause import bundle, spec as spec_mod
+import numpy as np
+
+from rootcause import frontends
+from rootcause.artifacts.bundle import write_bundle
 from rootcause.errors import UsageError
-from rootcause.frontends import frontend
 from rootcause.spec import VariantSpec
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("spec", help="variant spec: file.toml or file.toml#NAME")
-    parser.add_argument("--out", required=True, type=Path, help="bundle directory to write")
-    parser.add_argument("--target", help="override the spec's target (e.g. llvm, cuda:sm_90)")
-    parser.add_argument("--no-cache", action="store_true", help="build even if a cached build exists")
-
-
-def run(args: argparse.Namespace) -> int:
-    spec = spec_mod.load(args.spec)
-    if args.target:
-        spec = spec_mod.with_target(spec, args.target)
-    out = build_bundle(spec, args.out, use_cache=not args.no_cache)
-    print(out)
-    return 0
 
 
 def cache_dir() -> Path:
@@ -49,24 +35,26 @@ def cache_key(spec: VariantSpec) -> str:
     resolved = spec.to_dict()
     resolved.pop("spec_file")
     h.update(json.dumps(resolved, sort_keys=True).encode())
-    files = [spec.source, *spec.tvm.schedule_overrides.values(), *(i.file for i in spec.inputs if i.file),
-             *spec.iree.substitute_configurations.values()]
+    frontend = frontends.get(spec.frontend)
+    files = [spec.source, *frontend.input_files(spec), *(i.file for i in spec.inputs if i.file)]
     if spec.reference:
         files.append(spec.reference.file)
     for path in files:
         h.update(str(path).encode() + b"\0" + Path(path).read_bytes())
     h.update(json.dumps(_compiler_versions(spec), sort_keys=True).encode())
     h.update(rootcause.__version__.encode())
-    h.update(Path(frontend(spec.frontend).__file__).read_bytes())  # a frontend change invalidates its builds
+    origin = Path(importlib.util.find_spec(frontends.FRONTENDS[spec.frontend]).origin)
+    sources = sorted(origin.parent.rglob("*.py")) if origin.name == "__init__.py" else [origin]
+    for path in sources:  # a frontend change invalidates its builds
+        h.update(path.name.encode() + b"\0" + path.read_bytes())
     return h.hexdigest()[:16]
 
 
 def _compiler_versions(spec: VariantSpec) -> dict[str, str | None]:
     from rootcause import toolchain
 
-    names = {"tvm": ("apache-tvm",), "iree": ("iree-base-compiler",)}[spec.frontend]
     out: dict[str, str | None] = {}
-    for dist in names:
+    for dist in frontends.get(spec.frontend).compiler_packages:
         try:
             out[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
@@ -86,8 +74,8 @@ def build_bundle(spec: VariantSpec, out: Path, use_cache: bool = True) -> Path:
     else:
         staging = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=_mkdir(cache_dir() / "builds")))
         try:
-            built = frontend(spec.frontend).build(spec, staging / "build")
-            bundle.write_bundle(spec, built, staging / "build", staging / "bundle", key)
+            built = frontends.get(spec.frontend).build(spec, staging / "build")
+            write_bundle(spec, built, staging / "build", staging / "bundle", key, reference_outputs)
             shutil.rmtree(cached, ignore_errors=True)
             os.replace(staging / "bundle", cached)  # atomic: a half build is never 'cached'
         finally:
@@ -107,3 +95,23 @@ def _publish(cached: Path, out: Path) -> None:
             raise UsageError(f"{out}: exists and is not a bundle; refusing to overwrite it")
         shutil.rmtree(out)
     shutil.copytree(cached, out)
+
+
+def reference_outputs(spec: VariantSpec, inputs: list[np.ndarray]) -> list[np.ndarray] | None:
+    """Run the spec's [reference] python function on the inputs (CPU, NumPy)."""
+    if spec.reference is None:
+        return None
+    ref = spec.reference
+    module_spec = importlib.util.spec_from_file_location(f"rootcause_reference_{ref.file.stem}", ref.file)
+    module = importlib.util.module_from_spec(module_spec)
+    try:
+        module_spec.loader.exec_module(module)
+    except Exception as err:
+        raise UsageError(f"{spec.where('reference', 'python')}: {ref.file.name} failed to load: "
+                         f"{type(err).__name__}: {err}") from None
+    func = getattr(module, ref.function, None)
+    if not callable(func):
+        raise UsageError(f"{spec.where('reference', 'python')}: no function \"{ref.function}\" in {ref.file.name}")
+    out = func(*inputs)
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    return [np.asarray(o) for o in outs]

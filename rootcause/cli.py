@@ -16,12 +16,12 @@ from rootcause.errors import OutputsDiffer, UsageError
 # name -> (module, one-line help). Modules are imported only when their command runs, so
 # `rootcause inspect` does not pay for importing TVM.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "inspect": ("rootcause.inspect", "per-kernel resources of binaries, bundles and modules"),
-    "build": ("rootcause.build", "build one variant spec into a self-contained bundle"),
-    "run": ("rootcause.run", "verify, measure and profile bundles on this host"),
-    "compare": ("rootcause.compare", "attribute the delta between two captured profiles"),
-    "report": ("rootcause.report", "render attribution.json as HTML, Markdown or JSON"),
-    "analyze": ("rootcause.analyze", "build, run, attribute, confirm and report A against B"),
+    "inspect": ("rootcause.commands.inspect", "per-kernel resources of binaries, bundles and modules"),
+    "build": ("rootcause.commands.build", "build one variant spec into a self-contained bundle"),
+    "run": ("rootcause.commands.run", "verify, measure and profile bundles on this host"),
+    "compare": ("rootcause.commands.compare", "attribute the delta between two captured profiles"),
+    "report": ("rootcause.commands.report", "render attribution.json as HTML, Markdown or JSON"),
+    "analyze": ("rootcause.commands.analyze", "build, run, attribute, confirm and report A against B"),
 }
 
 

@@ -1,4 +1,5 @@
-"""Writing results so that a crash or a bad input never leaves a half-written file."""
+"""Reading and writing JSON and result files: one JSON reader (errors with line and column), and
+atomic writes, so that a crash or a bad input never leaves a half-written file."""
 from __future__ import annotations
 
 import json
@@ -33,3 +34,19 @@ def _umask() -> int:
 
 def write_json(path: str | os.PathLike, obj: Any) -> Path:
     return write_atomic(path, json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def read_json(path: str | os.PathLike, missing: str) -> Any:
+    """A JSON file; UsageError '<path>: <missing>' when absent, with line and column when not JSON."""
+    from rootcause.errors import UsageError
+
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"{path}: {missing}") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path}: is a directory, expected a JSON file") from None
+    except UnicodeDecodeError as err:
+        raise UsageError(f"{path}: byte {err.start}: not UTF-8 text") from None
+    except json.JSONDecodeError as err:
+        raise UsageError(f"{path}: line {err.lineno} column {err.colno}: not JSON: {err.msg}") from None

@@ -16,7 +16,9 @@ Counts of SMs / CUs belong to a device, not an architecture: see DEVICES.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 KIB = 1024
 
@@ -121,6 +123,46 @@ DEVICES: dict[str, tuple[str, int]] = {
     "L4": ("sm_89", 58), "L40S": ("sm_89", 142), "H100": ("sm_90", 132), "H200": ("sm_90", 132),
     "B200": ("sm_100", 148), "MI250X": ("gfx90a", 220), "MI300X": ("gfx942", 304),
 }
+
+
+# Peak DRAM bandwidth, bytes/s (the bandwidth rule), from the vendors' spec sheets: H200 "GPU Memory Bandwidth
+# 4.8TB/s" (nvidia.com/en-us/data-center/h200, HBM3e); H100 SXM 3.35 TB/s (H100 datasheet);
+# A100 80GB SXM 2,039 GB/s (A100 datasheet); MI300X 5.3 TB/s (AMD Instinct MI300X datasheet).
+
+PEAK_DRAM_BYTES_PER_S: dict[str, float] = {"H200": 4.8e12, "H100": 3.35e12, "A100": 2.039e12, "MI300X": 5.3e12}
+
+
+def find_device(*names: Any) -> str | None:
+    """The DEVICES key the first recognisable name means ('NVIDIA H200' -> 'H200'): a key itself
+    (any case) or a whole word of the name. The one device-name resolution of every command."""
+    for name in names:
+        if not isinstance(name, str):
+            continue
+        tokens = {t.upper() for t in re.split(r"[\s_/-]+", name)}
+        for key in DEVICES:
+            if key.upper() == name.upper() or key.upper() in tokens:
+                return key
+    return None
+
+
+def env_gpu_names(env: Any) -> list[str]:
+    """GPU names of an env.json ({'before': snapshot, ...}) or of one NVML snapshot."""
+    snaps = [env] if isinstance(env, dict) and "gpus" in env else \
+        [s for s in env.values() if isinstance(s, dict)] if isinstance(env, dict) else []
+    return [g["name"] for s in snaps for g in s.get("gpus") or [] if isinstance(g, dict)
+            and isinstance(g.get("name"), str)]
+
+
+def resolve_device(given: str | None, env: Any = None) -> str | None:
+    """--device (UsageError naming the known devices when unknown), else the GPU env.json names."""
+    if given is not None:
+        key = find_device(given)
+        if key is None:
+            from rootcause.errors import UsageError
+
+            raise UsageError(f"--device: unknown device {given!r} (known: {', '.join(DEVICES)})")
+        return key
+    return find_device(*env_gpu_names(env))
 
 
 def normalize_arch(arch: str) -> str:

@@ -1,4 +1,4 @@
-"""`rootcause inspect`: one row of static resources per kernel, whatever the container.
+"""Static resources per kernel, whatever the container (`rootcause inspect`).
 
 Reads cubin, fatbin, PTX (assembled with ptxas -v), hsaco, host ELF (.o/.so, with or without
 an embedded .nv_fatbin), TVM exported libraries, IREE .vmfb, directories and rootcause bundles.
@@ -40,10 +40,6 @@ _HOST_MACHINES = (62, 183)
 HEAD_BYTES = 1 << 18
 
 
-class NotSupported(Exception):
-    """A format was recognized but its reader is not installed in parsers/ yet."""
-
-
 @dataclass
 class Inspection:
     """What one inspect call found: kernel records, bad files (one line each), notes."""
@@ -53,13 +49,9 @@ class Inspection:
     notes: list[str] = field(default_factory=list)
 
 
-def _reader(module: str, fmt: str):
-    try:
-        return importlib.import_module(f"parsers.{module}")
-    except ModuleNotFoundError as err:
-        if err.name != f"parsers.{module}":
-            raise
-        raise NotSupported(f"not supported yet: {fmt} (parsers/{module}.py is not installed)") from None
+def _reader(module: str):
+    """parsers.<module>, imported when a file of its format turns up (inspect pays only for those)."""
+    return importlib.import_module(f"parsers.{module}")
 
 
 # ---- format detection ----------------------------------------------------------------------
@@ -96,12 +88,7 @@ def _elf_machine(data: bytes) -> int | None:
 
 
 def _is_vmfb(data: bytes) -> bool:
-    try:
-        return bool(_reader("vmfb", "vmfb").matches(data))
-    except NotSupported:
-        # FlatBuffer file identifier 'IREE' at bytes 4..8 (iree/schemas/bytecode_module_def.fbs),
-        # or, as iree-compile 3.x writes it, a zip archive whose first member is module.fb.
-        return data[4:8] == b"IREE" or (data[:4] == b"PK\x03\x04" and b"module.fb" in data[:64])
+    return bool(_reader("vmfb").matches(data))
 
 
 def _is_ptx(data: bytes) -> bool:
@@ -133,7 +120,7 @@ def _is_ptx(data: bytes) -> bool:
 def inspect_bytes(data: bytes, file: str, arch: str | None = None,
                   notes: list[str] | None = None, fmt: str | None = None) -> list[KernelRecord]:
     """Kernel records of one file's bytes (fmt: detect(data), when the caller has it).
-    Raises ParseError or NotSupported."""
+    Raises ParseError."""
     notes = notes if notes is not None else []
     fmt = fmt or detect(data)
     if fmt is None:
@@ -146,15 +133,15 @@ def inspect_bytes(data: bytes, file: str, arch: str | None = None,
 
 
 def _cubin(data: bytes, file: str, arch, notes, prefix: str) -> list[KernelRecord]:
-    return _prefixed(_reader("cubin", "cubin").kernels(data, file), prefix)
+    return _prefixed(_reader("cubin").kernels(data, file), prefix)
 
 
 def _hsaco(data: bytes, file: str, arch, notes, prefix: str) -> list[KernelRecord]:
-    return _prefixed(_reader("hsaco", "hsaco").kernels(data, file), prefix)
+    return _prefixed(_reader("hsaco").kernels(data, file), prefix)
 
 
 def _host_elf(data: bytes, file: str, arch, notes, prefix: str) -> list[KernelRecord]:
-    return _prefixed(_reader("host_elf", "host ELF").kernels(data, file), prefix)
+    return _prefixed(_reader("host_elf").kernels(data, file), prefix)
 
 
 def _prefixed(records: list[KernelRecord], prefix: str) -> list[KernelRecord]:
@@ -165,7 +152,7 @@ def _prefixed(records: list[KernelRecord], prefix: str) -> list[KernelRecord]:
 
 
 def _fatbin(data: bytes, file: str, arch, notes, prefix: str) -> list[KernelRecord]:
-    return _fatbin_rows(_reader("fatbin", "fatbin").entries(data, file), file, arch, notes, prefix)
+    return _fatbin_rows(_reader("fatbin").entries(data, file), file, arch, notes, prefix)
 
 
 def _fatbin_rows(entries: list, file: str, arch, notes, prefix: str, within: str = "") -> list[KernelRecord]:
@@ -249,8 +236,6 @@ def _ptx(data: bytes | str, file: str, arch, notes, prefix: str) -> list[KernelR
     if toolchain.find_tool("ptxas") is None:
         note = "ptxas not found: install rootcause[cuda-tools] (PyPI nvidia-cuda-nvcc)"
         notes.append(f"{file}: {note}")
-        if ptx_rows is None:
-            raise NotSupported("not supported yet: ptx without ptxas (parsers/ptx.py is not installed)")
         for r in ptx_rows:
             r.format = f"{prefix}/ptx" if prefix else "ptx"
             r.registers = None
@@ -260,13 +245,13 @@ def _ptx(data: bytes | str, file: str, arch, notes, prefix: str) -> list[KernelR
 
     result = ptxas.compile_ptx(text, _ptxas_arch(arch), file)
     rows = _cubin(result.cubin, file, result.arch, notes, "")
-    declared = {r.name: r for r in ptx_rows or []}
+    declared = {r.name: r for r in ptx_rows}
     for r in rows:
         r.format = here
         r.extra["ptxas"] = result.version
         facts = result.functions.get(r.name)
         if facts is not None:
-            r.spills = (facts.spill_store_bytes or 0) + (facts.spill_load_bytes or 0)
+            r.spills = facts.spill_bytes
             r.extra["ptxas_v"] = facts.to_dict()
             if r.registers is None:
                 r.registers = facts.registers
@@ -283,12 +268,9 @@ def _ptxas_arch(arch: str | None) -> str | None:
     return a if a.startswith("sm_") else f"sm_{gpus.normalize_arch(a)[3:]}"
 
 
-def _ptx_declared(text: str, file: str) -> list[KernelRecord] | None:
-    """What the PTX itself declares (.reqntid, .maxntid), via parsers/ptx.py when installed."""
-    try:
-        return _reader("ptx", "ptx").kernels(text, file)
-    except NotSupported:
-        return None
+def _ptx_declared(text: str, file: str) -> list[KernelRecord]:
+    """What the PTX itself declares (.reqntid, .maxntid), via parsers/ptx.py."""
+    return _reader("ptx").kernels(text, file)
 
 
 def _host_fatbin(data: bytes, file: str, arch, notes, prefix: str) -> list[KernelRecord]:
@@ -300,7 +282,7 @@ def _host_fatbin(data: bytes, file: str, arch, notes, prefix: str) -> list[Kerne
     # The section holds one fatbin container per linked object, back to back with padding:
     # parsers.fatbin walks them by their size fields (an uncompressed cubin may hold the magic).
     try:
-        entries = _reader("fatbin", "fatbin").entries(image.section_data(section), file)
+        entries = _reader("fatbin").entries(image.section_data(section), file)
     except ParseError as err:
         raise ParseError(err.file, f"section .nv_fatbin: {err.where}", err.what) from None
     here = f"{prefix}/host-elf" if prefix else "host-elf"
@@ -308,7 +290,7 @@ def _host_fatbin(data: bytes, file: str, arch, notes, prefix: str) -> list[Kerne
 
 
 def _tvm_so(data: bytes, file: str, arch, notes, prefix: str) -> list[KernelRecord]:
-    lib = _reader("tvm_library", "tvm library").read_library(data, file)
+    lib = _reader("tvm_library").read_library(data, file)
     rows: list[KernelRecord] = []
     for i, mod in enumerate(lib.modules):
         if mod.kind not in ("cuda", "rocm", "hip") or mod.blob_format is None:
@@ -335,7 +317,7 @@ def _tvm_so(data: bytes, file: str, arch, notes, prefix: str) -> list[KernelReco
 
 
 def _vmfb(data: bytes, file: str, arch, notes, prefix: str) -> list[KernelRecord]:
-    execs = _reader("vmfb", "vmfb").executables(data, file)
+    execs = _reader("vmfb").executables(data, file)
     rows: list[KernelRecord] = []
     here = f"{prefix}/vmfb" if prefix else "vmfb"
     for ex in execs:
@@ -409,9 +391,6 @@ def _inspect_file(path: Path, arch: str | None, out: Inspection, explicit: bool,
         records = inspect_bytes(data, str(path), arch, out.notes, fmt=fmt)
     except ParseError as err:
         out.errors.append(str(err))
-        return
-    except NotSupported as err:
-        out.errors.append(f"{path}: {err}")
         return
     except Exception as err:  # a reader broke its contract (ParseError only): still one line
         out.errors.append(f"{path}: internal error while reading: {type(err).__name__}: {err}")
@@ -548,54 +527,3 @@ def render(rows: list[dict[str, Any]], fmt: str) -> str:
         return "  ".join(v.rjust(w) if i in numeric else v.ljust(w)
                          for i, (v, w) in enumerate(zip(values, widths))).rstrip()
     return "\n".join([line(headers)] + [line(c) for c in cells]) + "\n"
-
-
-# ---- command -------------------------------------------------------------------------------
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("paths", nargs="+", metavar="PATH",
-                        help="cubin, fatbin, PTX, hsaco, host ELF, TVM .so, IREE .vmfb, directory or bundle")
-    parser.add_argument("--arch", help="GPU arch: ptxas target for PTX, fatbin entry to pick (sm_90, gfx942)")
-    parser.add_argument("--block", help="threads per block for occupancy where the binary has none: N or XxYxZ")
-    parser.add_argument("--format", choices=("table", "markdown", "csv", "json"), default="table")
-    parser.add_argument("--out", help="write to this file (atomically) instead of stdout")
-
-
-def parse_block(text: str | None) -> tuple[int, int, int] | None:
-    if text is None:
-        return None
-    parts = text.lower().replace(",", "x").split("x")
-    try:
-        dims = [int(p) for p in parts]
-    except ValueError:
-        raise UsageError(f"--block: {text!r}: expected N or XxYxZ") from None
-    if not 1 <= len(dims) <= 3 or any(d <= 0 for d in dims):
-        raise UsageError(f"--block: {text!r}: expected 1 to 3 positive sizes")
-    return tuple(dims + [1] * (3 - len(dims)))  # type: ignore[return-value]
-
-
-def run(args: argparse.Namespace) -> int:
-    block = parse_block(args.block)
-    if args.arch:
-        _check_arch(args.arch)
-    result = inspect_paths(args.paths, args.arch, block)
-    text = render([row(r) for r in result.records], args.format)
-    if args.out:
-        write_atomic(args.out, text)
-    else:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    for note in dict.fromkeys(n for n in result.notes if not n.endswith("(no kernel format)")):
-        print(f"rootcause inspect: note: {note}", file=sys.stderr)
-    skipped = sum(n.endswith("(no kernel format)") for n in result.notes)
-    if skipped:
-        print(f"rootcause inspect: note: skipped {skipped} file(s) with no kernel format", file=sys.stderr)
-    for err in result.errors:
-        print(f"rootcause inspect: {err}", file=sys.stderr)
-    return 2 if result.errors else 0
-
-
-def _check_arch(arch: str) -> None:
-    a = arch.strip().lower()
-    if not (a.startswith("gfx") or a.startswith("sm") or a.startswith("compute") or a.isdigit()):
-        raise UsageError(f"--arch: {arch!r}: expected sm_XY, compute_XY or gfxNNN")

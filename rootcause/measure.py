@@ -38,9 +38,9 @@ from typing import Any, Callable
 import numpy as np
 
 from rootcause.errors import UsageError
+from rootcause.stats import bootstrap_medians, median, median_ci, percentile_interval
 
 # Resampling is done in chunks so a long run (10^4 samples) never allocates resamples x n at once.
-_CHUNK_ELEMENTS = 1 << 22
 
 
 @dataclass
@@ -56,7 +56,7 @@ class Protocol:
     confidence: float = 0.95
     resamples: int = 2000
     seed: int = 0
-    offset: int = 0  # first permutation (seed 000 uses trial * blocks)
+    offset: int = 0  # first permutation (bench_measure_efficiency uses trial * blocks)
     stop_check: str = "scheduled"  # 'scheduled' (cheap estimate first) | 'every-block' (full bootstrap each block)
     check_growth: float = 1 / 32  # scheduled: next check after max(1, this x blocks done) more blocks
     full_check_margin: float = 0.1  # full bootstrap once the estimate is below target x (1 + this)
@@ -110,10 +110,6 @@ class Measurement:
 
 # ---- statistics ---------------------------------------------------------------------------
 
-def median(x) -> float:
-    return float(np.median(np.asarray(x, dtype=float)))
-
-
 def cv(x) -> float | None:
     """Coefficient of variation: sample standard deviation (ddof=1) over the mean."""
     x = np.asarray(x, dtype=float)
@@ -122,29 +118,8 @@ def cv(x) -> float | None:
     return float(x.std(ddof=1) / x.mean())
 
 
-def bootstrap_medians(x, resamples: int, rng: np.random.Generator) -> np.ndarray:
-    """Medians of `resamples` resamples of x with replacement (indices drawn row by row)."""
-    x = np.asarray(x, dtype=float)
-    if x.size == 0:
-        raise UsageError("bootstrap of an empty sample")
-    rows = max(1, _CHUNK_ELEMENTS // x.size)
-    out = np.empty(resamples)
-    for lo in range(0, resamples, rows):
-        hi = min(resamples, lo + rows)
-        idx = rng.integers(0, x.size, size=(hi - lo, x.size))
-        out[lo:hi] = np.median(x[idx], axis=1)
-    return out
-
-
-def _interval(values: np.ndarray, confidence: float) -> tuple[float, float]:
-    tail = 100 * (1 - confidence) / 2
-    lo, hi = np.percentile(values, [tail, 100 - tail])
-    return float(lo), float(hi)
-
-
-def median_ci(x, confidence: float = 0.95, resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap interval of the median."""
-    return _interval(bootstrap_medians(x, resamples, np.random.default_rng(seed)), confidence)
+def _float_pair(x) -> tuple[float, float]:
+    return float(x[0]), float(x[1])
 
 
 def ratio_ci(a, b, confidence: float = 0.95, resamples: int = 2000,
@@ -154,7 +129,7 @@ def ratio_ci(a, b, confidence: float = 0.95, resamples: int = 2000,
     rng = np.random.default_rng(seed)
     ma = bootstrap_medians(a, resamples, rng)
     mb = bootstrap_medians(b, resamples, rng)
-    return median(a) / median(b), _interval(ma / mb, confidence)
+    return median(a) / median(b), _float_pair(percentile_interval(ma / mb, confidence))
 
 
 def order_stat_rel_width(x, confidence: float = 0.95) -> float:
@@ -343,7 +318,7 @@ def _calibrate(timer_for: Callable[[int], Callable[[], float]], target_s: float,
 
 
 # ---- several processes ----------------------------------------------------------------------
-# A host-launch-bound graph can run at a different speed in each process (GPU_NOTES: pool_fusion
+# A host-launch-bound graph can run at a different speed in each process (docs/GPU_HOST.md: pool_fusion
 # OFF 83-118 us median across processes, 1 us within one), so one process's interval understates
 # the uncertainty. Samples of N processes are pooled; intervals come from a hierarchical
 # bootstrap that resamples processes first, then samples within each chosen process.
@@ -434,7 +409,7 @@ def pool_processes(results: list[dict[str, Any]], protocol: Protocol | None = No
     variants, pooled = {}, {}
     for v, name in enumerate(names):
         xs = pooled[name] = [x for g in groups[name] for x in g]
-        hier = _interval(boot[:, v], protocol.confidence)
+        hier = _float_pair(percentile_interval(boot[:, v], protocol.confidence))
         plain = median_ci(xs, protocol.confidence, protocol.resamples, protocol.seed + v)
         variants[name] = {**asdict(VariantStats(name, xs, median(xs), float(np.mean(xs)), cv(xs), _hull(hier, plain))),
                           "ci_hierarchical_s": hier, "ci_plain_s": plain,
@@ -442,7 +417,7 @@ def pool_processes(results: list[dict[str, Any]], protocol: Protocol | None = No
     ratios = []
     for a, b in itertools.combinations(names, 2):
         ia, ib = names.index(a), names.index(b)
-        hier = _interval(boot[:, ia] / boot[:, ib], protocol.confidence)
+        hier = _float_pair(percentile_interval(boot[:, ia] / boot[:, ib], protocol.confidence))
         r, plain = ratio_ci(pooled[a], pooled[b], protocol.confidence, protocol.resamples, protocol.seed)
         ci = _hull(hier, plain)
         ratios.append({**asdict(Ratio(a, b, r, ci, significant(r, ci, protocol.threshold), protocol.threshold)),

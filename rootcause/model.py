@@ -1,13 +1,16 @@
 """The data every stage shares. Plain dataclasses that round-trip through JSON.
 
 Stages: build -> inspect -> verify -> measure -> profile -> align -> attribute -> diagnose ->
-confirm -> report (../shared/DESIGN.md). Every number carries its source: 'static' (read from
+confirm -> report (docs/ARCHITECTURE.md). Every number carries its source: 'static' (read from
 a binary or IR), 'measured' (whole-graph timing), 'profiled' (a profiler's kernel records).
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
+
+from rootcause.stats import LEVEL
 
 # Columns of a KernelEvents table (pandas.DataFrame), one row per kernel launch, the same for
 # every profiler import. Times are nanoseconds on the profiler's own clock. The list lives in
@@ -52,3 +55,72 @@ class CatalogKernel:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "CatalogKernel":
         return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
+
+
+@dataclass
+class BuildOutput:
+    """What a frontend's build returns. Paths lie inside the build directory; the bundle stage
+    copies them into the bundle layout (rootcause.artifacts.bundle)."""
+
+    module_path: Path  # module.so (TVM) or module.vmfb (IREE)
+    kernels: list[CatalogKernel] = field(default_factory=list)
+    ir_files: list[Path] = field(default_factory=list)  # IR dumps, in pipeline order
+    binary_files: list[Path] = field(default_factory=list)  # extracted device binaries
+    versions: dict[str, str] = field(default_factory=dict)  # compiler and tool versions
+    notes: list[str] = field(default_factory=list)  # what could not be filled, said plainly
+
+
+@dataclass
+class Hybrid:
+    """A counterfactual variant: one side's spec with the other side's decision at one unit (or a
+    subset of the whole-spec differences). Frontends plan them; analysis.confirm judges them."""
+
+    name: str  # the hybrid's variant (bundle) name
+    base: str  # 'a' | 'b': whose spec it starts from
+    kind: str  # 'dataflow-boundary' | 'schedule-override' | 'passes' | 'configuration' | 'flags'
+    change: dict[str, Any]  # the spec edit, as data
+    description: str  # what the hybrid restores, in words
+    source_ops: list[str] = field(default_factory=list)  # the unit's ops ([] for whole-spec edits)
+    kernels: list[str] = field(default_factory=list)  # the base side's kernels it changes
+    spec: Any = field(default=None, repr=False, compare=False)  # rootcause.spec.VariantSpec
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {k: getattr(self, k) for k in ("name", "base", "kind", "change", "description", "source_ops",
+                                           "kernels")}
+        d["spec"] = self.spec.to_dict() if self.spec is not None else None
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Hybrid":
+        from rootcause.spec import VariantSpec  # spec imports the frontend registry: not at import time
+
+        spec = VariantSpec.from_dict(d["spec"]) if d.get("spec") else None
+        return cls(d["name"], d["base"], d["kind"], d["change"], d["description"], list(d.get("source_ops", [])),
+                   list(d.get("kernels", [])), spec)
+
+
+@dataclass
+class Interval:
+    median: float
+    low: float
+    high: float
+
+    def excludes_zero(self) -> bool:
+        return self.low > 0 or self.high < 0
+
+    def to_dict(self) -> dict[str, float]:
+        return {"median": float(self.median), "low": float(self.low), "high": float(self.high),
+                "level": LEVEL}
+
+
+@dataclass
+class WholeGraph:
+    """Whole-graph time per call of one variant, in ns, and where it came from."""
+    median_ns: float
+    low_ns: float
+    high_ns: float
+    source: str  # 'measured' | 'profiled-span'
+    samples: int | None = None
+
+    def interval(self) -> Interval:
+        return Interval(self.median_ns, self.low_ns, self.high_ns)

@@ -33,6 +33,13 @@ class PtxasFunction:
     shared_bytes: int | None = None
     cmem: dict[int, int] = field(default_factory=dict)  # constant bank -> bytes
 
+    @property
+    def spill_bytes(self) -> int | None:
+        """Spill traffic as every rootcause row reports it: stores + loads, bytes (None if unknown)."""
+        if self.spill_store_bytes is None and self.spill_load_bytes is None:
+            return None
+        return (self.spill_store_bytes or 0) + (self.spill_load_bytes or 0)
+
     def to_dict(self) -> dict:
         return asdict(self)
 

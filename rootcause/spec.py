@@ -16,11 +16,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rootcause import frontends
 from rootcause.errors import UsageError
 
-FRONTENDS = ("tvm", "iree")
 DISTRIBUTIONS = ("uniform", "normal", "zeros", "ones")
-TOP_KEYS = ("name", "frontend", "source", "target", "entry", "inputs", "reference", "tvm", "iree")
+TOP_KEYS = ("name", "frontend", "source", "target", "entry", "inputs", "reference", "tvm", "iree")  # + frontends
 INPUT_KEYS = ("shape", "dtype", "distribution", "low", "high", "mean", "std", "seed", "file")
 REFERENCE_KEYS = ("python", "rtol", "atol")
 TVM_KEYS = ("opt_level", "skip_passes", "dataflow_boundaries_after", "schedule_overrides")
@@ -81,6 +81,8 @@ class VariantSpec:
     spec_file: Path
     variant: str | None = None  # the NAME of 'file.toml#NAME', None for a one-variant file
     variant_table: dict[str, Any] = field(default_factory=dict, repr=False)
+    # The [NAME] table of a registered frontend other than tvm and iree, as its check_options returned it.
+    options: dict[str, Any] = field(default_factory=dict)
 
     def where(self, section: str, key: str | None = None) -> str:
         """'spec.toml: [variants.off.tvm].skip_passes' style place for error messages."""
@@ -112,7 +114,7 @@ class VariantSpec:
             inputs=[InputSpec(**{**i, "file": Path(i["file"]) if i["file"] else None}) for i in d["inputs"]],
             reference=ReferenceSpec(**{**ref, "file": Path(ref["file"])}) if ref else None,
             tvm=TvmOptions(**tvm), iree=IreeOptions(**iree), spec_file=Path(d["spec_file"]),
-            variant=d.get("variant"), variant_table=d.get("variant_table", {}))
+            variant=d.get("variant"), variant_table=d.get("variant_table", {}), options=d.get("options", {}))
 
 
 def _paths_to_str(obj: Any) -> Any:
@@ -201,15 +203,16 @@ def _check(d: dict[str, Any], spec_file: Path, variant: str | None, table: dict[
     # A throwaway spec only to phrase places ('[variants.on.tvm]' vs '[base.tvm]').
     probe = VariantSpec("", "", spec_file, "", "", [], None, TvmOptions(), IreeOptions(), spec_file,
                         variant, table)
-    _keys(d, TOP_KEYS, probe.where("", None) if variant else spec_file.name)
+    plugins = tuple(n for n in frontends.names() if not frontends.is_builtin(n))
+    _keys(d, TOP_KEYS + plugins, probe.where("", None) if variant else spec_file.name)
     for key in ("name", "frontend", "source", "target", "entry"):
         if key not in d:
             raise UsageError(f"{probe.where('', key)}: missing required key")
         if not isinstance(d[key], str) or not d[key]:
             raise UsageError(f"{probe.where('', key)}: must be a non-empty string")
-    if d["frontend"] not in FRONTENDS:
+    if d["frontend"] not in frontends.names():
         raise UsageError(f"{probe.where('', 'frontend')}: unknown frontend \"{d['frontend']}\"; "
-                         f"valid: {', '.join(FRONTENDS)}")
+                         f"valid: {', '.join(frontends.names())}")
     if not _TARGET_RE.match(d["target"]):
         raise UsageError(f"{probe.where('', 'target')}: unknown target \"{d['target']}\"; valid: "
                          "'cuda:sm_XX' (e.g. cuda:sm_90), 'rocm:gfxNNN' (e.g. rocm:gfx942), 'llvm', 'auto'")
@@ -220,8 +223,12 @@ def _check(d: dict[str, Any], spec_file: Path, variant: str | None, table: dict[
     reference = _reference(d.get("reference"), base_dir, probe)
     tvm = _tvm(d.get("tvm", {}), base_dir, probe)
     iree = _iree(d.get("iree", {}), base_dir, probe)
+    options = {}
+    if not frontends.is_builtin(d["frontend"]):
+        options = frontends.get(d["frontend"]).check_options(d.get(d["frontend"], {}),
+                                                             lambda key: probe.where(d["frontend"], key))
     return VariantSpec(d["name"], d["frontend"], source, d["target"], d["entry"], inputs, reference,
-                       tvm, iree, spec_file, variant, table)
+                       tvm, iree, spec_file, variant, table, options)
 
 
 def _keys(d: Any, valid: tuple[str, ...], where: str) -> None:

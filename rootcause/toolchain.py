@@ -61,7 +61,7 @@ def tool_version(name: str) -> str | None:
     return lines[-1].strip() if lines else None
 
 
-# The driver symbols libtvm_runtime_cuda.so imports (GPU_NOTES.md). The stub only has to let
+# The driver symbols libtvm_runtime_cuda.so imports (docs/GPU_HOST.md). The stub only has to let
 # the library load so TVM takes its real nvcc path; nothing in a build calls them.
 _STUB_SYMBOLS = (
     "cuDeviceGetName", "cuFuncSetAttribute", "cuGetErrorName", "cuGetErrorString",

@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 
 from rootcause.errors import OutputsDiffer, UsageError
-from rootcause.runners import Bundle, Session, bundle_inputs, bundle_reference
+from rootcause.artifacts.bundle import Bundle, bundle_inputs, bundle_reference
+from rootcause.frontends.base import Session
 
 
 def compare(got: list[np.ndarray], want: list[np.ndarray], rtol: float, atol: float) -> list[dict[str, Any]]:

@@ -1,7 +1,7 @@
 """The real captures and builds that the align, attribute, diagnose and report tests check
-against, loaded one way: the H200 CUPTI capture of seed 000 (fixtures/captures/h200-2026-12-02/,
+against, loaded one way: the H200 CUPTI capture of the pool_fusion case (fixtures/captures/h200-2026-12-02/,
 20 calls of FuseOps ON then 20 of OFF, PROVENANCE.md there), the `rootcause run` directories
-beside it, and seed 001's IREE builds."""
+beside it, and the prefill_dedup case's IREE builds."""
 from __future__ import annotations
 
 import copy
@@ -77,10 +77,10 @@ def many_units(doc: dict[str, Any], n: int) -> dict[str, Any]:
 
 
 def build_prefill(tmp_path_factory) -> dict[str, tuple[Any, Path]]:
-    """Seed 001 built for real (IREE 3.13): prefill_bs8 alone and in the module with prefill_bs2;
+    """the prefill_dedup case built for real (IREE 3.13): prefill_bs8 alone and in the module with prefill_bs2;
     variant -> (BuildOutput, build directory)."""
     from rootcause import spec
-    from rootcause.frontends import iree
+    from rootcause.frontends.iree import build as iree
 
     out = {}
     for v in ("alone", "dedup"):

@@ -1,10 +1,10 @@
-"""Alignment on the real H200 CUPTI capture of seed 000 (pool_fusion ON and OFF), and the
+"""Alignment on the real H200 CUPTI capture of the pool_fusion case (pool_fusion ON and OFF), and the
 name rules on real compiler symbol names."""
 import pandas as pd
 import pytest
 
 from captures import build_prefill, pool_segments, raw_records
-from rootcause.align import align, dispatch_key, fused_ops, normalize_op, call_site_ops
+from rootcause.analysis.align import align, dispatch_key, fused_ops, normalize_op, call_site_ops
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +81,7 @@ def test_dispatch_key_and_op_normalisation():
 
 @pytest.fixture(scope="module")
 def prefill_catalogs(tmp_path_factory):
-    """Seed 001 built for real: prefill_bs8 alone and in the module with prefill_bs2 (IREE 3.13)."""
+    """the prefill_dedup case built for real: prefill_bs8 alone and in the module with prefill_bs2 (IREE 3.13)."""
     return build_prefill(tmp_path_factory)
 
 
@@ -106,7 +106,7 @@ def test_dedup_executable_aligns_with_own_build_by_call_site(prefill_catalogs):
 
 
 def test_leftovers_of_both_sides_join_as_remainder():
-    """Seed 002's IREE names (iree-compile 3.13, llvm-cpu, fixtures/cases/einsum_fusion): the
+    """the einsum_fusion case's IREE names (iree-compile 3.13, llvm-cpu, fixtures/cases/einsum_fusion): the
     fused 'reduction' dispatch shares no name, op or work size with 'elementwise' +
     'matmul_like', so only elimination pairs them; a kernel of one side alone stays flagged."""
     ev = lambda names, grids: pd.DataFrame({"kernel": names, "start_ns": range(len(names)),

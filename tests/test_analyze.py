@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from rootcause import cli
+from rootcause.artifacts.attribution import check
 from rootcause.report import view
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,7 +38,7 @@ def _stderr_line(capsys) -> str:
 
 def test_reports_written_and_valid(analyzed):
     doc = json.loads((analyzed / "attribution.json").read_text())
-    view.check(doc, "attribution.json")  # the report's own schema keys
+    check(doc, "attribution.json")  # the report's own schema keys
     assert doc["variants"]["a"]["label"] == "pool_fusion-on" and doc["variants"]["b"]["label"] == "pool_fusion-off"
     html, md = (analyzed / "report.html").read_text(), (analyzed / "report.md").read_text()
     assert "<html" in html.lower() and html.count('id="confirmation"') == 1
@@ -65,7 +66,7 @@ def test_cpu_profile_covers_the_catalog_kernels(analyzed):
     """Every kernel the TVM catalog (read from the lowered IR) lists is in the VM profile, once per call."""
     for name in ("pool_fusion-on", "pool_fusion-off"):
         manifest = json.loads((analyzed / "bundles" / name / "manifest.json").read_text())
-        trace = json.loads((analyzed / "run" / f"{name}.tvm-vm.json").read_text())
+        trace = json.loads((analyzed / "cpu-profiles" / f"{name}.tvm-vm.json").read_text())
         calls = trace["otherData"]["calls"]
         seen = [e["name"] for e in trace["traceEvents"]]
         assert set(seen) == {k["name"] for k in manifest["kernels"]}
@@ -99,7 +100,7 @@ def test_confirmation_recomputed_from_samples(analyzed):
     and the unit's per-call times in the VM traces."""
     doc = json.loads((analyzed / "attribution.json").read_text())
     m = json.loads((analyzed / "run" / "measurement.json").read_text())["measurement"]["variants"]
-    traces = {v: json.loads((analyzed / "run" / f"{n}.tvm-vm.json").read_text())
+    traces = {v: json.loads((analyzed / "cpu-profiles" / f"{n}.tvm-vm.json").read_text())
               for v, n in (("a", "pool_fusion-on"), ("b", "pool_fusion-off"))}
     rows = [r for r in doc["confirmation"]["hybrids"] if r.get("recovered")]
     assert rows
@@ -171,13 +172,15 @@ def test_split_across_hosts_with_a_real_run(tmp_path, capsys):
 
     assert cli.main(_printed_command(printed, "then here:", run_dir)) == 0
     doc = json.loads((out / "attribution.json").read_text())
-    view.check(doc)
+    check(doc)
     assert (doc["variants"]["a"]["label"], doc["variants"]["b"]["label"]) == ("pool_fusion-on", "pool_fusion-off")
     m = json.loads((run_dir / "measurement.json").read_text())
+    assert m == measured  # --from-run wrote nothing into RUN
     for v, name in (("a", "pool_fusion-on"), ("b", "pool_fusion-off")):
         samples = m["measurement"]["variants"][name]["samples_s"]
         assert doc["whole_graph"][v]["median"] == pytest.approx(np.median(samples) * 1e9)
-        trace = json.loads((run_dir / m["profiles"][name]["file"]).read_text())  # taken by --from-run
+        trace = json.loads(Path(doc["run"]["profiles"][name]["file"]).read_text())  # taken by --from-run, in OUT
+        assert Path(doc["run"]["profiles"][name]["file"]).parent == (out / "cpu-profiles").resolve()
         assert doc["variants"][v]["calls"] == trace["otherData"]["calls"]
     assert any("took the CPU profiles of A and B on this host" in n for n in doc["run"]["notes"])
     assert doc["measurement"]["file"] == str(run_dir / "measurement.json")
@@ -227,14 +230,14 @@ def test_outputs_differ_exit_1(tmp_path, capsys):
 
 
 def test_iree_einsum_on_local_task(tmp_path):
-    """IREE llvm-cpu end to end (seed 002's small reproducer): local-task host-execution profile."""
+    """IREE llvm-cpu end to end (the einsum_fusion case's small reproducer): local-task host-execution profile."""
     einsum = ROOT / "fixtures" / "cases" / "einsum_fusion" / "variants.toml"
     out = tmp_path / "ein"
     rc = cli.main(["analyze", f"{einsum}#fused_small", f"{einsum}#unfused_small", "--out", str(out),
                    "--budget-s", "2"])
     assert rc == 0
     doc = json.loads((out / "attribution.json").read_text())
-    view.check(doc)
+    check(doc)
     assert doc["variants"]["a"]["source"] == ["iree-profile"]
     run = json.loads((out / "run" / "measurement.json").read_text())
     assert run["profiles"]["einsum-fused-small"]["ok"] and run["verification"]["ok"]

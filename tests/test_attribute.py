@@ -1,4 +1,4 @@
-"""Attribution on the real H200 CUPTI capture of seed 000, checked against the capture's own
+"""Attribution on the real H200 CUPTI capture of the pool_fusion case, checked against the capture's own
 records (plain json + statistics, not the code under test)."""
 import json
 import shlex
@@ -9,8 +9,10 @@ import pytest
 
 import captures
 from captures import CAPTURE, NCU_RUN, RUN, ncu_rows, pool_segments
-from rootcause.align import align
-from rootcause.attribute import SCHEMA_VERSION, WholeGraph, attribute
+from rootcause.analysis.align import align
+from rootcause.analysis.attribute import attribute
+from rootcause.artifacts.attribution import SCHEMA_VERSION
+from rootcause.model import WholeGraph
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +82,7 @@ def test_variant_against_itself_is_not_significant(variants):
 
 def test_measured_whole_graph(variants):
     off, on = variants
-    # GPU_NOTES.md: time_evaluator on the H200, FuseOps ON 107.6 us, OFF 79.5 us (no interval
+    # docs/GPU_HOST.md: time_evaluator on the H200, FuseOps ON 107.6 us, OFF 79.5 us (no interval
     # recorded there: the point is used as its own interval).
     m_off, m_on = WholeGraph(79.5e3, 79.5e3, 79.5e3, "measured"), WholeGraph(107.6e3, 107.6e3, 107.6e3, "measured")
     a = attribute(off, on, align(off, on), m_off, m_on, labels=("OFF", "ON"))
@@ -126,7 +128,7 @@ def test_compare_bad_input_is_one_line(tmp_path):
     assert r.returncode == 2 and "manifest" in r.stderr and not (tmp_path / "o" / "attribution.json").exists()
 
 
-# ---- `rootcause run` output: F's Measurement inside the run directory's measurement.json ----
+# ---- `rootcause run` output: the run's Measurement inside the run directory's measurement.json ----
 
 
 def _raw_calls(run_dir, variant):
@@ -146,7 +148,7 @@ def _measured_ns(run_dir, variant):
 
 @pytest.mark.parametrize("run_dir, off, on", [
     (RUN, "pool_fusion_off", "pool_fusion_on"),  # run 1: minimal protocol, samples but no ci_s
-    (RUN / "run2/pool_fusion", "pool_fusion-off", "pool_fusion-on"),  # F's protocol, with ci_s
+    (RUN / "run2/pool_fusion", "pool_fusion-off", "pool_fusion-on"),  # the interleaved protocol, with ci_s
 ])
 def test_closure_against_measured_run(tmp_path, run_dir, off, on):
     doc = json.loads((run_dir / "measurement.json").read_text())
@@ -179,7 +181,7 @@ def test_closure_against_measured_run(tmp_path, run_dir, off, on):
     assert att["residual"]["b"]["median"] == pytest.approx(resid["b"])
     closure = (unit_sum + resid["b"] - resid["a"]) / (m_on - m_off)
     assert att["closure"] == pytest.approx(closure)
-    assert "Closure:" in r.stdout and "(measured)" in r.stdout.splitlines()[0]
+    assert "Closure:" in r.stdout and "(measured, B - A)" in r.stdout.splitlines()[0]
     # CUPTI's kernel time of ON exceeds its un-profiled latency (PROVENANCE.md): said, not hidden.
     if resid["b"] < 0:
         assert any("exceeds the measured whole-graph latency" in n for n in att["notes"])

@@ -21,7 +21,7 @@ def env(tmp_path_factory):
 
 
 # The real rootcause.cli.main, with its table narrowed to `build`: the other commands' modules
-# are built by other engineers and must not decide whether this one's tests pass.
+# are built by other tests and must not decide whether this one's tests pass.
 _CLI = ("import sys; from rootcause import cli; cli.COMMANDS = {'build': cli.COMMANDS['build']}; "
         "sys.exit(cli.main(sys.argv[1:]))")
 
@@ -66,7 +66,7 @@ def test_inputs_are_drawn_as_the_seed_draws_them(llvm_bundles):
     path = llvm_bundles["on"]
     m = json.loads((path / "manifest.json").read_text())
     x = np.load(path / m["inputs"][0]["file"])
-    want = np.random.default_rng(0).uniform(-.5, .5, (1, 16, 64, 64)).astype("float32")  # seed 000's inputs()
+    want = np.random.default_rng(0).uniform(-.5, .5, (1, 16, 64, 64)).astype("float32")  # the pool_fusion case's inputs()
     np.testing.assert_array_equal(x, want)
     ref = [np.load(path / r["file"]) for r in m["reference"]]
     for got, expected in zip(ref, seed_reference()(want)):

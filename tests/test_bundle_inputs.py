@@ -1,4 +1,4 @@
-"""Bundle inputs: storing is decided from shape x dtype before anything is drawn. Seed 002's real
+"""Bundle inputs: storing is decided from shape x dtype before anything is drawn. the einsum_fusion case's real
 size (fixtures/cases/einsum_fusion, real iree-compile for cuda:sm_80, a fresh build cache) has
 four 702x702x128 f32 inputs (241 MiB each) over the 64 MiB limit and five small ones; the build
 must store the small ones as numpy default_rng(seed) draws them, never make the big ones, and

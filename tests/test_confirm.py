@@ -10,7 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rootcause import build, bundle, confirm, spec as spec_mod
+from rootcause import build, pipeline, spec as spec_mod
+from rootcause.analysis import confirm
+from rootcause.artifacts.bundle import read_bundle
+from rootcause.model import Hybrid
 
 ROOT = Path(__file__).resolve().parents[1]
 POOL = ROOT / "fixtures" / "cases" / "pool_fusion" / "variants.toml"
@@ -22,13 +25,13 @@ def pool(tmp_path_factory):
     """Specs and catalogs of pool_fusion on/off for llvm (cached builds)."""
     out = tmp_path_factory.mktemp("confirm")
     specs = {n: spec_mod.with_target(spec_mod.load(f"{POOL}#{n}"), "llvm") for n in ("on", "off", "serial")}
-    cats = {n: bundle.kernels(build.build_bundle(specs[n], out / n)) for n in ("on", "off")}
+    cats = {n: read_bundle(build.build_bundle(specs[n], out / n)).kernels() for n in ("on", "off")}
     return specs, cats
 
 
 def test_boundaries_cut_where_the_other_side_splits(pool):
     specs, cats = pool
-    hybrids, _ = confirm.plan(specs["on"], specs["off"], cats["on"], cats["off"], limit=10)
+    hybrids, _ = pipeline.plan_hybrids(specs["on"], specs["off"], cats["on"], cats["off"], limit=10)
     boundary = [h for h in hybrids if h.kind == "dataflow-boundary"]
     owner = {op: k.name for k in cats["off"] for op in k.source_ops}
     for h in boundary:
@@ -46,7 +49,7 @@ def test_boundaries_cut_where_the_other_side_splits(pool):
 
 def test_pass_bisection_one_level(pool):
     specs, cats = pool
-    hybrids, _ = confirm.plan(specs["on"], specs["off"], cats["on"], cats["off"], limit=10)
+    hybrids, _ = pipeline.plan_hybrids(specs["on"], specs["off"], cats["on"], cats["off"], limit=10)
     passes = [h for h in hybrids if h.kind == "passes"]
     assert sorted(h.change["toggled"][0] for h in passes) == ["FuseOps", "FuseTIR"]
     for h in passes:
@@ -57,27 +60,27 @@ def test_pass_bisection_one_level(pool):
 def test_override_hybrid_and_limit(pool):
     specs, cats = pool
     # serial differs from on only by the override of fused_pool2d_add2: that hybrid is B itself
-    hybrids, _ = confirm.plan(specs["on"], specs["serial"], cats["on"], cats["on"], limit=10)
+    hybrids, _ = pipeline.plan_hybrids(specs["on"], specs["serial"], cats["on"], cats["on"], limit=10)
     assert not [h for h in hybrids if h.kind == "schedule-override"]
     # with a boundary on B too, the override alone is a real hybrid
     other = dataclasses.replace(specs["serial"], tvm=dataclasses.replace(specs["serial"].tvm,
                                                                          dataflow_boundaries_after=["lv2"]))
-    hybrids, _ = confirm.plan(specs["on"], other, cats["on"], cats["on"], limit=10)
+    hybrids, _ = pipeline.plan_hybrids(specs["on"], other, cats["on"], cats["on"], limit=10)
     over = [h for h in hybrids if h.kind == "schedule-override"]
     assert len(over) == 1 and over[0].spec.tvm.schedule_overrides == specs["serial"].tvm.schedule_overrides
     assert over[0].spec.tvm.dataflow_boundaries_after == []
-    few, notes = confirm.plan(specs["on"], specs["off"], cats["on"], cats["off"], limit=1)
+    few, notes = pipeline.plan_hybrids(specs["on"], specs["off"], cats["on"], cats["off"], limit=1)
     assert len(few) == 1 and any("more hybrid" in n for n in notes)
 
 
 def test_iree_flag_bisection():
     a = spec_mod.load(f"{EINSUM}#unfused_small")
     b = dataclasses.replace(a, name="flags", iree=dataclasses.replace(a.iree, flags=["--x=1", "--y=2"]))
-    hybrids, notes = confirm.plan(a, b, [], [], limit=10)
+    hybrids, notes = pipeline.plan_hybrids(a, b, [], [], limit=10)
     assert sorted(h.spec.iree.flags for h in hybrids) == [["--x=1"], ["--y=2"]]
     assert any("substitut" in n for n in notes)
     single = dataclasses.replace(a, name="one", iree=dataclasses.replace(a.iree, flags=["--x=1"]))
-    assert confirm.plan(a, single, [], [], limit=10)[0] == []  # one flag: the hybrid is B
+    assert pipeline.plan_hybrids(a, single, [], [], limit=10)[0] == []  # one flag: the hybrid is B
 
 
 def test_recovered_interval_covers_the_true_share():
@@ -103,7 +106,7 @@ def test_evaluate_marks_failed_and_insignificant():
     samples = {n: list(rng.normal(m, 0.5, 40)) for n, m in (("A", 10), ("B", 5), ("H", 6))}
     measurement = {"variants": {n: {"samples_s": v} for n, v in samples.items()},
                    "protocol": {"repeats": 5}, "blocks_run": 8}
-    hs = [confirm.Hybrid("H", "a", "passes", {}, "h"), confirm.Hybrid("X", "a", "passes", {}, "x")]
+    hs = [Hybrid("H", "a", "passes", {}, "h"), Hybrid("X", "a", "passes", {}, "x")]
     out = confirm.evaluate(measurement, "A", "B", hs, [], failed={"X": "build failed: no"})
     h, x = out["hybrids"]
     assert h["verdict"] == "confirmed" and h["recovered"]["low"] > 0.5
@@ -138,7 +141,7 @@ def test_evaluate_judges_unit_hybrids_on_their_unit():
                    "protocol": {"repeats": 5}, "blocks_run": 8}
     unit = {"unit": 3, "kernels_a": ["fused"], "kernels_b": ["p", "q"], "source_ops": ["main/lv1:p"],
             "significant": True}
-    h = confirm.Hybrid("H", "a", "dataflow-boundary", {}, "splitting fused", ["main/lv1:p"], ["fused"])
+    h = Hybrid("H", "a", "dataflow-boundary", {}, "splitting fused", ["main/lv1:p"], ["fused"])
     calls = {3: {"a": rng.normal(70, 0.5, 9), "b": rng.normal(0, 0.5, 9)}}
     row = confirm.evaluate(measurement, "A", "B", [h], [unit], unit_calls=calls)["hybrids"][0]
     assert row["recovered"]["of"] == "unit" and row["unit"] == 3

@@ -1,4 +1,4 @@
-"""confirm on the real H200 run of seed 000 (fixtures/captures/h200-2026-12-02-analyze/, its
+"""confirm on the real H200 run of the pool_fusion case (fixtures/captures/h200-2026-12-02-analyze/, its
 PROVENANCE.md): the bundles rebuilt here with `analyze --bundle-only` (real TVM builds for
 cuda:sm_90, cached after the first session), then `analyze --from-run` on the committed run.
 

@@ -1,4 +1,4 @@
-"""confirm on the real H200 run of seed 001 (fixtures/captures/h200-2026-12-02-analyze-prefill/, its
+"""confirm on the real H200 run of the prefill_dedup case (fixtures/captures/h200-2026-12-02-analyze-prefill/, its
 PROVENANCE.md): A (prefill_bs8 alone), B (deduplicated with prefill_bs2) and the two configuration
 hybrids rebuilt here with `analyze --bundle-only` (real iree-compile and ptxas, a fresh build
 cache, seconds), then `analyze --from-run` on the committed capture.

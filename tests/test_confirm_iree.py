@@ -1,4 +1,4 @@
-"""IREE configuration hybrids (seed 001): confirm.plan + executable substitution, real iree-compile.
+"""IREE configuration hybrids (the prefill_dedup case): pipeline.plan_hybrids + executable substitution, real iree-compile.
 
 A = prefill_bs8 alone, B = prefill_bs8 in the module with prefill_bs2 (DeduplicateExecutables
 leaves prefill_bs2$async_dispatch_0 serving both). The hybrid "dedup, with its shared executable
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from rootcause import cli, confirm, spec as specs, toolchain
+from rootcause import cli, pipeline, spec as specs, toolchain
 from rootcause.errors import UsageError
-from rootcause.frontends import iree
+from rootcause.frontends.iree import build as iree
 
 CASE = Path(__file__).resolve().parent.parent / "fixtures" / "cases" / "prefill_dedup"
 PREFILL = CASE / "variants.toml"
@@ -35,7 +35,7 @@ def pair(tmp_path_factory):
             a, b = (specs.load(f"{PREFILL}#{v}{suffix}") for v in ("alone", "dedup"))
             dirs = {"a": root / "a", "b": root / "b"}
             built = {s: iree.build(spec, dirs[s]) for s, spec in (("a", a), ("b", b))}
-            hybrids, notes = confirm.plan(a, b, built["a"].kernels, built["b"].kernels, bundles=dirs,
+            hybrids, notes = pipeline.plan_hybrids(a, b, built["a"].kernels, built["b"].kernels, bundle_dirs=dirs,
                                           work_dir=root / "hybrids")
             out = {}
             for h in hybrids:

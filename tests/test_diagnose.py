@@ -1,4 +1,4 @@
-"""Diagnosis rules on the real H200 capture of seed 000 and the real IREE builds of seed 001."""
+"""Diagnosis rules on the real H200 capture of the pool_fusion case and the real IREE builds of the prefill_dedup case."""
 import json
 import re
 from pathlib import Path
@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rootcause.align import align
-from rootcause.attribute import attribute
-from rootcause.diagnose import Context, Side, diagnose, shared_executable
+from rootcause.analysis.align import align
+from rootcause.analysis.attribute import attribute
+from rootcause.analysis.diagnose import Context, Side, diagnose, shared_executable
 from captures import ROOT, build_prefill, pool_segments, raw_records
 
 
@@ -125,7 +125,7 @@ def pool_bundles(tmp_path_factory):
 
 
 def test_catalogs_give_provenance_units_and_schedule_rule(variants, pool_bundles):
-    from rootcause.compare import load_catalog
+    from rootcause.artifacts.bundle import load_catalog
 
     off, on = variants
     cat_off, man_off = load_catalog(str(pool_bundles["off"]))
@@ -144,7 +144,7 @@ def test_catalogs_give_provenance_units_and_schedule_rule(variants, pool_bundles
     assert bw["bytes_per_s"] == pytest.approx(bw["bytes_per_call"] / top["time_b_ns"]["median"] * 1e9)
 
 
-# ---- seed 002: recomputation, on real IREE llvm-cpu builds profiled on local-task ----------
+# ---- the einsum_fusion case: recomputation, on real IREE llvm-cpu builds profiled on local-task ----------
 
 EINSUM = ROOT / "fixtures/cases/einsum_fusion"
 

@@ -1,7 +1,7 @@
 """rootcause.frontends.iree on the seed cases, with the real iree-compile (each build once).
 
 Truth comes from outside the frontend: the dumped configured_*.mlir text (grepped here with
-plain regexes), ptxas -v run here, GPU_NOTES' measured configs, tile arithmetic over the
+plain regexes), ptxas -v run here, docs/GPU_HOST.md's measured configs, tile arithmetic over the
 shapes in the export names, and NumPy (reference.py) for the llvm build run on local-task.
 """
 import dataclasses
@@ -17,7 +17,7 @@ import pytest
 from rootcause import spec as specs
 from rootcause import toolchain
 from rootcause.errors import UsageError
-from rootcause.frontends import iree
+from rootcause.frontends.iree import build as iree
 
 CASES = Path(__file__).resolve().parent.parent / "fixtures" / "cases"
 PREFILL = CASES / "prefill_dedup" / "variants.toml"
@@ -80,7 +80,7 @@ def test_dedup_executable_serves_both_call_sites(built, alone, dedup):
 
 
 def test_prefill_cuda_configs_match_gpu_notes(built):
-    # GPU_NOTES (H200 host, IREE 3.13 sm_80): dedup carries workgroup [1,64,32], subgroup
+    # docs/GPU_HOST.md (H200 host, IREE 3.13 sm_80): dedup carries workgroup [1,64,32], subgroup
     # [0,2,2,0]; the bs8-only build picks [1,64,64], [0,2,4,0].
     (a,) = built(PREFILL, "alone")[0].kernels
     (d,) = built(PREFILL, "dedup")[0].kernels

@@ -1,5 +1,5 @@
 """The gallery's H200 entries (reports/): seeds 000 and 001 through `rootcause analyze` with their
-hybrids, seed 001 (prefill alone vs dedup) and seed 002 (einsum at real size) through `rootcause compare`.
+hybrids, the prefill_dedup case (prefill alone vs dedup) and the einsum_fusion case (einsum at real size) through `rootcause compare`.
 
 The committed documents are checked against the raw captures they came from (CUPTI records,
 measurement.json samples) and the committed catalogs (bundle manifests read from the IR at
@@ -58,7 +58,7 @@ def test_units_and_whole_graph_from_the_raw_capture(entry, run):
 
 
 def test_prefill_dedup_names_the_shared_executable_config():
-    """Seed 001's finding: the dedup module's one matmul executable serves prefill_bs2 and
+    """the prefill_dedup case's finding: the dedup module's one matmul executable serves prefill_bs2 and
     prefill_bs8 with bs2's lowering_config; both configs as the catalogs record them."""
     doc = _doc("prefill_dedup_h200_cupti")
     cats = {v: json.loads((REPORTS / f"inputs/prefill_dedup/{v}.manifest.json").read_text())["kernels"]
@@ -101,7 +101,7 @@ def test_analyze_entry_confirms_the_pool_split():
 
 
 def test_prefill_analyze_entry_confirms_both_configurations():
-    """Seed 001's hybrids (each side's matmul executable configured as the other side configures
+    """the prefill_dedup case's hybrids (each side's matmul executable configured as the other side configures
     it) against the unit's profiled delta, recomputed from the committed run; the committed HTML
     carries the confirmation."""
     doc = _doc("prefill_dedup_h200_analyze")
@@ -137,7 +137,7 @@ def test_one_committed_html_per_seed_case():
 @pytest.mark.parametrize("entry", ["prefill_dedup_h200_cupti", "einsum_h200_cupti", "pool_fusion_h200_analyze",
                                    "prefill_dedup_h200_analyze"])
 def test_gallery_entry_regenerates(tmp_path, entry):
-    r = subprocess.run([sys.executable, "-m", "rootcause.report.gallery", "--only", entry, "--out", tmp_path],
+    r = subprocess.run([sys.executable, "tools/gallery.py", "--only", entry, "--out", tmp_path],
                        capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     fresh = (tmp_path / entry / "report.md").read_text().splitlines()

@@ -180,8 +180,8 @@ def test_environment_from_the_run_directory(tmp_path):
 
 @pytest.mark.parametrize("entry", ["einsum_cpu_local_task", "pool_fusion_h200_ncu"])
 def test_gallery_entry_regenerates(tmp_path, entry):
-    """`python -m rootcause.report.gallery` rebuilds a committed entry with the same verdict."""
-    r = subprocess.run([sys.executable, "-m", "rootcause.report.gallery", "--only", entry,
+    """`python tools/gallery.py` rebuilds a committed entry with the same verdict."""
+    r = subprocess.run([sys.executable, "tools/gallery.py", "--only", entry,
                         "--out", tmp_path], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     fresh = (tmp_path / entry / "report.md").read_text().splitlines()

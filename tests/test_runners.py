@@ -15,7 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rootcause import runners
+from rootcause.artifacts.bundle import bundle_inputs, read_bundle
+from rootcause.sessions import load_session
+from rootcause.inputs import make_input
 from rootcause.errors import UsageError
 
 X_SPEC = {"shape": [16, 32], "dtype": "float32", "distribution": "uniform", "low": -1.0, "high": 1.0, "seed": 3}
@@ -106,10 +108,10 @@ def built(tmp_path_factory) -> dict[str, Path]:
 
 @pytest.mark.parametrize("frontend", ["tvm", "iree"])
 def test_runner_matches_numpy(built, frontend):
-    bundle = runners.read_bundle(built[frontend])
-    session = runners.load(bundle)
+    bundle = read_bundle(built[frontend])
+    session = load_session(bundle)
     assert session.device == "cpu"
-    inputs = runners.bundle_inputs(bundle)
+    inputs = bundle_inputs(bundle)
     for got, want in zip(inputs, _independent_inputs()):
         np.testing.assert_array_equal(got, want)
     session.set_inputs(inputs)
@@ -125,8 +127,8 @@ def test_runner_matches_numpy(built, frontend):
 def test_timer_is_seconds_per_call(built, frontend):
     import time
 
-    session = runners.load(built[frontend])
-    session.set_inputs(runners.bundle_inputs(session.bundle))
+    session = load_session(built[frontend])
+    session.set_inputs(bundle_inputs(session.bundle))
     session.call()
     timer = session.timer(number=50)
     per_call = min(timer() for _ in range(5))  # minima: the shared CPU's noise only adds time
@@ -141,8 +143,8 @@ def test_timer_is_seconds_per_call(built, frontend):
 
 
 def test_iree_benchmark_module_timer(built):
-    session = runners.load(built["iree"])
-    session.set_inputs(runners.bundle_inputs(session.bundle))
+    session = load_session(built["iree"])
+    session.set_inputs(bundle_inputs(session.bundle))
     times = session.benchmark(repetitions=3)
     assert len(times) == 3 and all(0 < t < 1 for t in times)
 
@@ -151,9 +153,10 @@ def test_runtime_only_tvm_in_subprocess(built, tmp_path):
     """TVM_USE_RUNTIME_LIB=1: the GPU host's mode. No compiler library, no tvm.relax import."""
     script = (
         "import sys, numpy as np, tvm\n"
-        "from rootcause import runners\n"
-        "b = runners.read_bundle(sys.argv[1]); s = runners.load(b)\n"
-        "s.set_inputs(runners.bundle_inputs(b)); s.call()\n"
+        "from rootcause.artifacts.bundle import bundle_inputs, read_bundle\n"
+        "from rootcause.sessions import load_session\n"
+        "b = read_bundle(sys.argv[1]); s = load_session(b)\n"
+        "s.set_inputs(bundle_inputs(b)); s.call()\n"
         "for i, o in enumerate(s.outputs()): np.save(f'{sys.argv[2]}/{i}.npy', o)\n"
         "print(tvm.base._RUNTIME_ONLY, 'tvm_compiler' in tvm.base._LOADED_LIBS,"
         " any(m.startswith('tvm.relax') for m in sys.modules))\n"
@@ -171,22 +174,27 @@ def test_runtime_only_tvm_in_subprocess(built, tmp_path):
 def test_make_input_regenerates_from_spec():
     spec = {"shape": [3, 4], "dtype": "int32", "distribution": "uniform", "low": 0, "high": 10, "seed": 7}
     want = np.random.default_rng(7).integers(0, 10, (3, 4), dtype="int32")
-    np.testing.assert_array_equal(runners.make_input(spec), want)
-    assert not runners.make_input({"shape": [2], "dtype": "float16", "distribution": "zeros"}).any()
+    np.testing.assert_array_equal(make_input(spec), want)
+    assert not make_input({"shape": [2], "dtype": "float16", "distribution": "zeros"}).any()
     with pytest.raises(UsageError, match="distribution: unknown 'cauchy'"):
-        runners.make_input({"shape": [2], "dtype": "float32", "distribution": "cauchy"})
+        make_input({"shape": [2], "dtype": "float32", "distribution": "cauchy"})
 
 
 def test_bad_bundles_are_one_line_errors(tmp_path):
     with pytest.raises(UsageError, match="not a bundle"):
-        runners.read_bundle(tmp_path)
+        read_bundle(tmp_path)
     (tmp_path / "manifest.json").write_text("{not json")
-    with pytest.raises(UsageError, match="invalid JSON"):
-        runners.read_bundle(tmp_path)
+    with pytest.raises(UsageError, match="line 1 column 2: not JSON"):
+        read_bundle(tmp_path)
     (tmp_path / "manifest.json").write_text(json.dumps({"frontend": "tvm", "module": "module.so", "inputs": []}))
+    with pytest.raises(UsageError, match="missing key[(]s[)] name, target, entry, kernels"):
+        read_bundle(tmp_path)
+    (tmp_path / "manifest.json").write_text(json.dumps({"name": "x", "frontend": "tvm", "target": "llvm",
+                                                        "entry": "main", "module": "module.so", "inputs": [],
+                                                        "kernels": []}))
     with pytest.raises(UsageError, match="module.so does not exist") as err:
-        runners.read_bundle(tmp_path)
+        read_bundle(tmp_path)
     assert "\n" not in str(err.value)
     (tmp_path / "module.so").write_bytes(b"not an ELF")
     with pytest.raises(UsageError, match="TVM cannot load it"):
-        runners.load(tmp_path)
+        load_session(tmp_path)

@@ -3,7 +3,7 @@
 Sources of truth: the build subprocess's own view of the module (the CUDA kernels' names and
 the thread axes bound in the scheduled TIR), cuobjdump on the extracted device blob, and the
 fatbin magic. The build runs in a subprocess because the libcuda stub must be on
-LD_LIBRARY_PATH before TVM loads (shared/GPU_NOTES.md).
+LD_LIBRARY_PATH before TVM loads (docs/GPU_HOST.md).
 """
 from __future__ import annotations
 

@@ -9,7 +9,9 @@ import json
 import numpy as np
 import pytest
 
-from rootcause import cli, runners
+from rootcause import cli
+from rootcause.artifacts.bundle import bundle_inputs, read_bundle
+from rootcause.sessions import load_session
 from rootcause.errors import OutputsDiffer
 from rootcause.verify import common_inputs, compare, verify
 from test_runners import _independent_inputs, build_iree_bundle, build_tvm_bundle, numpy_reference
@@ -30,7 +32,7 @@ def bundles(tmp_path_factory):
 
 
 def _sessions(bundles, *keys):
-    return [runners.load(bundles[k]) for k in keys]
+    return [load_session(bundles[k]) for k in keys]
 
 
 def test_two_compilers_agree_with_each_other_and_numpy(bundles):

@@ -1,28 +1,37 @@
-"""Frontends turn a VariantSpec into a compiled module plus a kernel catalog.
-
-Each frontend module (tvm, iree) exposes `build(spec, out_dir: Path) -> BuildOutput`. Paths in
-BuildOutput are inside out_dir; the bundle stage copies them into the bundle layout.
+"""Frontends turn a VariantSpec into a compiled module plus a kernel catalog, and load, run
+and profile what they built. rootcause.frontends.base defines the protocol; each frontend is a
+package here, registered by one line of FRONTENDS (name -> module defining FRONTEND).
 """
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from rootcause.model import CatalogKernel
+from rootcause.errors import UsageError
+
+FRONTENDS: dict[str, str] = {
+    "tvm": "rootcause.frontends.tvm",
+    "iree": "rootcause.frontends.iree",
+}
+_BUILTIN = ("tvm", "iree")  # their spec tables are parsed by rootcause.spec itself
 
 
-@dataclass
-class BuildOutput:
-    module_path: Path  # module.so (TVM) or module.vmfb (IREE)
-    kernels: list[CatalogKernel] = field(default_factory=list)
-    ir_files: list[Path] = field(default_factory=list)  # IR dumps, in pipeline order
-    binary_files: list[Path] = field(default_factory=list)  # extracted device binaries
-    versions: dict[str, str] = field(default_factory=dict)  # compiler and tool versions
-    notes: list[str] = field(default_factory=list)  # what could not be filled, said plainly
+def names() -> tuple[str, ...]:
+    return tuple(FRONTENDS)
 
 
-def frontend(name: str) -> Any:
-    """The frontend module for a spec's `frontend` key ('tvm' -> rootcause.frontends.tvm)."""
-    return importlib.import_module(f"rootcause.frontends.{name}")
+def is_builtin(name: str) -> bool:
+    return name in _BUILTIN
+
+
+def get(name: str) -> Any:
+    """The registered frontend object (a rootcause.frontends.base.Frontend)."""
+    if name not in FRONTENDS:
+        raise UsageError(f"unknown frontend {name!r} (known: {', '.join(FRONTENDS)})")
+    return importlib.import_module(FRONTENDS[name]).FRONTEND
+
+
+def default_device(target: str) -> str:
+    """The device a target runs on: 'cuda', 'rocm' or 'cpu'."""
+    kind = target.split(":", 1)[0]
+    return {"cuda": "cuda", "rocm": "rocm", "hip": "rocm"}.get(kind, "cpu")

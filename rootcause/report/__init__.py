@@ -1,54 +1,12 @@
-"""`rootcause report attribution.json --format html|markdown|json --out PATH`.
+"""Renderers: an attribution document in, text out, no file read or written here.
 
-Renders what `rootcause compare` wrote: an HTML page that opens offline (plotly.js inline), a
-GitHub-flavoured Markdown triage comment, or the attribution itself, checked, as JSON. Bad or
-unknown-schema JSON stops with one line naming the file and the key (exit status 2).
-
-Other stages call render_html(attribution) / render_markdown(attribution) directly.
+render_html: a self-contained page (plotly.js inline); render_markdown: a GitHub-flavoured
+triage comment; render_text: the plain summary `compare` and `analyze` print.
 """
 from __future__ import annotations
 
-import argparse
-import json
-from pathlib import Path
-
-from rootcause.errors import UsageError
-from rootcause.fileio import write_atomic
-from rootcause.report import view
 from rootcause.report.html import render_html
 from rootcause.report.markdown import render_markdown
+from rootcause.report.text import render_text
 
-__all__ = ["add_arguments", "run", "render_html", "render_markdown"]
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("attribution", metavar="ATTRIBUTION", help="attribution.json (rootcause compare)")
-    parser.add_argument("--format", choices=("html", "markdown", "json"), default="html")
-    parser.add_argument("--out", metavar="PATH", help="file to write (default: stdout)")
-    parser.add_argument("--device", default=None,
-                        help="GPU the profiles were captured on (e.g. H200), for occupancy, when "
-                             "attribution.json and its environment do not name one")
-    parser.add_argument("--title", default=None, help="page / comment title")
-
-
-def run(args: argparse.Namespace) -> int:
-    path = Path(args.attribution)
-    doc = view.load(path)
-    if args.device is not None:
-        from rootcause import gpus
-        if not any(k.lower() == args.device.lower() for k in gpus.DEVICES):
-            raise UsageError(f"--device: unknown device {args.device!r} (known: {', '.join(gpus.DEVICES)})")
-        args.device = next(k for k in gpus.DEVICES if k.lower() == args.device.lower())
-    base = path.parent
-    if args.format == "html":
-        text = render_html(doc, base_dir=base, device=args.device, title=args.title)
-    elif args.format == "markdown":
-        text = render_markdown(doc, base_dir=base, device=args.device, title=args.title)
-    else:
-        text = json.dumps(doc, indent=2) + "\n"
-    if args.out:
-        out = write_atomic(args.out, text)
-        print(f"wrote {out} ({len(text.encode()):,} bytes)")
-    else:
-        print(text, end="")
-    return 0
+__all__ = ["render_html", "render_markdown", "render_text"]

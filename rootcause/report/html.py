@@ -11,9 +11,9 @@ from __future__ import annotations
 import html
 import json
 import math
-from pathlib import Path
 from typing import Any
 
+from rootcause.artifacts.attribution import check
 from rootcause.report import view
 
 TOP_UNITS = 12       # bars in the plots and rows in the open units table
@@ -347,21 +347,19 @@ def _environment(doc, env) -> str:
     return "".join(out)
 
 
-def render_html(attribution: dict[str, Any], base_dir: str | Path | None = None,
-                device: str | None = None, title: str | None = None) -> str:
-    """The whole report page. base_dir: where relative profile/catalog paths are looked up
-    (attribution.json's directory); device: a rootcause.gpus.DEVICES name for occupancy."""
+def render_html(attribution: dict[str, Any], device: str | None = None, title: str | None = None) -> str:
+    """The whole report page, from the document alone; device: a rootcause.gpus.DEVICES name for
+    occupancy when the attribution names none."""
     import plotly.offline
 
     doc = attribution
-    view.check(doc)
-    base = Path(base_dir) if base_dir is not None else None
+    check(doc)
     units = view.units_sorted(doc)
     top, other = view.fold(units, TOP_UNITS)
-    prof = view.profiles(doc, base)
-    cats = view.catalogs(doc, base)
-    env = view.environment(doc, base, cats)
-    dev = view.device(doc, device, env["env"])
+    prof = view.profiles(doc)
+    cats = view.catalogs(doc)
+    env = view.environment(doc, cats)
+    dev = view.device(doc, device)
     v = view.verdict(doc)
     conf = view.confirmation(doc)
     figs = {"waterfall": _fig_waterfall(doc, top, other), "pairs": _fig_pairs(doc, top, other)}

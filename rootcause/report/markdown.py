@@ -9,9 +9,9 @@ characters: the folded tables are cut, with a note, when they would not fit.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
+from rootcause.artifacts.attribution import check
 from rootcause.report import view
 
 GITHUB_LIMIT = 65536
@@ -124,16 +124,14 @@ def _footer(doc, env, dev) -> list[str]:
             "<sub>reproduce: " + code(view.reproduce_command(doc)) + "</sub>"]
 
 
-def render_markdown(attribution: dict[str, Any], base_dir: str | Path | None = None,
-                    device: str | None = None, title: str | None = None) -> str:
+def render_markdown(attribution: dict[str, Any], device: str | None = None, title: str | None = None) -> str:
     """The triage comment (module doc); the same optional arguments as render_html."""
     doc = attribution
-    view.check(doc)
-    base = Path(base_dir) if base_dir is not None else None
+    check(doc)
     units = view.units_sorted(doc)
-    prof, cats = view.profiles(doc, base), view.catalogs(doc, base)
-    env = view.environment(doc, base, cats)
-    dev = view.device(doc, device, env["env"])
+    prof, cats = view.profiles(doc), view.catalogs(doc)
+    env = view.environment(doc, cats)
+    dev = view.device(doc, device)
     v = view.verdict(doc)
     top, other = view.fold(units, TOP_UNITS)
 

@@ -1,54 +1,15 @@
-"""What a report shows, read from an attribution.json document (rootcause.attribute, schema 1).
+"""What a report shows, read from an attribution document (rootcause.artifacts.attribution).
 
-The report reads only the file: keys that may be absent (findings, environment, closure, a
-unit's share or method, the 'kernels', 'timeline', 'device', 'measurement', 'command' and
-'confirmation' sections) are shown as 'not available', never guessed. rootcause compare and
-analyze write all of them: 'kernels' (attribute.KERNEL_STAT_COLUMNS rows: variant, kernel,
-unit, launches_per_call, duration_ns, time_per_call_ns, grid, block, registers, shared_bytes,
-local_bytes), 'timeline' ({'a'|'b': {'call', 'calls', 'kernels': [{kernel, start_ns, end_ns,
-stream}]}}, times relative to the call's first launch), 'device' (a rootcause.gpus.DEVICES
-key), 'measurement' ({file, protocol, rounds, budget_s}), 'command' (the command line), and,
-from analyze, 'confirmation' (confirm.evaluate's verdict per hybrid).
-
-Older files without those sections are still read: per-kernel facts and the timeline are then
-recomputed from each variant's `profile` (rootcause.compare's loader, 'FILE#SEGMENT' as in
-`rootcause compare`), and the environment from the env.json and measurement.json that
-`rootcause run` writes next to its profiles. Schedule facts (TVM rule, IREE pipeline and
-lowering_config) always come from each variant's `catalog` (a bundle directory or manifest.json).
+Pure: the document in, plain values out; no file is read here (artifacts.attribution.load
+migrates older files before they get here). Keys that may be absent (findings, environment,
+closure, a unit's share or method, the 'kernels', 'timeline', 'device', 'measurement',
+'command', 'confirmation' and 'catalogs' sections) are shown as 'not available', never guessed.
+Schedule facts (TVM rule, IREE pipeline and lowering_config) come from the 'catalogs' section.
 """
 from __future__ import annotations
 
-import json
-import math
 import re
-from pathlib import Path
 from typing import Any
-
-from parsers import ParseError
-from rootcause.attribute import one_call
-from rootcause.errors import UsageError
-
-SUPPORTED_SCHEMAS = (1,)
-
-# Keys every report needs: (dotted path, expected type). Everything else is optional.
-_REQUIRED: tuple[tuple[str, type | tuple[type, ...]], ...] = (
-    ("schema_version", int),
-    ("variants", dict), ("variants.a", dict), ("variants.b", dict),
-    ("whole_graph", dict), ("whole_graph.a.median", (int, float)), ("whole_graph.b.median", (int, float)),
-    ("whole_graph.delta_ns.median", (int, float)),
-    ("units", list),
-    ("residual", dict), ("residual.delta_ns.median", (int, float)),
-)
-# Sections compare and analyze add (schema 1, additive): checked when present and not null.
-_OPTIONAL: tuple[tuple[str, type], ...] = (
-    ("kernels", list), ("timeline", dict), ("device", str), ("measurement", dict), ("command", str),
-    ("confirmation", dict),
-)
-_UNIT_REQUIRED: tuple[tuple[str, type | tuple[type, ...]], ...] = (
-    ("unit", int), ("kernels_a", list), ("kernels_b", list),
-    ("time_a_ns.median", (int, float)), ("time_b_ns.median", (int, float)),
-    ("delta_ns.median", (int, float)),
-)
 
 
 def get(doc: Any, path: str, default: Any = None) -> Any:
@@ -59,49 +20,6 @@ def get(doc: Any, path: str, default: Any = None) -> Any:
         doc = doc[key]
     return doc
 
-
-def _require(doc: Any, path: str, kind, file: str, where: str = "") -> None:
-    value, cur = doc, ""
-    for key in path.split("."):
-        cur = f"{cur}.{key}" if cur else key
-        if not isinstance(value, dict) or key not in value:
-            raise UsageError(f"{file}: key '{where}{cur}': missing")
-        value = value[key]
-    if isinstance(value, bool) or not isinstance(value, kind):
-        name = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-        raise UsageError(f"{file}: key '{where}{path}': expected {name}, got {type(value).__name__}")
-    if isinstance(value, float) and not math.isfinite(value):
-        raise UsageError(f"{file}: key '{where}{path}': {value} is not a finite number")
-
-
-def check(doc: Any, file: str = "attribution.json") -> None:
-    """Raise UsageError (one line: file and key) unless doc is an attribution a report can show."""
-    if not isinstance(doc, dict):
-        raise UsageError(f"{file}: not an attribution: the top level is a {type(doc).__name__}, not an object")
-    _require(doc, "schema_version", int, file)
-    if doc["schema_version"] not in SUPPORTED_SCHEMAS:
-        raise UsageError(f"{file}: key 'schema_version': {doc['schema_version']} is not a schema this "
-                         f"report reads (supported: {', '.join(map(str, SUPPORTED_SCHEMAS))})")
-    for path, kind in _REQUIRED:
-        _require(doc, path, kind, file)
-    for path, kind in _OPTIONAL:
-        if doc.get(path) is not None:
-            _require(doc, path, kind, file)
-    for i, unit in enumerate(doc["units"]):
-        if not isinstance(unit, dict):
-            raise UsageError(f"{file}: key 'units[{i}]': expected an object")
-        for path, kind in _UNIT_REQUIRED:
-            _require(unit, path, kind, file, f"units[{i}].")
-
-
-def load(path: str | Path) -> dict[str, Any]:
-    """Read and check attribution.json; bad JSON or schema -> UsageError naming file and key."""
-    from rootcause.compare import read_json
-
-    p = Path(path)
-    doc = read_json(p, "no such attribution file")
-    check(doc, str(p))
-    return doc
 
 
 # --- formatting shared by the HTML and Markdown renderers -------------------------------------
@@ -302,114 +220,31 @@ def confirmation(doc: dict[str, Any]) -> dict[str, Any] | None:
             "rows": rows, "notes": [str(n) for n in conf.get("notes") or []]}
 
 
-# --- per-kernel facts from the profiles and catalogs --------------------------------------------
+# --- per-kernel facts, as the attribution records them ------------------------------------------
 
-def _resolve(path: str, base: Path | None) -> str | None:
-    """The profile path as given (relative to where compare ran), else relative to
-    attribution.json's directory or one of its parents (a repository root)."""
-    file, sep, seg = path.rpartition("#") if "#" in path else (path, "", "")
-    if not Path(file).is_file() and Path(path).is_file():
-        file, sep, seg = path, "", ""  # a '#' that is part of the file name
-    roots = [Path(".")] + ([base.resolve(), *base.resolve().parents] if base is not None else [])
-    for root in roots:
-        candidate = root / file
-        if candidate.is_file():
-            return f"{candidate}{sep}{seg}"
-    return None
-
-
-def _mode(values: list) -> Any:
-    values = [v for v in values if v is not None]
-    return max(set(values), key=values.count) if values else None
-
-
-def _events(path: str):
-    """Events of an older attribution's profile, cut into calls the way compare cuts them."""
-    from rootcause.compare import profile_events
-    from rootcause.profilers import split_calls
-
-    ev = profile_events(path, None, [], "")
-    if (ev["call"] < 0).all():
-        ev = split_calls(ev)
-    return ev[ev["call"] >= 0]
-
-
-def _int_or_none(x: Any) -> int | None:
-    try:
-        return None if x is None or x != x else int(x)  # NA != NA
-    except (TypeError, ValueError):
-        return None
-
-
-def _stats(ev) -> list[dict[str, Any]]:
-    """Per kernel: launches and time per call, most common launch shape and resources."""
-    import pandas as pd
-
-    n_calls = max(1, ev["call"].nunique())
-    rows = []
-    per_call = ev.groupby(["kernel", "call"])["duration_ns"].sum()
-    for name, g in ev.groupby("kernel", sort=False):
-        def col(c):
-            return [_int_or_none(x) for x in g[c]] if c in g.columns else []
-        grid = _mode([tuple(r) for r in zip(col("grid_x"), col("grid_y"), col("grid_z")) if None not in r])
-        block = _mode([tuple(r) for r in zip(col("block_x"), col("block_y"), col("block_z")) if None not in r])
-        rows.append({"kernel": str(name), "launches_per_call": len(g) / n_calls,
-                     "duration_ns": float(g["duration_ns"].median()),
-                     "time_per_call_ns": float(pd.Series(per_call.loc[name]).median()),
-                     "grid": list(grid) if grid else None, "block": list(block) if block else None,
-                     "registers": _mode(col("registers")), "shared_bytes": _mode(col("shared_bytes")),
-                     "local_bytes": _mode(col("local_bytes"))})
-    return rows
-
-
-def profiles(doc: dict[str, Any], base: Path | None) -> dict[str, dict[str, Any]]:
-    """Per variant: {'kernels': [...], 'timeline': {...} | None, 'error': str | None}."""
-    out: dict[str, dict[str, Any]] = {}
-    given_kernels = doc.get("kernels") if isinstance(doc.get("kernels"), list) else None
+def profiles(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per variant: {'kernels': [...] | None, 'timeline': {...} | None, 'error': str | None}."""
+    given = doc.get("kernels") if isinstance(doc.get("kernels"), list) else None
+    out = {}
     for v in "ab":
-        entry: dict[str, Any] = {"kernels": None, "timeline": get(doc, f"timeline.{v}"), "error": None}
-        if given_kernels is not None:
-            entry["kernels"] = [k for k in given_kernels if isinstance(k, dict) and k.get("variant") == v]
-        if entry["kernels"] is None or entry["timeline"] is None:
-            path = get(doc, f"variants.{v}.profile")
-            resolved = _resolve(path, base) if isinstance(path, str) else None
-            if resolved is None:
-                entry["error"] = (f"profile {path!r} not found" if path else
-                                  "attribution.json names no profile")
-            else:
-                try:
-                    ev = _events(resolved)
-                    entry["kernels"] = entry["kernels"] if entry["kernels"] is not None else _stats(ev)
-                    entry["timeline"] = entry["timeline"] or one_call(ev)
-                except (UsageError, ParseError, ValueError, KeyError) as err:
-                    entry["error"] = f"profile {path}: {err}"
-        out[v] = entry
+        kernels = None if given is None else [k for k in given if isinstance(k, dict) and k.get("variant") == v]
+        out[v] = {"kernels": kernels, "timeline": get(doc, f"timeline.{v}"),
+                  "error": None if kernels is not None else "attribution.json records no per-kernel statistics"}
     return out
 
 
-def catalogs(doc: dict[str, Any], base: Path | None) -> dict[str, dict[str, Any]]:
-    """Per variant: {'kernels': {name: CatalogKernel dict}, 'manifest': {...}, 'error': ...}."""
-    from rootcause.compare import load_catalog
-
+def catalogs(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per variant: {'kernels': {name: CatalogKernel dict}, 'versions': {...}, 'error': ...}; a
+    kernel is found under its name and its name without a '_kernel<N>' suffix."""
     out = {}
     for v in "ab":
-        path = get(doc, f"variants.{v}.catalog")
-        entry: dict[str, Any] = {"kernels": {}, "manifest": {}, "error": None}
-        if not path:
-            entry["error"] = "no catalog (bundle manifest) was given to compare"
-        else:
-            p = Path(path)
-            if not p.exists() and base is not None:
-                p = next((r / path for r in (base.resolve(), *base.resolve().parents) if (r / path).exists()), p)
-            try:
-                kernels, manifest = load_catalog(str(p))
-                for k in kernels or []:
-                    entry["kernels"].setdefault(k.name, k.to_dict())
-                    entry["kernels"].setdefault(re.sub(r"_kernel\d*$", "", k.name), k.to_dict())
-                entry["manifest"] = manifest
-            except UsageError as err:
-                entry["error"] = str(err)
-        out[v] = entry
+        section = get(doc, f"catalogs.{v}") or {"kernels": {}, "versions": {},
+                                                 "error": "attribution.json embeds no catalog"}
+        kernels: dict[str, Any] = {}
+        for name, k in (section.get("kernels") or {}).items():
+            kernels.setdefault(name, k)
+            kernels.setdefault(re.sub(r"_kernel\d*$", "", name), k)
+        out[v] = {"kernels": kernels, "versions": section.get("versions") or {}, "error": section.get("error")}
     return out
 
 
@@ -428,12 +263,12 @@ def schedule_text(cat: dict[str, Any] | None) -> str | None:
     return "; ".join(parts) or None
 
 
-def device(doc: dict[str, Any], given: str | None = None, env: dict[str, Any] | None = None) -> str | None:
+def device(doc: dict[str, Any], given: str | None = None) -> str | None:
     """A rootcause.gpus.DEVICES key: the one given, attribution's 'device', or the GPU named in
-    the environment ('NVIDIA H200' -> 'H200')."""
-    from rootcause.compare import env_gpu_names, find_device
+    its environment ('NVIDIA H200' -> 'H200')."""
+    from rootcause import gpus
 
-    return find_device(given, doc.get("device"), *env_gpu_names(env or doc.get("environment") or {}))
+    return gpus.find_device(given, doc.get("device"), *gpus.env_gpu_names(doc.get("environment") or {}))
 
 
 def occupancy(dev: str | None, row: dict[str, Any], cat: dict[str, Any] | None) -> tuple[str | None, str | None]:
@@ -517,41 +352,20 @@ def _snapshots(env: Any) -> list[dict[str, Any]]:
     return [s for s in env.values() if isinstance(s, dict) and "gpus" in s]
 
 
-def environment(doc: dict[str, Any], base: Path | None, cats: dict) -> dict[str, Any]:
-    """{'snapshots': {name: {...}}, 'versions': {...}, 'measurement': ..., 'source': str}."""
-    env, source = doc.get("environment"), "attribution.json"
+def environment(doc: dict[str, Any], cats: dict) -> dict[str, Any]:
+    """{'env', 'snapshots': {name: {...}}, 'versions': {...}, 'measurement', 'source': str}."""
+    env = doc.get("environment") or None
     measurement = doc.get("measurement") if isinstance(doc.get("measurement"), dict) else None
-    if not env:
-        env, source = None, "not available"
-        for v in "ab":
-            path = get(doc, f"variants.{v}.profile")
-            resolved = _resolve(path, base) if isinstance(path, str) else None
-            if resolved is None:
-                continue
-            folder = Path(resolved.partition("#")[0]).parent
-            if (folder / "env.json").is_file():
-                try:
-                    env = json.loads((folder / "env.json").read_text())
-                    source = str(folder / "env.json")
-                except (OSError, json.JSONDecodeError):
-                    env = None
-                if measurement is None and (folder / "measurement.json").is_file():
-                    try:
-                        m = json.loads((folder / "measurement.json").read_text())
-                        measurement = m.get("measurement") if isinstance(m, dict) else None
-                    except (OSError, json.JSONDecodeError):
-                        pass
-                break
     snaps = {}
     if isinstance(env, dict):
         snaps = ({"snapshot": env} if "gpus" in env else
                  {k: s for k, s in env.items() if isinstance(s, dict) and "gpus" in s})
-    versions = {}
+    versions: dict[str, set] = {}
     for v in "ab":
-        for k, ver in (cats[v]["manifest"].get("versions") or {}).items():
+        for k, ver in (cats[v]["versions"] or {}).items():
             versions.setdefault(k, set()).add(str(ver))
-    return {"env": env, "snapshots": snaps, "source": source, "measurement": measurement,
-            "versions": {k: " / ".join(sorted(s)) for k, s in versions.items()},
+    return {"env": env, "snapshots": snaps, "source": "attribution.json" if env else "not available",
+            "measurement": measurement, "versions": {k: " / ".join(sorted(s)) for k, s in versions.items()},
             "rootcause_version": doc.get("rootcause_version")}
 
 

@@ -17,11 +17,11 @@ the rest go on to the next tier:
 6. remainder: when kernels of both sides are still unmatched, they form one unit: both
    variants compute the same entry function (verify checks their outputs), so what the
    matched units leave over computes the same rest, by elimination. This is how a fused
-   IREE dispatch meets the dispatches it replaces (seed 002: 'reduction' against
+   IREE dispatch meets the dispatches it replaces (the einsum_fusion case: 'reduction' against
    'elementwise' + 'matmul_like'): their source ops are dispatch names, which differ.
 7. what is left (kernels of one side only) is its own unit, flagged.
 
-Dedup (seed 001): a catalog kernel with several call_sites keeps only the source ops of
+Dedup (the prefill_dedup case): a catalog kernel with several call_sites keeps only the source ops of
 the entry function being measured, so the bs8 call of an executable shared with bs2 aligns
 with the bs8 executable of the other build; `shared_call_sites` keeps the full list.
 """
@@ -251,7 +251,7 @@ def align(events_a: pd.DataFrame, events_b: pd.DataFrame,
                 keys[f"{v}:{n}"] = [key]
     link_through(keys, "dispatch-name", "dispatch")
     # 4. TVM fused names through op names. An unfused kernel already matched by name joins
-    # too: in seed 000, OFF's add2_kernel (launched for lv17 and lv18) belongs with ON's
+    # too: in the pool_fusion case, OFF's add2_kernel (launched for lv17 and lv18) belongs with ON's
     # fused_pool2d_add2 (lv17) and add2 (lv18) in one unit.
     left = pending()
     vocab = {strip_kernel(n) for v in "ab" for n in names[v] if not n.startswith("fused_")}

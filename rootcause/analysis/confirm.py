@@ -1,7 +1,9 @@
-"""Counterfactual confirmation: hybrids that take one side's decision at one unit only.
+"""Counterfactual confirmation: judging hybrids that take one side's decision at one unit only.
 
 A finding "unit u explains the delta" is tested by building a hybrid variant that changes
-only u's compiler decision and measuring it interleaved with A and B:
+only u's compiler decision and measuring it interleaved with A and B. Each frontend plans its
+own kinds (its `plan_hybrids`; rootcause.pipeline.plan_hybrids keeps the distinct ones); this
+module only judges them:
 
 - TVM, fusion: a kernel of one side that covers ops the other side computes in several
   kernels gets dataflow boundaries (spec tvm.dataflow_boundaries_after) at the other side's
@@ -11,10 +13,10 @@ only u's compiler decision and measuring it interleaved with A and B:
   pass (four or fewer; else the two halves): one level of a bisection over passes.
 - IREE, configurations: a dispatch both sides run (shared source ops) whose executable is
   configured differently (lowering_config, translation_info) gets the other side's configuration
-  transplanted into its own configured executable (frontends.iree.transplant_configuration) and
-  substituted back (spec iree.substitute_configurations): the same graph and executables, one
-  executable's codegen decision swapped. Seed 001: dedup's shared prefill_bs2$async_dispatch_0
-  configured as alone configures prefill_bs8's, and the mirror.
+  transplanted into its own configured executable and substituted back (spec
+  iree.substitute_configurations): the same graph and executables, one executable's codegen
+  decision swapped (e.g. a deduplicated executable configured as the build that does not share
+  it configures its own).
 - IREE, flags: the same one-level bisection over the differing iree.flags.
 
 Recovered share (module doc of evaluate). A hybrid that changes one unit u is judged against
@@ -32,244 +34,16 @@ inconclusive; inconclusive too when the delta it is judged against is not signif
 """
 from __future__ import annotations
 
-import dataclasses
-import hashlib
-import json
-import re
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from rootcause.errors import UsageError
-from rootcause.model import CatalogKernel
-from rootcause.spec import VariantSpec
+from rootcause.model import Hybrid
+from rootcause.stats import LEVEL, bootstrap_medians, percentile_interval
 
 THRESHOLD = 0.5
-MAX_SINGLE_TOGGLES = 4
-LEVEL = 0.95
-
-
-@dataclass
-class Hybrid:
-    name: str  # the hybrid's variant (bundle) name
-    base: str  # 'a' | 'b': whose spec it starts from
-    kind: str  # 'dataflow-boundary' | 'schedule-override' | 'passes' | 'flags'
-    change: dict[str, Any]  # the spec edit, as data
-    description: str  # what the hybrid restores, in words
-    source_ops: list[str] = field(default_factory=list)  # the unit's ops ([] for whole-spec edits)
-    kernels: list[str] = field(default_factory=list)  # the base side's kernels it changes
-    spec: VariantSpec | None = field(default=None, repr=False, compare=False)
-
-    def to_dict(self) -> dict[str, Any]:
-        d = {k: getattr(self, k) for k in ("name", "base", "kind", "change", "description", "source_ops",
-                                           "kernels")}
-        d["spec"] = self.spec.to_dict() if self.spec is not None else None
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Hybrid":
-        spec = VariantSpec.from_dict(d["spec"]) if d.get("spec") else None
-        return cls(d["name"], d["base"], d["kind"], d["change"], d["description"], list(d.get("source_ops", [])),
-                   list(d.get("kernels", [])), spec)
-
-
-# ---- planning ---------------------------------------------------------------------------
-
-def plan(spec_a: VariantSpec, spec_b: VariantSpec, catalog_a: list[CatalogKernel],
-         catalog_b: list[CatalogKernel], limit: int = 4, bundles: dict[str, Path] | None = None,
-         work_dir: Path | None = None) -> tuple[list[Hybrid], list[str]]:
-    """Hybrids that can be built from the two specs and their catalogs, and notes on what cannot.
-
-    Unit hybrids come first (the larger the kernel's bytes moved, the earlier), then whole-spec
-    bisection steps; at most `limit` in all. IREE configuration hybrids need the built bundles
-    ({'a': dir, 'b': dir}, for their ir/configured_*.mlir) and a work_dir to write the
-    transplanted configurations into."""
-    notes: list[str] = []
-    if spec_a.frontend != spec_b.frontend:
-        return [], [f"A is {spec_a.frontend} and B is {spec_b.frontend}: no hybrid mixes two frontends"]
-    specs, cats = {"a": spec_a, "b": spec_b}, {"a": catalog_a, "b": catalog_b}
-    found: list[Hybrid] = []
-    if spec_a.frontend == "tvm":
-        for base in "ab":
-            other = "b" if base == "a" else "a"
-            found += boundary_hybrids(base, specs[base], cats[base], cats[other])
-            found += override_hybrids(base, specs[base], specs[other], cats[base])
-        found += pass_hybrids(spec_a, spec_b)
-        if spec_a.tvm.opt_level != spec_b.tvm.opt_level:
-            notes.append(f"opt_level differs ({spec_a.tvm.opt_level} vs {spec_b.tvm.opt_level}): no hybrid "
-                         "isolates one unit's share of an opt_level change")
-    else:
-        if bundles and work_dir is not None:
-            for base in "ab":
-                other = "b" if base == "a" else "a"
-                found += config_hybrids(base, specs[base], cats[base], cats[other], Path(bundles[base]),
-                                        Path(bundles[other]), Path(work_dir), notes)
-        else:
-            notes.append("no bundles given: IREE configuration hybrids (executable substitution) not planned")
-        found += flag_hybrids(spec_a, spec_b)
-    if spec_a.source != spec_b.source and not any(h.kind == "configuration" for h in found):
-        notes.append(f"the variants compile different sources ({spec_a.source.name} vs {spec_b.source.name}): "
-                     "no compiler knob swaps one unit between different graphs")
-    unique: list[Hybrid] = []
-    keys = {_build_key(spec_a), _build_key(spec_b)}
-    for h in found:
-        key = _build_key(h.spec)
-        if key in keys:
-            continue  # the same build as A, B or an earlier hybrid
-        keys.add(key)
-        unique.append(h)
-    if len(unique) > limit:
-        notes.append(f"{len(unique) - limit} more hybrid(s) possible; built the first {limit} "
-                     f"({', '.join(h.description for h in unique[limit:])} left out)")
-    for i, h in enumerate(unique[:limit], start=1):
-        h.name = f"{specs[h.base].name}~h{i}-{h.kind}"
-        h.spec = dataclasses.replace(h.spec, name=h.name)
-    return unique[:limit], notes
-
-
-def _build_key(spec: VariantSpec) -> str:
-    d = spec.to_dict()
-    for key in ("name", "spec_file", "variant", "variant_table"):
-        d.pop(key, None)
-    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
-
-
-def _op_var(op: str, entry: str) -> str | None:
-    """'main/lv16:pool2d' -> 'lv16' (the binding a dataflow boundary names), for the entry function."""
-    fn, _, rest = op.partition("/")
-    var = rest.partition(":")[0]
-    return var if fn == entry and var else None
-
-
-def boundary_hybrids(base: str, spec: VariantSpec, catalog: list[CatalogKernel],
-                     other: list[CatalogKernel]) -> list[Hybrid]:
-    """One hybrid per kernel of `base` whose ops the other side splits over several kernels."""
-    owner = {op: k.name for k in other for op in k.source_ops}
-    function = {op: k.function or k.name for k in other for op in k.source_ops}
-    out = []
-    for k in sorted(catalog, key=lambda k: -(k.bytes_moved or 0)):
-        ops = list(k.source_ops)
-        if all(op.rpartition(":")[2] in (k.function, k.name) for op in ops):
-            continue  # one function launched once per op (an unfused kernel reused), not a fusion
-        cuts = [op for op, nxt in zip(ops, ops[1:])
-                if owner.get(op) and owner.get(nxt) and owner[op] != owner[nxt]]
-        bindings = [v for v in (_op_var(op, spec.entry) for op in cuts) if v]
-        if not bindings:
-            continue
-        parts = list(dict.fromkeys(function[op] for op in ops if op in function))  # in op order
-        where = f"dataflow boundar{'y' if len(bindings) == 1 else 'ies'} after {', '.join(bindings)}"
-        boundaries = list(dict.fromkeys(spec.tvm.dataflow_boundaries_after + bindings))
-        edited = dataclasses.replace(spec, tvm=dataclasses.replace(spec.tvm, dataflow_boundaries_after=boundaries))
-        out.append(Hybrid("", base, "dataflow-boundary", {"dataflow_boundaries_after": bindings},
-                          f"splitting {k.function or k.name} back into {' + '.join(parts)} ({where})", ops, [k.name], edited))
-    return out
-
-
-def override_hybrids(base: str, spec: VariantSpec, other: VariantSpec, catalog: list[CatalogKernel]) -> list[Hybrid]:
-    """The other side's schedule override for one function that the base side also has."""
-    mine, theirs = spec.tvm.schedule_overrides, other.tvm.schedule_overrides
-    functions = {k.function: k for k in catalog}
-    side = "B" if base == "a" else "A"
-    out = []
-    for fn in sorted(set(mine) | set(theirs)):
-        if mine.get(fn) == theirs.get(fn) or fn not in functions or fn not in theirs:
-            continue
-        overrides = {**mine, fn: theirs[fn]}
-        edited = dataclasses.replace(spec, tvm=dataclasses.replace(spec.tvm, schedule_overrides=overrides))
-        out.append(Hybrid("", base, "schedule-override", {"schedule_overrides": {fn: str(theirs[fn])}},
-                          f"scheduling {fn} as {side} does ({Path(theirs[fn]).name})",
-                          list(functions[fn].source_ops), [functions[fn].name], edited))
-    return out
-
-
-CONFIG_FACTS = ("lowering_config", "pipeline", "workgroup_size", "subgroup_size", "pipeline_options")
-
-
-def _config_words(k: CatalogKernel) -> str:
-    lc = k.schedule.get("lowering_config") or {}
-    parts = [f"{key} {lc[key]}" for key in ("workgroup", "subgroup") if key in lc]
-    return ", ".join(parts) or f"pipeline {k.schedule.get('pipeline')}"
-
-
-def config_hybrids(base: str, spec: VariantSpec, catalog: list[CatalogKernel], other: list[CatalogKernel],
-                   bundle: Path, other_bundle: Path, work_dir: Path, notes: list[str]) -> list[Hybrid]:
-    """Base's executables configured as the other side configures the same dispatch (module doc)."""
-    from rootcause.frontends.iree import transplant_configuration
-
-    side = "B" if base == "a" else "A"
-    by_op = {op: k for k in other for op in k.source_ops}
-    out, done = [], set(spec.iree.substitute_configurations)
-    for k in sorted(catalog, key=lambda k: -(k.bytes_moved or 0)):
-        exe = k.schedule.get("executable")
-        mates = list(dict.fromkeys(by_op[op].name for op in k.source_ops if op in by_op))
-        if not exe or exe in done or len(mates) != 1:
-            continue  # no counterpart, or several (the other side split the dispatch: not one config)
-        mate = next(m for m in other if m.name == mates[0])
-        if all(k.schedule.get(f) == mate.schedule.get(f) for f in CONFIG_FACTS):
-            continue
-        files = (k.schedule.get("config_file"), mate.schedule.get("config_file"))
-        if not all(files):
-            notes.append(f"{exe}: no configured dump in the bundles, no configuration hybrid")
-            continue
-        try:
-            text = transplant_configuration((bundle / files[0]).read_text(), (other_bundle / files[1]).read_text(),
-                                            files[0], files[1])
-        except (UsageError, OSError) as err:
-            notes.append(f"{exe}: configuration not transplanted: {err}")
-            continue
-        done.add(exe)
-        stem = f"{spec.name}~{exe}~as~{mate.schedule.get('executable') or mate.name}"
-        path = work_dir / f"{re.sub(r'[^A-Za-z0-9._~-]+', '_', stem)}.mlir"  # shell-safe: printed in commands
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        subs = {**spec.iree.substitute_configurations, exe: path}
-        edited = dataclasses.replace(spec, iree=dataclasses.replace(spec.iree, substitute_configurations=subs))
-        shared = [op for op in k.source_ops if op in by_op]
-        out.append(Hybrid("", base, "configuration", {"substitute_configurations": {exe: str(path)}},
-                          f"configuring {exe} as {side} configures {mate.schedule.get('executable') or mate.name} "
-                          f"({_config_words(mate)} instead of {_config_words(k)})", shared, [k.name], edited))
-    return out
-
-
-def _subsets(items: list[Any]) -> list[list[Any]]:
-    if len(items) < 2:
-        return []  # one differing item: toggling it is B itself
-    if len(items) <= MAX_SINGLE_TOGGLES:
-        return [[x] for x in items]
-    half = len(items) // 2
-    return [items[:half], items[half:]]
-
-
-def pass_hybrids(spec_a: VariantSpec, spec_b: VariantSpec) -> list[Hybrid]:
-    """A with B's setting for a subset of the passes whose skipping differs."""
-    skip_a, skip_b = spec_a.tvm.skip_passes, spec_b.tvm.skip_passes
-    differing = sorted(set(skip_a) ^ set(skip_b))
-    out = []
-    for subset in _subsets(differing):
-        skip = [p for p in skip_a if p not in subset] + [p for p in subset if p in skip_b]
-        words = " and ".join(f"{'skipping' if p in skip_b else 'running'} {p}" for p in subset)
-        edited = dataclasses.replace(spec_a, tvm=dataclasses.replace(spec_a.tvm, skip_passes=skip))
-        out.append(Hybrid("", "a", "passes", {"skip_passes": skip, "toggled": subset},
-                          f"{words} as B does", [], [], edited))
-    return out
-
-
-def flag_hybrids(spec_a: VariantSpec, spec_b: VariantSpec) -> list[Hybrid]:
-    """A with B's setting for a subset of the iree-compile flags that differ."""
-    fa, fb = spec_a.iree.flags, spec_b.iree.flags
-    differing = [("remove", f) for f in fa if f not in fb] + [("add", f) for f in fb if f not in fa]
-    out = []
-    for subset in _subsets(differing):
-        removed = {f for op, f in subset if op == "remove"}
-        flags = [f for f in fa if f not in removed] + [f for op, f in subset if op == "add"]
-        words = " and ".join(f"{'removing' if op == 'remove' else 'adding'} {f}" for op, f in subset)
-        edited = dataclasses.replace(spec_a, iree=dataclasses.replace(spec_a.iree, flags=flags))
-        out.append(Hybrid("", "a", "flags", {"flags": flags, "toggled": [list(x) for x in subset]},
-                          f"{words} as B does", [], [], edited))
-    return out
 
 
 # ---- evaluation -------------------------------------------------------------------------
@@ -309,21 +83,15 @@ def _boot_whole(samples: dict[str, np.ndarray], repeats: int, blocks: int, n_boo
     meds = {}
     for k, v in samples.items():
         v = np.asarray(v, dtype=float)
-        meds[k] = np.median(v[rng.integers(0, v.size, size=(n_boot, v.size))], axis=1)
+        meds[k] = bootstrap_medians(v, n_boot, rng)
     return meds, "bootstrap of each variant's samples independently"
-
-
-def _boot_calls(values: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndarray:
-    values = np.asarray(values, dtype=float)
-    return np.median(values[rng.integers(0, values.size, size=(n_boot, values.size))], axis=1)
 
 
 def _percentiles(point: float, boot: np.ndarray) -> tuple[float, float, float]:
     boot = boot[np.isfinite(boot)]
     if boot.size == 0 or not np.isfinite(point):
         return point, float("nan"), float("nan")
-    tail = 100 * (1 - LEVEL) / 2
-    lo, hi = np.percentile(boot, [tail, 100 - tail])
+    lo, hi = percentile_interval(boot)
     return point, float(lo), float(hi)
 
 
@@ -344,7 +112,7 @@ def unit_interval(samples: dict[str, np.ndarray], calls: dict[str, np.ndarray], 
     point = float(recovered_unit(med["a"], med["b"], med["h"], np.median(calls["a"]), np.median(calls["b"]), base))
     rng = np.random.default_rng(seed)
     meds, method = _boot_whole(samples, repeats, blocks, n_boot, rng)
-    u_a, u_b = _boot_calls(calls["a"], n_boot, rng), _boot_calls(calls["b"], n_boot, rng)
+    u_a, u_b = bootstrap_medians(calls["a"], n_boot, rng), bootstrap_medians(calls["b"], n_boot, rng)
     boot = recovered_unit(meds["a"], meds["b"], meds["h"], u_a, u_b, base)
     method += (f", with A's {len(calls['a'])} and B's {len(calls['b'])} profiled calls resampled "
                "independently for the unit's delta")
@@ -362,7 +130,7 @@ def verdict(low: float, high: float, threshold: float = THRESHOLD) -> str:
 
 
 def _layout(measurement: dict[str, Any]) -> tuple[int, int]:
-    """(repeats, blocks) of a measurement: measure.measure_interleaved or run.minimal_measure."""
+    """(repeats, blocks) of a measurement: measure.measure_interleaved's layout."""
     if "protocol" in measurement and isinstance(measurement["protocol"], dict):
         return int(measurement["protocol"].get("repeats", 1)), int(measurement.get("blocks_run", 0))
     return 1, int(measurement.get("rounds", 0))

@@ -3,8 +3,8 @@
 Each profile runs separately from the timing run (a profiler perturbs timing) and from the
 other variants (a fresh CUDA context each). `rootcause run` starts this module as a child:
 
-    python -m rootcause.runners.capture cupti BUNDLE --out FILE.json [--calls N] [--warmup N]
-    ncu --csv --page raw --profile-from-start off ... python -m rootcause.runners.capture ncu BUNDLE
+    python -m rootcause.profilers.capture cupti BUNDLE --out FILE.json [--calls N] [--warmup N]
+    ncu --csv --page raw --profile-from-start off ... python -m rootcause.profilers.capture ncu BUNDLE
 
 cupti mode writes the kernel activity records (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) of
 the profiled calls as a JSON list, every field cupti-python exposes, as
@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from rootcause.fileio import write_json
-from rootcause.runners import bundle_inputs, load, read_bundle
+from rootcause.artifacts.bundle import bundle_inputs, read_bundle
+from rootcause.sessions import load_session
 
 
 def _plain(value: Any) -> Any:
@@ -73,7 +74,7 @@ def cupti_capture(bundle_dir: str, out: Path, calls: int, warmup: int, device: s
         records.extend(record_dict(a) for a in activities)
 
     bundle = read_bundle(bundle_dir)
-    session = load(bundle, device)
+    session = load_session(bundle, device)
     session.set_inputs(bundle_inputs(bundle))
     _warm(session, warmup)
     cupti.activity_register_callbacks(requested, completed)
@@ -100,7 +101,7 @@ def _profiler_api():
 
 def ncu_target(bundle_dir: str, calls: int, warmup: int, device: str | None) -> dict[str, Any]:
     bundle = read_bundle(bundle_dir)
-    session = load(bundle, device)
+    session = load_session(bundle, device)
     session.set_inputs(bundle_inputs(bundle))
     _warm(session, warmup)
     start, stop = _profiler_api()

@@ -1,6 +1,6 @@
 """Regenerate reports/: one attribution, HTML report and Markdown comment per real capture.
 
-    python -m rootcause.report.gallery [--out reports] [--rebuild-catalogs]
+    python tools/gallery.py [--out reports] [--rebuild-catalogs]
 
 Every input is a committed file: the H200 captures under fixtures/captures/, and the bundle
 manifests (catalogs) under reports/inputs/, which `--rebuild-catalogs` rebuilds with
@@ -21,10 +21,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from rootcause.compare import command_line
+from rootcause.commands.compare import command_line
 
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 RUN = "fixtures/captures/h200-2026-12-02-run"
 SEEDS = "fixtures/captures/h200-2026-12-02-seeds"
 POOL_SPECS = "fixtures/cases/pool_fusion/variants.toml"
@@ -36,7 +36,7 @@ POOL_LABELS = ("pool_fusion_off", "pool_fusion_on")
 
 
 def _pool(title: str, run_dir: str, profiler: str) -> dict[str, Any]:
-    """Seed 000 from a `rootcause run` directory: both profiles, its measurement.json (which
+    """the pool_fusion case from a `rootcause run` directory: both profiles, its measurement.json (which
     also tells compare how many calls each profile holds) and env.json beside them."""
     return {"title": title, "profiles": tuple(f"{run_dir}/{n}.{profiler}" for n in POOL_LABELS),
             "measurement": f"{run_dir}/measurement.json", "catalogs": POOL_CATALOGS, "labels": POOL_LABELS}
@@ -146,7 +146,7 @@ def make(name: str, entry: dict[str, Any], out: Path) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rootcause.report.gallery", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python tools/gallery.py", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "reports")
     parser.add_argument("--rebuild-catalogs", action="store_true",
                         help="rebuild reports/inputs/*.manifest.json with rootcause build first (TVM, nvcc)")

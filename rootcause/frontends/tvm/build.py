@@ -1,8 +1,8 @@
 """TVM Relax frontend: build a VariantSpec into module.so plus a kernel catalog.
 
-The build runs in a subprocess (`python -m rootcause.frontends.tvm REQUEST OUT`): TVM decides
+The build runs in a subprocess (`python -m rootcause.frontends.tvm.build REQUEST OUT`): TVM decides
 whether it can make cubins when it first loads its CUDA runtime, so on a GPU-less machine the
-build-only libcuda stub must be on LD_LIBRARY_PATH before `import tvm` (GPU_NOTES.md).
+build-only libcuda stub must be on LD_LIBRARY_PATH before `import tvm` (docs/GPU_HOST.md).
 
 Inside, the target's Relax pipeline runs pass by pass, as seeds/000 does: library dispatch +
 legalize passes (honouring skip_passes, dataflow boundaries before FuseOps, schedule overrides
@@ -25,7 +25,7 @@ from typing import Any
 
 from rootcause.errors import UsageError
 from rootcause.fileio import write_atomic, write_json
-from rootcause.frontends import BuildOutput
+from rootcause.model import BuildOutput
 from rootcause.model import CatalogKernel
 from rootcause.spec import VariantSpec
 
@@ -42,7 +42,7 @@ def build(spec: VariantSpec, out_dir: Path) -> BuildOutput:
     request = write_json(out_dir / "build_request.json", spec.to_dict())
     result_path = out_dir / "build_result.json"
     result_path.unlink(missing_ok=True)
-    proc = subprocess.run([sys.executable, "-m", "rootcause.frontends.tvm", str(request), str(out_dir)],
+    proc = subprocess.run([sys.executable, "-m", "rootcause.frontends.tvm.build", str(request), str(out_dir)],
                           env=build_env(spec.target), capture_output=True, text=True)
     write_atomic(out_dir / "build.log", proc.stdout + proc.stderr)
     result = json.loads(result_path.read_text()) if result_path.is_file() else {}
@@ -397,7 +397,7 @@ def _Promote(targets: set[Any]) -> Any:
 # ---------------------------------------------------------------- schedule overrides
 
 def _param_types(func: Any) -> list[tuple[tuple[Any, ...], str]]:
-    """(shape, dtype) per PrimFunc parameter: TIRx keeps BufferType in Var.ty (seed 000)."""
+    """(shape, dtype) per PrimFunc parameter: TIRx keeps BufferType in Var.ty (the pool_fusion case)."""
     import tvm
 
     out = []

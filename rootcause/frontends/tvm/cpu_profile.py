@@ -18,7 +18,7 @@ from typing import Any
 
 from rootcause.errors import UsageError
 from rootcause.fileio import write_json
-from rootcause.runners import bundle_inputs, read_bundle
+from rootcause.artifacts.bundle import bundle_inputs, read_bundle
 
 SOURCE = "tvm-vm-instrument"
 
@@ -81,7 +81,7 @@ def _is_kernel(name: str, catalog: set[str]) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """python -m rootcause.profilers.tvm_vm BUNDLE --out FILE.json [--calls N]: profile a run directory's
+    """python -m rootcause.frontends.tvm.cpu_profile BUNDLE --out FILE.json [--calls N]: profile a run directory's
     CPU bundle after `rootcause run --profile none` (the CPU half of a split analyze)."""
     import argparse
     import sys

@@ -19,7 +19,7 @@ from typing import Callable
 import numpy as np
 
 from rootcause.errors import UsageError
-from rootcause.runners import Bundle
+from rootcause.artifacts.bundle import Bundle
 
 DRIVERS = {"cuda": "cuda", "rocm": "hip", "hip": "hip", "cpu": "local-task", "local-task": "local-task"}
 

@@ -24,42 +24,16 @@ import numpy as np
 import pandas as pd
 
 import rootcause
-from rootcause.align import Alignment
+from rootcause.analysis.align import Alignment
+from rootcause.artifacts.attribution import SCHEMA_VERSION
+from rootcause.model import Interval, WholeGraph
 from rootcause.profilers import split_calls
+from rootcause.stats import LEVEL, medians_at_ranks, percentile_interval, rank_draws
 
-SCHEMA_VERSION = 1
-LEVEL = 0.95
 
 # A delta is significant when its interval excludes 0 and it is at least this share of the
 # baseline whole-graph time (so drift of a few ns on a 100 us graph is not called a change).
 MIN_EFFECT_SHARE = 0.01
-
-
-@dataclass
-class Interval:
-    median: float
-    low: float
-    high: float
-
-    def excludes_zero(self) -> bool:
-        return self.low > 0 or self.high < 0
-
-    def to_dict(self) -> dict[str, float]:
-        return {"median": float(self.median), "low": float(self.low), "high": float(self.high),
-                "level": LEVEL}
-
-
-@dataclass
-class WholeGraph:
-    """Whole-graph time per call of one variant, in ns, and where it came from."""
-    median_ns: float
-    low_ns: float
-    high_ns: float
-    source: str  # 'measured' | 'profiled-span'
-    samples: int | None = None
-
-    def interval(self) -> Interval:
-        return Interval(self.median_ns, self.low_ns, self.high_ns)
 
 
 @dataclass
@@ -158,25 +132,8 @@ def _with_calls(events: pd.DataFrame, label: str, notes: list[str]) -> pd.DataFr
     return events[events["call"] >= 0]
 
 
-def _rank_draws(n: int, n_boot: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Ranks (into sorted samples) of the two middle order statistics of each resample."""
-    draws = np.sort(rng.integers(0, n, size=(n_boot, n)), axis=1)
-    return draws[:, (n - 1) // 2], draws[:, n // 2]
-
-
-def _boot_medians(values: np.ndarray, ranks: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
-    """values: (n_calls, k) -> bootstrap medians (n_boot, k)."""
-    s = np.sort(values, axis=0)
-    return (s[ranks[0]] + s[ranks[1]]) / 2.0
-
-
 def _interval(point: np.ndarray, boot: np.ndarray) -> list[Interval]:
-    """Percentile interval (order statistics, no interpolation: partition, not a full sort)."""
-    alpha = (1 - LEVEL) / 2
-    n = boot.shape[0]
-    i, j = int(np.floor(alpha * (n - 1))), int(np.ceil((1 - alpha) * (n - 1)))
-    part = np.partition(boot, [i, j], axis=0)
-    lo, hi = part[i], part[j]
+    lo, hi = percentile_interval(boot)
     return [Interval(float(p), float(a), float(b)) for p, a, b in zip(point, lo, hi)]
 
 
@@ -197,14 +154,25 @@ def _span_per_call(ev: pd.DataFrame) -> pd.Series:
     return (g["end_ns"].max() - g["start_ns"].min()).astype("float64")
 
 
-def _mode(s: pd.Series):
-    s = s.dropna()
-    return s.mode().iloc[0] if not s.empty else None
+LAUNCH_COLUMNS = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers", "shared_bytes",
+                  "local_bytes")
+
+
+def most_common_launch(ev: pd.DataFrame, codes: np.ndarray) -> pd.DataFrame:
+    """Per kernel code: the launch columns of its most common launch (the whole tuple of grid,
+    block, registers, shared and local bytes; ties go to the one launched first). The one
+    definition of a kernel's launch that tables, reports and rules use."""
+    cols = [c for c in LAUNCH_COLUMNS if c in ev.columns]
+    frame = ev[cols].reset_index(drop=True).assign(_code=codes, _order=np.arange(len(ev)))
+    keys = ["_code", *cols]
+    groups = frame.groupby(keys, dropna=False, sort=False)["_order"].agg(["size", "min"]).reset_index()
+    groups = groups.sort_values(["_code", "size", "min"], ascending=[True, False, True], kind="stable")
+    return groups.drop_duplicates("_code").set_index("_code")[cols]
 
 
 def _kernel_stats(ev: pd.DataFrame, variant: str, codes: np.ndarray, names: np.ndarray,
                   unit_of: dict[str, int], call_idx: np.ndarray, n_calls: int) -> pd.DataFrame:
-    """Per kernel: launches and time per call, median launch, launch config of its first launch."""
+    """Per kernel: launches and time per call, median launch, launch config of its most common launch."""
     n_k = len(names)
     dur = ev["duration_ns"].to_numpy(dtype="float64")
     per_call = np.bincount(codes * n_calls + call_idx, weights=dur, minlength=n_k * n_calls)
@@ -214,17 +182,16 @@ def _kernel_stats(ev: pd.DataFrame, variant: str, codes: np.ndarray, names: np.n
         "duration_ns": pd.Series(dur).groupby(codes).median().reindex(range(n_k)).to_numpy(),
         "time_per_call_ns": np.median(per_call.reshape(n_k, n_calls), axis=1),
     })
-    _, first = np.unique(codes, return_index=True)
-    head = ev.iloc[first]
+    head = most_common_launch(ev, codes).reindex(range(n_k))
     for col in ("grid", "block"):
         cols = [f"{col}_{a}" for a in "xyz"]
-        if set(cols) <= set(ev.columns):
+        if set(cols) <= set(head.columns):
             stats[col] = [None if pd.isna(r).any() else tuple(int(x) for x in r)
                           for r in head[cols].to_numpy(dtype=object)]
         else:
             stats[col] = None
     for col in ("registers", "shared_bytes", "local_bytes"):
-        stats[col] = head[col].to_numpy() if col in ev.columns else None
+        stats[col] = head[col].to_numpy() if col in head.columns else None
     return stats
 
 
@@ -267,7 +234,7 @@ def attribute(events_a: pd.DataFrame, events_b: pd.DataFrame, alignment: Alignme
             "busy": _busy_per_call(ev).reindex(range(n)).to_numpy(dtype="float64"),
             "span": _span_per_call(ev).reindex(range(n)).to_numpy(dtype="float64"),
             "count": np.bincount(call_idx, minlength=n),
-            "ranks": _rank_draws(n, n_boot, rng), "n": n,
+            "ranks": rank_draws(n, n_boot, rng), "n": n,
             "stats": _kernel_stats(ev, v, codes, names, unit_of, call_idx, n),
             "timeline": one_call(ev),
         }
@@ -285,7 +252,7 @@ def _assemble(per, alignment, whole_a, whole_b, labels, notes, environment) -> A
         # columns: units..., busy, span, residual-vs-span
         cols = np.column_stack([p["times"], p["busy"], p["span"], p["span"] - p["busy"]])
         med[v] = np.median(cols, axis=0)
-        boot[v] = _boot_medians(cols, p["ranks"])
+        boot[v] = medians_at_ranks(cols, p["ranks"])
     k = len(alignment.units)
     ia, ib = _interval(med["a"], boot["a"]), _interval(med["b"], boot["b"])
     idelta = _interval(med["b"] - med["a"], boot["b"] - boot["a"])

@@ -34,7 +34,7 @@ from typing import Any
 from parsers import ParseError, linalg
 from parsers.mlir_attrs import find_attrs
 from rootcause.errors import UsageError
-from rootcause.frontends import BuildOutput
+from rootcause.model import BuildOutput
 from rootcause.model import CatalogKernel
 
 DEDUP_PASS = "iree-flow-deduplicate-executables"
@@ -349,7 +349,7 @@ def _resources(path: Path, rel: str, arch: str | None) -> tuple[dict[str, dict],
                 rows[name] = KernelRecord(
                     name=name, file=rel, format="vmfb/ptx->ptxas", arch=result.arch, registers=fn.registers,
                     shared_bytes=fn.shared_bytes, local_bytes=fn.stack_frame_bytes,
-                    spills=fn.spill_store_bytes, extra={"ptxas": fn.to_dict(), "ptxas_version": result.version},
+                    spills=fn.spill_bytes, extra={"ptxas": fn.to_dict(), "ptxas_version": result.version},
                 ).to_dict()
             return rows, None
         if suffix == ".hsaco":

@@ -1,4 +1,5 @@
-"""`rootcause run BUNDLE... --out DIR`: verify, measure and profile bundles on this host.
+"""The run stage: verify, measure and profile bundles on this host (`rootcause run`, and
+`analyze` through a RunRequest).
 
 1. load every bundle with its runner (runtimes only: no compiler is imported);
 2. verify: the same inputs for every variant, outputs equal to each other and to the
@@ -9,8 +10,8 @@
    and a warning when the processes disagree by more than one process's interval;
 4. profile each variant in its own child process: CUPTI activity records, or ncu (opt-in).
 
-Writes into DIR, each file atomically: measurement.json, env.json, <variant>.cupti.json,
-<variant>.ncu.csv. A profiler that is missing or fails is named in measurement.json, never
+Writes into the run directory (rootcause.artifacts.rundir), each file atomically:
+measurement.json, env.json, <variant>.cupti.json, <variant>.ncu.csv. A profiler that is missing or fails is named in measurement.json, never
 silently skipped.
 """
 from __future__ import annotations
@@ -20,13 +21,16 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rootcause import env
+from rootcause.artifacts.bundle import Bundle, read_bundle
+from rootcause.artifacts.rundir import write_env, write_measurement
 from rootcause.errors import OutputsDiffer, UsageError
 from rootcause.fileio import write_atomic, write_json
-from rootcause.runners import Bundle, load, read_bundle
+from rootcause.sessions import load_session
 from rootcause.verify import common_inputs, verify
 
 # The ncu sections a diagnosis reads: duration, achieved occupancy and its limiters, memory
@@ -42,31 +46,30 @@ NCU_METRICS = (
 )
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("bundles", nargs="+", metavar="BUNDLE", help="bundle directories (rootcause build)")
-    parser.add_argument("--out", required=True, type=Path, help="directory for the results")
-    parser.add_argument("--profile", choices=("cupti", "ncu", "none"), default="cupti",
-                        help="profiler for per-kernel records (default cupti; ncu is opt-in, slow)")
-    parser.add_argument("--budget-s", type=float, default=20.0, help="seconds for the timing loop (all variants)")
-    parser.add_argument("--processes", type=int, default=1,
-                        help="measure in N fresh child processes one after another, each with 1/N of the "
-                             "budget, and pool them (default 1: in this process)")
-    parser.add_argument("--warmup-calls", type=int, default=None,
-                        help="warm-up samples per variant (default: the protocol's; lower it for calls of seconds)")
-    parser.add_argument("--warmup-s", type=float, default=None, help="timed warm-up seconds per variant")
-    parser.add_argument("--rtol", type=float, help="variant-vs-variant rtol (default: the manifests')")
-    parser.add_argument("--atol", type=float, help="variant-vs-variant atol (default: the manifests')")
-    parser.add_argument("--device", help="cuda | rocm | cpu (default: from each bundle's target)")
-    parser.add_argument("--profile-calls", type=int, default=5, help="graph calls recorded per profile")
-    parser.add_argument("--ncu-metrics", default=NCU_METRICS, help="comma-separated ncu metrics")
-    parser.add_argument("--ncu", default="ncu", help="ncu executable")
+@dataclass
+class RunRequest:
+    """What to run and how: the arguments of `rootcause run`, as data."""
+
+    bundles: list[Path]
+    out: Path
+    profile: str = "cupti"  # cupti | ncu | none
+    budget_s: float = 20.0
+    processes: int = 1
+    warmup_calls: int | None = None
+    warmup_s: float | None = None
+    rtol: float | None = None
+    atol: float | None = None
+    device: str | None = None
+    profile_calls: int = 5
+    ncu_metrics: str = NCU_METRICS
+    ncu: str = "ncu"
 
 
 # ---- measurement ----------------------------------------------------------------------
 
 def measure(sessions: list, budget_s: float, warmup_calls: int | None = None,
             warmup_s: float | None = None) -> dict[str, Any]:
-    """Whole-graph latency by rootcause.measure's interleaved protocol (engineer F)."""
+    """Whole-graph latency by rootcause.measure's interleaved protocol."""
     from rootcause.measure import Protocol, measure_interleaved
 
     protocol = Protocol(budget_seconds=budget_s)
@@ -88,7 +91,7 @@ def measure_in_processes(bundles: list[Bundle], processes: int, budget_s: float,
     results, timers = [], None
     for i in range(processes):
         file = out / f".measure.{i}.json"
-        cmd = [sys.executable, "-m", "rootcause.run", "--measure-child", str(file), "--index", str(i),
+        cmd = [sys.executable, "-m", "rootcause.runner", "--measure-child", str(file), "--index", str(i),
                "--budget-s", repr(budget_s / processes)] + [str(b.path) for b in bundles]
         cmd += (["--device", device] if device else []) + (["--warmup-calls", str(warmup_calls)]
                                                             if warmup_calls is not None else [])
@@ -111,7 +114,7 @@ def _measure_child(argv: list[str]) -> int:
     inputs, run the protocol, write its result as JSON."""
     from rootcause.measure import Protocol, measure_interleaved
 
-    p = argparse.ArgumentParser(prog="rootcause.run --measure-child")
+    p = argparse.ArgumentParser(prog="rootcause.runner --measure-child")
     p.add_argument("--measure-child", required=True, type=Path)
     p.add_argument("--index", type=int, default=0)
     p.add_argument("--budget-s", type=float, required=True)
@@ -121,7 +124,7 @@ def _measure_child(argv: list[str]) -> int:
     p.add_argument("bundles", nargs="+")
     args = p.parse_args(argv)
     bundles = [read_bundle(b) for b in args.bundles]
-    sessions = [load(b, args.device) for b in bundles]
+    sessions = [load_session(b, args.device) for b in bundles]
     inputs = common_inputs(bundles)
     for s in sessions:
         s.set_inputs(inputs)
@@ -159,7 +162,7 @@ def _last_line(text: str) -> str:
 
 def profile_cupti(bundle: Bundle, out: Path, calls: int, device: str | None) -> dict[str, Any]:
     file = out / f"{bundle.name}.cupti.json"
-    cmd = [sys.executable, "-m", "rootcause.runners.capture", "cupti", str(bundle.path), "--out", str(file),
+    cmd = [sys.executable, "-m", "rootcause.profilers.capture", "cupti", str(bundle.path), "--out", str(file),
            "--calls", str(calls)] + (["--device", device] if device else [])
     proc = subprocess.run(cmd, capture_output=True, text=True, env=_child_env())
     if proc.returncode != 0:
@@ -171,7 +174,7 @@ def profile_ncu(bundle: Bundle, out: Path, calls: int, device: str | None, ncu: 
     file = out / f"{bundle.name}.ncu.csv"
     cmd = [ncu, "--csv", "--page", "raw", "--metrics", metrics, "--profile-from-start", "off",
            "--clock-control", "none", "--target-processes", "all",
-           sys.executable, "-m", "rootcause.runners.capture", "ncu", str(bundle.path), "--calls", str(calls),
+           sys.executable, "-m", "rootcause.profilers.capture", "ncu", str(bundle.path), "--calls", str(calls),
            "--warmup", "3"] + (["--device", device] if device else [])
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, env=_child_env())
@@ -185,9 +188,11 @@ def profile_ncu(bundle: Bundle, out: Path, calls: int, device: str | None, ncu: 
             "clock_control": "none"}
 
 
-# ---- the command ----------------------------------------------------------------------
+# ---- the stage ------------------------------------------------------------------------
 
-def run(args: argparse.Namespace) -> int:
+def run_bundles(args: RunRequest) -> dict[str, Any]:
+    """Verify, measure and profile; the measurement.json document (also written into args.out).
+    OutputsDiffer (with .record) when the variants' outputs differ."""
     if args.budget_s <= 0:
         raise UsageError(f"--budget-s: must be > 0, got {args.budget_s}")
     if args.processes < 1:
@@ -199,7 +204,7 @@ def run(args: argparse.Namespace) -> int:
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     before = env.snapshot()
-    sessions = [load(b, args.device) for b in bundles]
+    sessions = [load_session(b, args.device) for b in bundles]
     result: dict[str, Any] = {"bundles": {b.name: str(b.path) for b in bundles},
                               "devices": {s.bundle.name: s.device for s in sessions}}
     try:
@@ -209,8 +214,8 @@ def run(args: argparse.Namespace) -> int:
         result["verification"] = verify(sessions, common_inputs(bundles), tolerance)
     except OutputsDiffer as err:
         result["verification"] = getattr(err, "record", {"ok": False, "error": str(err)})
-        write_json(out / "measurement.json", result)
-        write_json(out / "env.json", {"before": before, "after": env.snapshot(), "warnings": []})
+        write_measurement(out, result)
+        write_env(out, {"before": before, "after": env.snapshot(), "warnings": []})
         raise
     during = env.snapshot()
     if args.processes == 1:
@@ -222,7 +227,7 @@ def run(args: argparse.Namespace) -> int:
     after = env.snapshot()
     warnings = env.drift(during, after)
     result["env_warnings"] = warnings
-    write_json(out / "env.json", {"before": before, "measure_start": during, "after": after, "warnings": warnings})
+    write_env(out, {"before": before, "measure_start": during, "after": after, "warnings": warnings})
     for warning in warnings + result["measurement"].get("warnings", []):
         print(f"rootcause run: warning: {warning}", file=sys.stderr)
     del sessions  # free device memory before the profiling children start
@@ -239,15 +244,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"rootcause run: {bundle.name}: {args.profile} failed: {profiles[bundle.name]['error']}",
                   file=sys.stderr)
     result["profiles"] = profiles
-    write_json(out / "measurement.json", result)
-    procs = result["measurement"].get("processes")
-    for name, v in result["measurement"]["variants"].items():
-        spread = ""
-        if procs:
-            meds = [p["variants"][name]["median_s"] * 1e6 for p in procs]
-            spread = f" in {len(procs)} processes (per-process medians {min(meds):.2f}-{max(meds):.2f} us)"
-        print(f"{name}: median {v['median_s'] * 1e6:.2f} us over {len(v['samples_s'])} samples{spread}")
-    return 0
+    write_measurement(out, result)
+    return result
 
 
 if __name__ == "__main__":
@@ -256,5 +254,5 @@ if __name__ == "__main__":
     try:
         sys.exit(_measure_child(sys.argv[1:]))
     except (ParseError, UsageError) as err:  # one line; the parent repeats it
-        print(f"rootcause run --measure-child: {err}", file=sys.stderr)
+        print(f"rootcause runner --measure-child: {err}", file=sys.stderr)
         sys.exit(2)

@@ -17,14 +17,9 @@ from typing import Any, Callable
 import pandas as pd
 
 from rootcause import gpus
-from rootcause.align import Alignment, catalog_index, strip_kernel
-from rootcause.attribute import Attribution
+from rootcause.analysis.align import Alignment, catalog_index, strip_kernel
+from rootcause.analysis.attribute import Attribution
 from rootcause.model import CatalogKernel
-
-# Peak DRAM bandwidth, bytes/s, from the vendors' spec sheets: H200 "GPU Memory Bandwidth
-# 4.8TB/s" (nvidia.com/en-us/data-center/h200, HBM3e); H100 SXM 3.35 TB/s (H100 datasheet);
-# A100 80GB SXM 2,039 GB/s (A100 datasheet); MI300X 5.3 TB/s (AMD Instinct MI300X datasheet).
-PEAK_DRAM_BYTES_PER_S = {"H200": 4.8e12, "H100": 3.35e12, "A100": 2.039e12, "MI300X": 5.3e12}
 
 # A fused kernel doing this many times the replaced kernels' work recomputes its producers.
 RECOMPUTE_FACTOR = 4.0
@@ -147,7 +142,7 @@ def launch_config(ctx: Context) -> list[dict[str, Any]]:
     text_fast, ev_fast = _launch_text(ctx, fast, counterpart)
     sentence = f"{text_slow}, where {text_fast}."
     evidence = {"source": "profiled", slow.label: ev_slow, fast.label: ev_fast}
-    # Seed 000's signature: one block per element the other side computes with one thread.
+    # the pool_fusion case's signature: one block per element the other side computes with one thread.
     if (counterpart["block"] is not None and _prod(focus["block"]) > 1
             and _prod(focus["grid"]) == _prod(counterpart["grid"]) * _prod(counterpart["block"])):
         sentence += (f" That is one block of {_n(_prod(focus['block']))} threads per element that "
@@ -241,7 +236,7 @@ def local_memory(ctx: Context) -> list[dict[str, Any]]:
 
 def bandwidth(ctx: Context) -> list[dict[str, Any]]:
     """Achieved DRAM bandwidth from the catalog's bytes_moved against the device's peak."""
-    peak = PEAK_DRAM_BYTES_PER_S.get(ctx.device or "")
+    peak = gpus.PEAK_DRAM_BYTES_PER_S.get(ctx.device or "")
     rows = {}
     for side in (ctx.a, ctx.b):
         moved = time = 0.0
@@ -301,7 +296,7 @@ def _owner(name: str) -> str | None:
 
 
 def shared_executable(ctx: Context) -> list[dict[str, Any]]:
-    """One executable serving call sites of different shapes (seed 001), lowering_config named."""
+    """One executable serving call sites of different shapes (the prefill_dedup case), lowering_config named."""
     out = []
     for side, other in ((ctx.a, ctx.b), (ctx.a, ctx.b)[::-1]):
         for name in side.kernels.kernel:

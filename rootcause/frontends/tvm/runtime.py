@@ -16,7 +16,7 @@ from typing import Callable
 import numpy as np
 
 from rootcause.errors import UsageError
-from rootcause.runners import Bundle
+from rootcause.artifacts.bundle import Bundle
 
 _DEVICES = ("cuda", "cpu", "rocm")
 

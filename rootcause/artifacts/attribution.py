@@ -1,0 +1,163 @@
+"""attribution.json: the analysis result, its schema, its version and the migration of older files.
+
+The one owner of the file. Writers (rootcause.pipeline) build the document with
+Attribution.to_dict() plus the sections below; readers (rootcause report, the gallery, tests)
+get it through `load`, which checks it and migrates schema 1 to 2 once, so renderers read
+only the document and never another file.
+
+Schema 2 (additive over 1): required keys are _REQUIRED (a unit's, _UNIT_REQUIRED); optional
+sections, checked when present: kernels (per-kernel launch statistics: variant, kernel, unit,
+launches_per_call, duration_ns, time_per_call_ns, grid, block, registers, shared_bytes,
+local_bytes), timeline ({a|b: one call's kernels}), device (a rootcause.gpus.DEVICES key),
+measurement ({file, protocol, rounds, budget_s, variants}), command, confirmation
+(analysis.confirm.evaluate), environment (env.json of the run), catalogs ({a|b: {kernels:
+{name: CatalogKernel dict}, versions: {...}, error: str | None}}: what the catalogs say of each
+kernel, embedded so a report needs no bundle). Schema 1 files lack 'catalogs' (and sometimes
+'environment'): `load` reads them from the variants' catalog paths and the env.json beside
+their profiles; a schema 1 file without 'kernels' or 'timeline' is refused.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from rootcause.artifacts import bundle, rundir
+from rootcause.errors import UsageError
+from rootcause.fileio import read_json, write_json
+
+SCHEMA_VERSION = 2
+SUPPORTED_SCHEMAS = (1, 2)  # 1 is migrated to 2 on load
+
+# Keys every report needs: (dotted path, expected type). Everything else is optional.
+_REQUIRED: tuple[tuple[str, type | tuple[type, ...]], ...] = (
+    ("schema_version", int),
+    ("variants", dict), ("variants.a", dict), ("variants.b", dict),
+    ("whole_graph", dict), ("whole_graph.a.median", (int, float)), ("whole_graph.b.median", (int, float)),
+    ("whole_graph.delta_ns.median", (int, float)),
+    ("units", list),
+    ("residual", dict), ("residual.delta_ns.median", (int, float)),
+)
+# Sections compare and analyze add (schema 1, additive): checked when present and not null.
+_OPTIONAL: tuple[tuple[str, type], ...] = (
+    ("kernels", list), ("timeline", dict), ("device", str), ("measurement", dict), ("command", str),
+    ("confirmation", dict), ("catalogs", dict), ("environment", dict),
+)
+_UNIT_REQUIRED: tuple[tuple[str, type | tuple[type, ...]], ...] = (
+    ("unit", int), ("kernels_a", list), ("kernels_b", list),
+    ("time_a_ns.median", (int, float)), ("time_b_ns.median", (int, float)),
+    ("delta_ns.median", (int, float)),
+)
+
+
+def _require(doc: Any, path: str, kind, file: str, where: str = "") -> None:
+    value, cur = doc, ""
+    for key in path.split("."):
+        cur = f"{cur}.{key}" if cur else key
+        if not isinstance(value, dict) or key not in value:
+            raise UsageError(f"{file}: key '{where}{cur}': missing")
+        value = value[key]
+    if isinstance(value, bool) or not isinstance(value, kind):
+        name = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        raise UsageError(f"{file}: key '{where}{path}': expected {name}, got {type(value).__name__}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise UsageError(f"{file}: key '{where}{path}': {value} is not a finite number")
+
+
+def check(doc: Any, file: str = "attribution.json") -> None:
+    """Raise UsageError (one line: file and key) unless doc is an attribution a report can show."""
+    if not isinstance(doc, dict):
+        raise UsageError(f"{file}: not an attribution: the top level is a {type(doc).__name__}, not an object")
+    _require(doc, "schema_version", int, file)
+    if doc["schema_version"] not in SUPPORTED_SCHEMAS:
+        raise UsageError(f"{file}: key 'schema_version': {doc['schema_version']} is not a schema this "
+                         f"report reads (supported: {', '.join(map(str, SUPPORTED_SCHEMAS))})")
+    for path, kind in _REQUIRED:
+        _require(doc, path, kind, file)
+    for path, kind in _OPTIONAL:
+        if doc.get(path) is not None:
+            _require(doc, path, kind, file)
+    for i, unit in enumerate(doc["units"]):
+        if not isinstance(unit, dict):
+            raise UsageError(f"{file}: key 'units[{i}]': expected an object")
+        for path, kind in _UNIT_REQUIRED:
+            _require(unit, path, kind, file, f"units[{i}].")
+
+
+def load(path: str | Path) -> dict[str, Any]:
+    """Read, check and migrate attribution.json; bad JSON or schema -> UsageError naming file and key."""
+    p = Path(path)
+    if p.is_dir():
+        raise UsageError(f"{p}: is a directory; give its attribution.json")
+    doc = read_json(p, "no such attribution file")
+    check(doc, str(p))
+    if doc["schema_version"] == 1:
+        doc = migrate_v1(doc, p.parent, str(p))
+    return doc
+
+
+def write(path: Path, doc: dict[str, Any]) -> Path:
+    check(doc, str(path))
+    return write_json(path, doc)
+
+
+def migrate_v1(doc: dict[str, Any], base: Path, file: str) -> dict[str, Any]:
+    """Schema 1 -> 2: embed the catalogs (and environment) that 1 left in other files."""
+    for key in ("kernels", "timeline"):
+        if doc.get(key) is None:
+            raise UsageError(f"{file}: key '{key}': missing (schema 1 written before rootcause recorded it); "
+                             "run `rootcause compare` again to write a current attribution")
+    doc = dict(doc, schema_version=SCHEMA_VERSION)
+    doc["catalogs"] = {v: catalog_section(_get(doc, f"variants.{v}.catalog"), base) for v in "ab"}
+    if not doc.get("environment"):
+        doc["environment"] = _environment_beside(doc, base)
+    return doc
+
+
+def catalog_section(path: str | None, base: Path | None = None) -> dict[str, Any]:
+    """What attribution.json embeds of one variant's catalog (module doc)."""
+    entry: dict[str, Any] = {"kernels": {}, "versions": {}, "error": None}
+    if not path:
+        entry["error"] = "no catalog (bundle manifest) was given to compare"
+        return entry
+    p = _found(path, base)
+    try:
+        kernels, manifest = bundle.load_catalog(p)
+    except UsageError as err:
+        entry["error"] = str(err)
+        return entry
+    for k in kernels or []:
+        entry["kernels"].setdefault(k.name, k.to_dict())
+    entry["versions"] = {str(k): str(v) for k, v in (manifest.get("versions") or {}).items()}
+    return entry
+
+
+def _get(doc: Any, path: str) -> Any:
+    for key in path.split("."):
+        if not isinstance(doc, dict) or key not in doc:
+            return None
+        doc = doc[key]
+    return doc
+
+
+def _found(path: str, base: Path | None) -> Path:
+    """path as given (relative to where it was written), else relative to base or a parent of it."""
+    p = Path(path)
+    if p.exists() or base is None:
+        return p
+    return next((r / path for r in (base.resolve(), *base.resolve().parents) if (r / path).exists()), p)
+
+
+def _environment_beside(doc: dict[str, Any], base: Path) -> dict[str, Any] | None:
+    for v in "ab":
+        profile = _get(doc, f"variants.{v}.profile")
+        if not isinstance(profile, str):
+            continue
+        folder = _found(profile.partition("#")[0], base).parent
+        try:
+            env = rundir.read_env(folder)
+        except UsageError:
+            env = None
+        if env is not None:
+            return env
+    return None

@@ -1,0 +1,207 @@
+"""Bundles: a built variant as a self-contained directory other stages (and hosts) can read.
+
+Layout: manifest.json, module.so | module.vmfb, inputs/N.npy, reference/N.npy, ir/...,
+binaries/... . manifest.json is written last: its presence means the bundle is complete.
+Inputs over 64 MB (by shape x dtype) are neither made nor stored (file: null); the runner
+regenerates them from the input spec with numpy default_rng(seed), as `make_input` does.
+Without all inputs the reference is not computed.
+
+Manifest keys: name, frontend, target, entry, module, inputs (rows of shape, dtype,
+distribution, low, high, mean, std, seed, source_file, file), reference (rows of file, shape,
+dtype, or null), rtol, atol, kernels (CatalogKernel dicts), binaries, ir, versions, spec,
+cache_key, notes, rootcause_version. This module is the only reader and writer of them; a GPU
+host imports it without any compiler.
+"""
+from __future__ import annotations
+
+import io
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+import rootcause
+from rootcause.errors import UsageError
+from rootcause.fileio import read_json, write_atomic, write_json
+from rootcause.inputs import make_input, nbytes, shape_dtype
+from rootcause.model import BuildOutput, CatalogKernel
+from rootcause.spec import VariantSpec
+
+MAX_STORED_BYTES = 64 * 1024 * 1024
+MANIFEST = "manifest.json"
+# Keys every reader relies on (checked once, here).
+REQUIRED_KEYS = ("name", "frontend", "target", "entry", "module", "inputs", "kernels")
+
+
+@dataclass
+class Bundle:
+    """A bundle directory and its parsed, checked manifest."""
+
+    path: Path
+    manifest: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return str(self.manifest.get("name") or self.path.name)
+
+    @property
+    def frontend(self) -> str:
+        return str(self.manifest["frontend"])
+
+    @property
+    def target(self) -> str:
+        return str(self.manifest.get("target") or "")
+
+    @property
+    def entry(self) -> str:
+        return str(self.manifest.get("entry") or "main")
+
+    @property
+    def module_path(self) -> Path:
+        return self.path / self.manifest["module"]
+
+    def kernels(self) -> list[CatalogKernel]:
+        return catalog_kernels(self.manifest, self.path / MANIFEST)
+
+
+def read_bundle(path: str | Path) -> Bundle:
+    """Parse BUNDLE/manifest.json (or the manifest.json path itself); one-line UsageError when
+    it is missing or malformed."""
+    path = Path(path)
+    if path.name == MANIFEST and path.is_file():
+        path = path.parent
+    manifest_file = path / MANIFEST
+    if not manifest_file.is_file():
+        raise UsageError(f"{path}: not a bundle (no {MANIFEST})")
+    manifest = read_json(manifest_file, "no bundle manifest here")
+    if not isinstance(manifest, dict):
+        raise UsageError(f"{manifest_file}: top level is {type(manifest).__name__}, expected an object")
+    missing = [key for key in REQUIRED_KEYS if key not in manifest]
+    if missing:
+        raise UsageError(f"{manifest_file}: missing key(s) {', '.join(missing)}")
+    if not isinstance(manifest["frontend"], str):
+        raise UsageError(f"{manifest_file}: frontend: not a string")
+    bundle = Bundle(path, manifest)
+    catalog_kernels(manifest, manifest_file)  # checked here, so every reader sees the same errors
+    if not bundle.module_path.is_file():
+        raise UsageError(f"{manifest_file}: module: {manifest['module']} does not exist in the bundle")
+    return bundle
+
+
+def catalog_kernels(manifest: dict[str, Any], where: Path) -> list[CatalogKernel]:
+    """The manifest's kernels; a kernel without 'function' takes its name (older catalogs)."""
+    kernels = manifest.get("kernels")
+    if not isinstance(kernels, list):
+        raise UsageError(f"{where}: \"kernels\": missing or not a list")
+    out = []
+    for i, k in enumerate(kernels):
+        if not isinstance(k, dict) or not isinstance(k.get("name"), str):
+            raise UsageError(f"{where}: kernels[{i}]: not a catalog kernel (no \"name\")")
+        out.append(CatalogKernel.from_dict({"function": k["name"], **k}))
+    return out
+
+
+def load_catalog(path: str | Path | None) -> tuple[list[CatalogKernel] | None, dict[str, Any]]:
+    """Catalog kernels and manifest of a bundle directory or its manifest.json; (None, {}) for None.
+
+    Only the manifest is needed (a catalog travels without its module)."""
+    if path is None:
+        return None, {}
+    p = Path(path)
+    manifest_path = p / MANIFEST if p.is_dir() else p
+    manifest = read_json(manifest_path, "no bundle manifest here")
+    if not isinstance(manifest, dict):
+        raise UsageError(f"{manifest_path}: top level is {type(manifest).__name__}, expected an object")
+    return catalog_kernels(manifest, manifest_path), manifest
+
+
+def bundle_inputs(bundle: Bundle) -> list[np.ndarray]:
+    """The inputs a bundle's entry function is called with, in order (stored, else regenerated)."""
+    return [make_input(spec, bundle.path, f"inputs[{i}]") for i, spec in enumerate(bundle.manifest["inputs"])]
+
+
+def bundle_reference(bundle: Bundle) -> list[np.ndarray] | None:
+    """The stored reference outputs, or None when the spec has none or it was too big to store."""
+    refs = bundle.manifest.get("reference")
+    if not refs or any(not ref.get("file") for ref in refs):
+        return None  # a reference is data, never regenerated from a random spec
+    return [make_input(ref, bundle.path, f"reference[{i}]") for i, ref in enumerate(refs)]
+
+
+# ---- writing ------------------------------------------------------------------------------
+
+Reference = Callable[[VariantSpec, list[np.ndarray]], "list[np.ndarray] | None"]
+
+
+def write_bundle(spec: VariantSpec, built: BuildOutput, build_dir: Path, bundle_dir: Path,
+                 cache_key: str, reference: Reference) -> Path:
+    """Copy a build into the bundle layout and write manifest.json last (its presence = complete).
+
+    reference(spec, inputs) computes the reference outputs (the build stage runs the spec's
+    [reference] function)."""
+    bundle_dir.mkdir(parents=True, exist_ok=True)
+    (bundle_dir / MANIFEST).unlink(missing_ok=True)
+    module_name = built.module_path.name
+    shutil.copy2(built.module_path, bundle_dir / module_name)
+    ir = [_copy(p, build_dir, bundle_dir) for p in built.ir_files]
+    binaries = [_copy(p, build_dir, bundle_dir) for p in built.binary_files]
+    inputs, arrays, unstored = [], [], []
+    for n, ispec in enumerate(spec.inputs):
+        where = spec.where(f"inputs[{n}]")
+        shape, dtype = shape_dtype(ispec, where=where)
+        row = {"shape": list(shape), "dtype": str(dtype), "distribution": ispec.distribution,
+               "low": ispec.low, "high": ispec.high, "mean": ispec.mean, "std": ispec.std, "seed": ispec.seed,
+               "source_file": str(ispec.file) if ispec.file else None, "file": None}
+        # decided from shape x dtype: an input too big to store is never made here (the runner
+        # regenerates it on the GPU host), so a 1.25 GiB weight costs the build nothing
+        if nbytes(ispec, where=where) <= MAX_STORED_BYTES:
+            arrays.append(make_input(ispec, where=where))
+            row["file"] = _save(bundle_dir / "inputs" / f"{n}.npy", arrays[-1])
+        else:
+            unstored.append(f"inputs[{n}] {'x'.join(map(str, shape))} {dtype}")
+        inputs.append(row)
+    notes = list(built.notes)
+    ref_rows = None
+    if spec.reference is not None and unstored:
+        notes.append(f"reference not computed: {', '.join(unstored)} over {MAX_STORED_BYTES >> 20} MB, not made "
+                     "at build (the runner regenerates them); the variants' outputs are compared with each other")
+    elif spec.reference is not None:
+        outs = reference(spec, arrays) or []
+        ref_rows = [{"file": _save(bundle_dir / "reference" / f"{n}.npy", o) if o.nbytes <= MAX_STORED_BYTES
+                     else None, "shape": list(o.shape), "dtype": str(o.dtype)} for n, o in enumerate(outs)]
+    manifest = {
+        "rootcause_version": rootcause.__version__, "name": spec.name, "frontend": spec.frontend,
+        "target": spec.target, "entry": spec.entry, "module": module_name, "spec": spec.to_dict(),
+        "versions": built.versions, "cache_key": cache_key, "inputs": inputs, "reference": ref_rows,
+        "rtol": spec.reference.rtol if spec.reference else None,
+        "atol": spec.reference.atol if spec.reference else None,
+        "kernels": [_relative_resources(k.to_dict(), build_dir) for k in built.kernels],
+        "binaries": binaries, "ir": ir,
+        "notes": notes,
+    }
+    write_json(bundle_dir / MANIFEST, manifest)
+    return bundle_dir
+
+
+def _relative_resources(kernel: dict[str, Any], build_dir: Path) -> dict[str, Any]:
+    """Resource rows name the binary they were read from: make that bundle-relative."""
+    file = kernel.get("resources", {}).get("file")
+    if file and Path(file).is_relative_to(build_dir):
+        kernel["resources"]["file"] = str(Path(file).relative_to(build_dir))
+    return kernel
+
+
+def _copy(path: Path, build_dir: Path, bundle_dir: Path) -> str:
+    rel = path.relative_to(build_dir)
+    (bundle_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(path, bundle_dir / rel)
+    return str(rel)
+
+
+def _save(path: Path, array: np.ndarray) -> str:
+    buf = io.BytesIO()
+    np.save(buf, array, allow_pickle=False)
+    write_atomic(path, buf.getvalue())
+    return f"{path.parent.name}/{path.name}"

@@ -1,0 +1,149 @@
+"""A `rootcause run` directory: measurement.json, env.json and the profiles measurement.json names.
+
+measurement.json: {"bundles": {variant: path}, "devices": {variant: device}, "verification": {...},
+"measurement": Measurement.to_dict() ({"variants": {name: {"median_s", "ci_s", "samples_s", ...}},
+"protocol", "rounds", "budget_s", ...}), "env_warnings": [...], "profiles": {variant: {"profiler",
+"ok", "file", "calls", "error"?}}}. env.json: NVML snapshots {"before", "measure_start", "after",
+"warnings"}. A run directory is input to the analysis: nothing here writes into one except
+`rootcause run` itself.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rootcause.errors import UsageError
+from rootcause.fileio import read_json, write_json
+from rootcause.model import WholeGraph
+
+MEASUREMENT = "measurement.json"
+ENV = "env.json"
+
+
+def write_measurement(run_dir: Path, doc: dict[str, Any]) -> Path:
+    return write_json(Path(run_dir) / MEASUREMENT, doc)
+
+
+def write_env(run_dir: Path, doc: dict[str, Any]) -> Path:
+    return write_json(Path(run_dir) / ENV, doc)
+
+
+def read_measurement(run_dir: Path) -> dict[str, Any]:
+    """measurement.json of a run directory, checked to hold a measurement."""
+    path = Path(run_dir) / MEASUREMENT
+    doc = read_json(path, f"no measurement here (is {run_dir} a `rootcause run` directory?)")
+    if not isinstance(doc, dict) or not isinstance(doc.get("measurement"), dict):
+        raise UsageError(f"{path}: no \"measurement\" (the run stopped at verification?)")
+    return doc
+
+
+def read_env(run_dir: Path) -> dict[str, Any] | None:
+    path = Path(run_dir) / ENV
+    return read_json(path, "no such file") if path.is_file() else None
+
+
+def measured_whole_graph(v: Any, where: str) -> WholeGraph:
+    """WholeGraph (ns) of one Measurement variant: median_s and ci_s, or ci from samples_s."""
+    from rootcause.stats import median_ci
+
+    if not isinstance(v, dict) or not isinstance(v.get("median_s"), (int, float)):
+        raise UsageError(f"{where}: \"median_s\": missing or not a number")
+    samples = v.get("samples_s")
+    if samples is not None and (not isinstance(samples, list) or not samples
+                                or not all(isinstance(x, (int, float)) for x in samples)):
+        raise UsageError(f"{where}: \"samples_s\": not a non-empty list of numbers")
+    ci = v.get("ci_s")
+    if ci is None:
+        if samples is None:
+            raise UsageError(f"{where}: neither \"ci_s\" nor \"samples_s\": no interval")
+        ci = median_ci(samples)
+    if not isinstance(ci, (list, tuple)) or len(ci) != 2 or not all(isinstance(x, (int, float)) for x in ci):
+        raise UsageError(f"{where}: \"ci_s\": expected [low, high] in seconds, got {ci!r}")
+    return WholeGraph(float(v["median_s"]) * 1e9, float(ci[0]) * 1e9, float(ci[1]) * 1e9, "measured",
+                      len(samples) if samples else None)
+
+
+def variant_whole_graph(doc: dict[str, Any], name: str, where: Path) -> WholeGraph:
+    """Measured whole-graph latency of one variant of a read_measurement() document."""
+    variants = doc["measurement"].get("variants") or {}
+    if name not in variants:
+        raise UsageError(f"{where}: measurement.variants: no variant '{name}' (it holds "
+                         f"{', '.join(map(repr, variants)) or 'none'}); run the bundles in OUT/bundles, whose "
+                         "manifests carry the spec names")
+    return measured_whole_graph(variants[name], f"{where}: measurement.variants.{name}")
+
+
+def measurement_meta(doc: dict[str, Any], file: Path | str, labels: tuple[str, str]) -> dict[str, Any]:
+    """What attribution.json records of a measurement (file, protocol, rounds, budget)."""
+    return {"file": str(file), "protocol": doc.get("protocol"), "rounds": doc.get("rounds"),
+            "budget_s": doc.get("budget_s"), "variants": list(labels)}
+
+
+def load_measurement(path: str | None, labels: tuple[str, str]
+                     ) -> tuple[WholeGraph | None, WholeGraph | None, dict[str, Any] | None]:
+    """Whole-graph latency of the variants named `labels` from a Measurement file, bare or inside
+    a run's measurement.json (a run directory means its measurement.json), and its meta."""
+    if path is None:
+        return None, None, None
+    p = Path(path)
+    if p.is_dir():
+        p = p / MEASUREMENT
+    doc = read_json(p, "no such measurement file")
+    where = f"{p}: measurement"
+    if isinstance(doc, dict) and isinstance(doc.get("measurement"), dict):
+        doc = doc["measurement"]  # rootcause run's measurement.json
+    elif isinstance(doc, dict) and doc.get("measurement") is not None:
+        raise UsageError(f"{where}: not an object (the run recorded no measurement?)")
+    table = doc.get("variants") if isinstance(doc, dict) else None
+    if not isinstance(table, dict):
+        raise UsageError(f"{p}: \"variants\": missing or not an object (not a rootcause Measurement)")
+    out = []
+    for key, label in zip("ab", labels):
+        if label not in table:
+            raise UsageError(f"{p}: no variant {label!r} (variant {key}); it holds {', '.join(map(repr, table))}: "
+                             f"name them with --label-{key}")
+        out.append(measured_whole_graph(table[label], f"{where}.variants.{label}"))
+    return out[0], out[1], measurement_meta(doc, path, labels)
+
+
+def run_record(profile: str) -> tuple[dict[str, Any] | None, Path | None]:
+    """The profiles.<variant> entry `rootcause run` wrote for this file (measurement.json in the
+    same directory, matched by file name), and that measurement.json; (None, None) if none."""
+    file = Path(profile)
+    if not file.is_file():
+        return None, None  # 'FILE#N': a segment of a shared capture, not one run profile
+    mfile = file.parent / MEASUREMENT
+    if not mfile.is_file():
+        return None, None
+    doc = read_json(mfile, "no such file")
+    profiles = doc.get("profiles") if isinstance(doc, dict) else None
+    for info in (profiles or {}).values() if isinstance(profiles, dict) else ():
+        if isinstance(info, dict) and info.get("file") == file.name:
+            return info, mfile
+    return None, None
+
+
+def run_environment(*profiles: str) -> dict[str, Any] | None:
+    """env.json of the `rootcause run` directory the profiles lie in (the first that has one)."""
+    for profile in profiles:
+        file = Path(profile)
+        if file.is_file() and (file.parent / ENV).is_file():
+            return read_json(file.parent / ENV, "no such file")
+    return None
+
+
+def profile_file(run_dir: Path, doc: dict[str, Any], name: str, extra: dict[str, Any] | None = None) -> Path:
+    """The per-kernel profile of variant `name`: the file the run recorded, else one named after it.
+
+    extra: profiles recorded outside the run directory ({name: record with an absolute 'file'}),
+    e.g. CPU profiles `analyze --from-run` takes here."""
+    info = (extra or {}).get(name) or doc.get("profiles", {}).get(name)
+    if info and info.get("ok") and info.get("file"):
+        return Path(run_dir) / info["file"]  # an absolute 'file' stays itself
+    candidates = sorted(Path(run_dir).glob(f"{name}.*.json")) + sorted(Path(run_dir).glob(f"{name}.*.csv")) + \
+        sorted(Path(run_dir).glob(f"{name}.*.jsonl"))
+    if candidates:
+        return candidates[0]
+    why = info.get("error") if info else "no profile recorded"
+    raise UsageError(f"{Path(run_dir) / MEASUREMENT}: profiles.{name}: {why}; attribution needs a per-kernel "
+                     f"profile of both variants (`rootcause run --profile cupti` on a GPU host)")

@@ -1,0 +1,24 @@
+"""`rootcause build SPEC --out DIR`: build one variant spec into a bundle (rootcause.build)."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rootcause import spec as spec_mod
+from rootcause.build import build_bundle
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("spec", help="variant spec: file.toml or file.toml#NAME")
+    parser.add_argument("--out", required=True, type=Path, help="bundle directory to write")
+    parser.add_argument("--target", help="override the spec's target (e.g. llvm, cuda:sm_90)")
+    parser.add_argument("--no-cache", action="store_true", help="build even if a cached build exists")
+
+
+def run(args: argparse.Namespace) -> int:
+    spec = spec_mod.load(args.spec)
+    if args.target:
+        spec = spec_mod.with_target(spec, args.target)
+    out = build_bundle(spec, args.out, use_cache=not args.no_cache)
+    print(out)
+    return 0

@@ -1,0 +1,81 @@
+"""`rootcause compare PROFILE_A PROFILE_B`: offline attribution of two captured profiles.
+
+A is the baseline, B the candidate (deltas are B - A). Catalogs (bundle directories or their
+manifest.json) give provenance-based units and static facts; without them the output says
+what cannot be concluded. --measurement FILE|RUN_DIR gives the whole-graph latency per variant
+(artifacts.rundir.load_measurement), found by label (--label-a/-b, default the bundle names,
+which are the names `rootcause run` measured them under). Graph calls: as
+rootcause.profilers.selection cuts them (the run's recorded count, --calls N, or detected).
+
+Writes DIR/attribution.json, report.html and report.md (rootcause.pipeline.write_reports)
+and prints the summary (rootcause.report.render_text). The device is --device, else the GPU
+named in env.json beside the profiles.
+"""
+from __future__ import annotations
+
+import argparse
+import shlex
+from pathlib import Path
+
+from rootcause import gpus, pipeline
+from rootcause.artifacts import bundle, rundir
+from rootcause.profilers.selection import profile_events
+from rootcause.report import render_text
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("profile_a", metavar="PROFILE_A", help="baseline profile (CUPTI JSON, ncu CSV, ...)")
+    parser.add_argument("profile_b", metavar="PROFILE_B", help="candidate profile")
+    parser.add_argument("--catalog-a", metavar="BUNDLE", help="bundle directory (or manifest.json) of A")
+    parser.add_argument("--catalog-b", metavar="BUNDLE", help="bundle directory (or manifest.json) of B")
+    parser.add_argument("--measurement", metavar="FILE", help="whole-graph latency of both variants (JSON)")
+    parser.add_argument("--label-a", default=None, help="name of A in the summary (default: bundle name or A)")
+    parser.add_argument("--label-b", default=None, help="name of B in the summary")
+    parser.add_argument("--entry-a", default=None, help="entry function profiled in A (default: manifest entry)")
+    parser.add_argument("--entry-b", default=None, help="entry function profiled in B")
+    parser.add_argument("--device", default=None,
+                        help="GPU the profiles were captured on (e.g. H200): waves, occupancy, peak bandwidth")
+    parser.add_argument("--calls", type=int, default=None, metavar="N",
+                        help="graph calls in each profile (default: as `rootcause run` recorded, else detected)")
+    parser.add_argument("--title", default=None, help="title of report.html and report.md")
+    parser.add_argument("--out", required=True, metavar="DIR",
+                        help="directory for attribution.json, report.html and report.md")
+
+
+def command_line(argv: list[str]) -> str:
+    return " ".join(shlex.quote(str(a)) for a in argv)
+
+
+def _argv(args: argparse.Namespace) -> list[str]:
+    """The `rootcause compare` command line equivalent to args."""
+    argv = ["rootcause", "compare", args.profile_a, args.profile_b]
+    for name in ("catalog_a", "catalog_b", "measurement", "label_a", "label_b", "entry_a", "entry_b",
+                 "device", "calls", "title", "out"):
+        value = getattr(args, name, None)
+        if value is not None:
+            argv += [f"--{name.replace('_', '-')}", str(value)]
+    return argv
+
+
+def run(args: argparse.Namespace) -> int:
+    catalog_a, manifest_a = bundle.load_catalog(args.catalog_a)
+    catalog_b, manifest_b = bundle.load_catalog(args.catalog_b)
+    labels = (args.label_a or manifest_a.get("name") or "A", args.label_b or manifest_b.get("name") or "B")
+    if labels[0] == labels[1]:
+        labels = (f"{labels[0]} (A)", f"{labels[1]} (B)")
+    notes: list[str] = []
+    events_a = profile_events(args.profile_a, args.calls, notes, labels[0])
+    events_b = profile_events(args.profile_b, args.calls, notes, labels[1])
+    whole_a, whole_b, measured = rundir.load_measurement(args.measurement, labels)
+    environment = rundir.run_environment(args.profile_a, args.profile_b)
+    a = pipeline.Side(labels[0], args.profile_a, events_a, catalog_a, args.catalog_a,
+                      args.entry_a or manifest_a.get("entry"), whole_a)
+    b = pipeline.Side(labels[1], args.profile_b, events_b, catalog_b, args.catalog_b,
+                      args.entry_b or manifest_b.get("entry"), whole_b)
+    ctx = pipeline.Context(gpus.resolve_device(args.device, environment), environment, measured,
+                           command_line(_argv(args)), notes)
+    doc = pipeline.attribute_pair(a, b, ctx)
+    written = pipeline.write_reports(doc, Path(args.out), args.title)
+    print(render_text(doc))
+    print("\nwrote " + ", ".join(map(str, written)))
+    return 0

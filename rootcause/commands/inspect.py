@@ -1,0 +1,58 @@
+"""`rootcause inspect PATH...`: one row of static resources per kernel (rootcause.inspect)."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from rootcause.errors import UsageError
+from rootcause.fileio import write_atomic
+from rootcause.inspect import inspect_paths, render, row
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="+", metavar="PATH",
+                        help="cubin, fatbin, PTX, hsaco, host ELF, TVM .so, IREE .vmfb, directory or bundle")
+    parser.add_argument("--arch", help="GPU arch: ptxas target for PTX, fatbin entry to pick (sm_90, gfx942)")
+    parser.add_argument("--block", help="threads per block for occupancy where the binary has none: N or XxYxZ")
+    parser.add_argument("--format", choices=("table", "markdown", "csv", "json"), default="table")
+    parser.add_argument("--out", help="write to this file (atomically) instead of stdout")
+
+
+def parse_block(text: str | None) -> tuple[int, int, int] | None:
+    if text is None:
+        return None
+    parts = text.lower().replace(",", "x").split("x")
+    try:
+        dims = [int(p) for p in parts]
+    except ValueError:
+        raise UsageError(f"--block: {text!r}: expected N or XxYxZ") from None
+    if not 1 <= len(dims) <= 3 or any(d <= 0 for d in dims):
+        raise UsageError(f"--block: {text!r}: expected 1 to 3 positive sizes")
+    return tuple(dims + [1] * (3 - len(dims)))  # type: ignore[return-value]
+
+
+def run(args: argparse.Namespace) -> int:
+    block = parse_block(args.block)
+    if args.arch:
+        _check_arch(args.arch)
+    result = inspect_paths(args.paths, args.arch, block)
+    text = render([row(r) for r in result.records], args.format)
+    if args.out:
+        write_atomic(args.out, text)
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    for note in dict.fromkeys(n for n in result.notes if not n.endswith("(no kernel format)")):
+        print(f"rootcause inspect: note: {note}", file=sys.stderr)
+    skipped = sum(n.endswith("(no kernel format)") for n in result.notes)
+    if skipped:
+        print(f"rootcause inspect: note: skipped {skipped} file(s) with no kernel format", file=sys.stderr)
+    for err in result.errors:
+        print(f"rootcause inspect: {err}", file=sys.stderr)
+    return 2 if result.errors else 0
+
+
+def _check_arch(arch: str) -> None:
+    a = arch.strip().lower()
+    if not (a.startswith("gfx") or a.startswith("sm") or a.startswith("compute") or a.isdigit()):
+        raise UsageError(f"--arch: {arch!r}: expected sm_XY, compute_XY or gfxNNN")

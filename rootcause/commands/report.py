@@ -1,0 +1,45 @@
+"""`rootcause report attribution.json --format html|markdown|json --out PATH`.
+
+Renders what `rootcause compare` or `analyze` wrote: an HTML page that opens offline (plotly.js
+inline), a GitHub-flavoured Markdown triage comment, or the attribution itself, checked and
+migrated to the current schema, as JSON. Bad or unknown-schema JSON stops with one line naming
+the file and the key (exit status 2).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from rootcause import gpus
+from rootcause.artifacts import attribution
+from rootcause.fileio import write_atomic
+from rootcause.report import render_html, render_markdown
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("attribution", metavar="ATTRIBUTION", help="attribution.json (rootcause compare)")
+    parser.add_argument("--format", choices=("html", "markdown", "json"), default="html")
+    parser.add_argument("--out", metavar="PATH", help="file to write (default: stdout)")
+    parser.add_argument("--device", default=None,
+                        help="GPU the profiles were captured on (e.g. H200), for occupancy, when "
+                             "attribution.json and its environment do not name one")
+    parser.add_argument("--title", default=None, help="page / comment title")
+
+
+def run(args: argparse.Namespace) -> int:
+    path = Path(args.attribution)
+    doc = attribution.load(path)
+    device = gpus.resolve_device(args.device) if args.device is not None else None
+    if args.format == "html":
+        text = render_html(doc, device=device, title=args.title)
+    elif args.format == "markdown":
+        text = render_markdown(doc, device=device, title=args.title)
+    else:
+        text = json.dumps(doc, indent=2) + "\n"
+    if args.out:
+        out = write_atomic(args.out, text)
+        print(f"wrote {out} ({len(text.encode()):,} bytes)")
+    else:
+        print(text, end="")
+    return 0

@@ -1,0 +1,71 @@
+"""The Frontend protocol: what rootcause needs from a compiler to build, run and profile a variant.
+
+A frontend is a package under rootcause/frontends/ whose __init__ defines FRONTEND, an object
+with the attributes below, and one line in rootcause.frontends.FRONTENDS. Its __init__ imports
+nothing heavy: a GPU host that has only the runtime imports it to load a session, so the
+compiler is imported inside `build`, the runtime inside `load_session`.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+import numpy as np
+
+from rootcause.model import BuildOutput, CatalogKernel, Hybrid
+
+# The most single-item toggles a whole-spec bisection builds before it halves instead.
+MAX_SINGLE_TOGGLES = 4
+
+
+class Session(Protocol):
+    """A loaded bundle on one device."""
+
+    bundle: Any  # rootcause.artifacts.bundle.Bundle
+    device: str
+
+    def set_inputs(self, arrays: list[np.ndarray]) -> None: ...
+    def call(self) -> None: ...  # one call of the entry function, synchronised with the device
+    def outputs(self) -> list[np.ndarray]: ...  # outputs of the last call, as NumPy arrays
+    def timer(self, number: int = 10) -> Callable[[], float]: ...  # seconds per call, device-synced
+
+
+class Frontend(Protocol):
+    name: str  # the spec's `frontend` value
+    # Distributions whose installed versions key the build cache and are recorded in bundles.
+    compiler_packages: tuple[str, ...]
+    # Catalog schedule keys that name the scheduling choice (rule, pipeline, ...), in the order
+    # the report and the schedule rule show them.
+    schedule_keys: tuple[str, ...]
+
+    def check_options(self, table: dict[str, Any], where: Callable[[str | None], str]) -> dict[str, Any]:
+        """The spec's [NAME] table checked (built-in frontends are checked by rootcause.spec)."""
+    def input_files(self, spec: Any) -> list[Path]:
+        """Files other than source, reference and inputs that the build reads (cache key)."""
+    def build(self, spec: Any, out_dir: Path) -> BuildOutput: ...
+    def load_session(self, bundle: Any, device: str) -> Session: ...
+    def cpu_profile(self, bundle_dir: Path, out_dir: Path, calls: int) -> dict[str, Any]:
+        """Per-kernel profile of `calls` calls of a CPU bundle, written into out_dir under a name
+        the frontend picks (profile_name); the record a run keeps of a profile ({'profiler', 'ok',
+        'file' (relative to out_dir), 'calls', ...})."""
+    def plan_hybrids(self, spec_a: Any, spec_b: Any, catalog_a: list[CatalogKernel],
+                     catalog_b: list[CatalogKernel], bundles: dict[str, Path] | None,
+                     work_dir: Path | None, notes: list[str]) -> list[Hybrid]:
+        """Candidate hybrids (unnamed, unit hybrids first); notes say what cannot be built."""
+
+
+def profile_name(bundle_name: str, suffix: str) -> str:
+    """A file name for a variant's profile: the bundle name made shell- and path-safe."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", bundle_name) + suffix
+
+
+def bisection_subsets(items: list[Any]) -> list[list[Any]]:
+    """One level of a bisection over differing items: each alone (up to MAX_SINGLE_TOGGLES),
+    else the two halves. One differing item gives nothing: toggling it is the other side."""
+    if len(items) < 2:
+        return []
+    if len(items) <= MAX_SINGLE_TOGGLES:
+        return [[x] for x in items]
+    half = len(items) // 2
+    return [items[:half], items[half:]]

@@ -1,0 +1,55 @@
+"""IREE local-task host-execution profile: iree-benchmark-module with device profiling, then
+`iree-profile dispatch` as JSONL (parsers/iree_profile.py reads it). Both tools ship with
+iree-base-runtime."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rootcause.artifacts.bundle import bundle_inputs, read_bundle
+from rootcause.errors import UsageError
+from rootcause.fileio import write_atomic
+
+
+def iree_tool(name: str) -> Path:
+    import iree.runtime
+
+    tool = Path(iree.runtime.__file__).resolve().parent.parent / "_runtime_libs" / name
+    if not tool.is_file():
+        found = shutil.which(name)
+        if not found:
+            raise UsageError(f"{name} not found (iree-base-runtime ships it under iree/_runtime_libs)")
+        tool = Path(found)
+    return tool
+
+
+def capture(bundle_dir: Path, out_file: Path, calls: int) -> dict[str, Any]:
+    """Profile `calls` calls of a local-task bundle; write the dispatch JSONL to out_file."""
+    bundle = read_bundle(bundle_dir)
+    with tempfile.TemporaryDirectory() as tmp:
+        inputs = []
+        for i, array in enumerate(bundle_inputs(bundle)):
+            np.save(Path(tmp) / f"{i}.npy", array)
+            inputs.append(f"--input=@{Path(tmp) / f'{i}.npy'}")
+        prof = Path(tmp) / "capture.ireeprof"
+        cmd = [str(iree_tool("iree-benchmark-module")), f"--module={bundle.module_path}",
+               "--device=local-task", f"--function={bundle.entry}", *inputs,
+               f"--benchmark_min_time={calls}x", "--device_profiling_mode=host-execution",
+               f"--device_profiling_output={prof}"]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0 or not prof.is_file():
+            raise UsageError(f"{bundle_dir}: iree-benchmark-module profile failed: "
+                             f"{(proc.stderr.strip().splitlines() or ['no output'])[-1]}")
+        dump = subprocess.run([str(iree_tool("iree-profile")), "dispatch", "--dispatch_events", "--format=jsonl",
+                               str(prof)], capture_output=True, text=True)
+        if dump.returncode != 0:
+            raise UsageError(f"{prof.name}: iree-profile dispatch failed: "
+                             f"{(dump.stderr.strip().splitlines() or ['no output'])[-1]}")
+    write_atomic(out_file, dump.stdout)
+    return {"profiler": "iree-profile", "ok": True, "file": out_file.name, "calls": calls,
+            "mode": "host-execution (local-task)"}

@@ -1,0 +1,91 @@
+"""IREE hybrids: executable configurations substituted from the other side, and flag bisection."""
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+from rootcause.errors import UsageError
+from rootcause.frontends.base import bisection_subsets
+from rootcause.model import CatalogKernel, Hybrid
+from rootcause.spec import VariantSpec
+
+
+def plan(spec_a: VariantSpec, spec_b: VariantSpec, catalog_a: list[CatalogKernel],
+         catalog_b: list[CatalogKernel], bundles: dict[str, Path] | None, work_dir: Path | None,
+         notes: list[str]) -> list[Hybrid]:
+    specs, cats = {"a": spec_a, "b": spec_b}, {"a": catalog_a, "b": catalog_b}
+    found: list[Hybrid] = []
+    if bundles and work_dir is not None:
+        for base in "ab":
+            other = "b" if base == "a" else "a"
+            found += config_hybrids(base, specs[base], cats[base], cats[other], Path(bundles[base]),
+                                    Path(bundles[other]), Path(work_dir), notes)
+    else:
+        notes.append("no bundles given: IREE configuration hybrids (executable substitution) not planned")
+    found += flag_hybrids(spec_a, spec_b)
+    return found
+
+
+CONFIG_FACTS = ("lowering_config", "pipeline", "workgroup_size", "subgroup_size", "pipeline_options")
+
+
+def _config_words(k: CatalogKernel) -> str:
+    lc = k.schedule.get("lowering_config") or {}
+    parts = [f"{key} {lc[key]}" for key in ("workgroup", "subgroup") if key in lc]
+    return ", ".join(parts) or f"pipeline {k.schedule.get('pipeline')}"
+
+
+def config_hybrids(base: str, spec: VariantSpec, catalog: list[CatalogKernel], other: list[CatalogKernel],
+                   bundle: Path, other_bundle: Path, work_dir: Path, notes: list[str]) -> list[Hybrid]:
+    """Base's executables configured as the other side configures the same dispatch (module doc)."""
+    from rootcause.frontends.iree.build import transplant_configuration
+
+    side = "B" if base == "a" else "A"
+    by_op = {op: k for k in other for op in k.source_ops}
+    out, done = [], set(spec.iree.substitute_configurations)
+    for k in sorted(catalog, key=lambda k: -(k.bytes_moved or 0)):
+        exe = k.schedule.get("executable")
+        mates = list(dict.fromkeys(by_op[op].name for op in k.source_ops if op in by_op))
+        if not exe or exe in done or len(mates) != 1:
+            continue  # no counterpart, or several (the other side split the dispatch: not one config)
+        mate = next(m for m in other if m.name == mates[0])
+        if all(k.schedule.get(f) == mate.schedule.get(f) for f in CONFIG_FACTS):
+            continue
+        files = (k.schedule.get("config_file"), mate.schedule.get("config_file"))
+        if not all(files):
+            notes.append(f"{exe}: no configured dump in the bundles, no configuration hybrid")
+            continue
+        try:
+            text = transplant_configuration((bundle / files[0]).read_text(), (other_bundle / files[1]).read_text(),
+                                            files[0], files[1])
+        except (UsageError, OSError) as err:
+            notes.append(f"{exe}: configuration not transplanted: {err}")
+            continue
+        done.add(exe)
+        stem = f"{spec.name}~{exe}~as~{mate.schedule.get('executable') or mate.name}"
+        path = work_dir / f"{re.sub(r'[^A-Za-z0-9._~-]+', '_', stem)}.mlir"  # shell-safe: printed in commands
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        subs = {**spec.iree.substitute_configurations, exe: path}
+        edited = dataclasses.replace(spec, iree=dataclasses.replace(spec.iree, substitute_configurations=subs))
+        shared = [op for op in k.source_ops if op in by_op]
+        out.append(Hybrid("", base, "configuration", {"substitute_configurations": {exe: str(path)}},
+                          f"configuring {exe} as {side} configures {mate.schedule.get('executable') or mate.name} "
+                          f"({_config_words(mate)} instead of {_config_words(k)})", shared, [k.name], edited))
+    return out
+
+
+def flag_hybrids(spec_a: VariantSpec, spec_b: VariantSpec) -> list[Hybrid]:
+    """A with B's setting for a subset of the iree-compile flags that differ."""
+    fa, fb = spec_a.iree.flags, spec_b.iree.flags
+    differing = [("remove", f) for f in fa if f not in fb] + [("add", f) for f in fb if f not in fa]
+    out = []
+    for subset in bisection_subsets(differing):
+        removed = {f for op, f in subset if op == "remove"}
+        flags = [f for f in fa if f not in removed] + [f for op, f in subset if op == "add"]
+        words = " and ".join(f"{'removing' if op == 'remove' else 'adding'} {f}" for op, f in subset)
+        edited = dataclasses.replace(spec_a, iree=dataclasses.replace(spec_a.iree, flags=flags))
+        out.append(Hybrid("", "a", "flags", {"flags": flags, "toggled": [list(x) for x in subset]},
+                          f"{words} as B does", [], [], edited))
+    return out

@@ -1,0 +1,293 @@
+"""The analysis core that `compare` and `analyze` both run, and analyze's build and run steps.
+
+attribute_pair: profiles (+ catalogs, + measured whole-graph latency) of A and B -> align ->
+attribute -> diagnose -> one attribution document (artifacts.attribution, schema 2).
+For analyze: build_variants (A, B and the hybrids into OUT/bundles, OUT/plan.json),
+run_variants (the run stage through a RunRequest, plus CPU profiles where there is no GPU),
+analyze_run (attribute_pair on a run directory, then confirmation of the hybrids).
+write_reports writes attribution.json, report.html and report.md into one folder.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rootcause import frontends
+from rootcause.analysis import confirm
+from rootcause.analysis.align import align
+from rootcause.analysis.attribute import attribute
+from rootcause.analysis.diagnose import diagnose
+from rootcause.artifacts import attribution, bundle as bundles, plan as plans, rundir
+from rootcause.errors import OutputsDiffer, UsageError
+from rootcause.fileio import read_json, write_atomic, write_json
+from rootcause.model import CatalogKernel, Hybrid, WholeGraph
+from rootcause.profilers.selection import profile_events
+from rootcause.spec import VariantSpec
+
+_T0 = time.monotonic()
+
+
+def progress(message: str) -> None:
+    print(f"[analyze {time.monotonic() - _T0:6.1f}s] {message}", file=sys.stderr, flush=True)
+
+
+def safe_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
+
+
+# ---- the core ------------------------------------------------------------------------------
+
+@dataclass
+class Side:
+    """One variant as the analysis sees it."""
+
+    label: str
+    profile: str  # the capture file (or FILE#N segment) its events came from
+    events: pd.DataFrame
+    catalog: list[CatalogKernel] | None = None
+    catalog_path: str | None = None  # bundle directory or manifest.json
+    entry: str | None = None
+    whole: WholeGraph | None = None  # measured whole-graph latency, when there is one
+
+
+@dataclass
+class Context:
+    """What the attribution records beside the analysis itself."""
+
+    device: str | None = None  # a rootcause.gpus.DEVICES key
+    environment: dict[str, Any] | None = None  # env.json of the run
+    measurement: dict[str, Any] | None = None  # rundir.measurement_meta
+    command: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def attribute_pair(a: Side, b: Side, ctx: Context) -> dict[str, Any]:
+    """The attribution document of A (baseline) against B (candidate)."""
+    alignment = align(a.events, b.events, a.catalog, b.catalog, a.entry, b.entry)
+    att = attribute(a.events, b.events, alignment, a.whole, b.whole, labels=(a.label, b.label),
+                    environment=ctx.environment)
+    att.notes[:0] = ctx.notes
+    try:
+        diagnose(att, alignment, a.catalog, b.catalog, ctx.device, a.entry, b.entry)
+    except KeyError as err:
+        raise UsageError(f"--device: {err.args[0]}") from None
+    for v, side in (("a", a), ("b", b)):
+        att.variants[v].update({"profile": str(side.profile), "catalog": side.catalog_path, "entry": side.entry,
+                                "source": sorted(set(side.events["source"].astype(str)))})
+    att.device, att.measurement, att.command = ctx.device, ctx.measurement, ctx.command
+    doc = att.to_dict()
+    doc["catalogs"] = {v: attribution.catalog_section(side.catalog_path) for v, side in (("a", a), ("b", b))}
+    return doc
+
+
+def write_reports(doc: dict[str, Any], out_dir: Path, title: str | None = None) -> list[Path]:
+    """attribution.json, then report.html and report.md beside it, each atomically."""
+    from rootcause.report import render_html, render_markdown
+
+    written = [attribution.write(Path(out_dir) / "attribution.json", doc)]
+    for name, render in (("report.html", render_html), ("report.md", render_markdown)):
+        written.append(write_atomic(Path(out_dir) / name, render(doc, device=doc.get("device"), title=title)))
+    return written
+
+
+# ---- hybrids ---------------------------------------------------------------------------------
+
+def plan_hybrids(spec_a: VariantSpec, spec_b: VariantSpec, catalog_a: list[CatalogKernel],
+                 catalog_b: list[CatalogKernel], limit: int = 4, bundle_dirs: dict[str, Path] | None = None,
+                 work_dir: Path | None = None) -> tuple[list[Hybrid], list[str]]:
+    """The distinct hybrids the frontend can build for this pair (unit hybrids first, at most
+    `limit`), named '<base>~h<i>-<kind>', and notes on what cannot be built."""
+    notes: list[str] = []
+    if spec_a.frontend != spec_b.frontend:
+        return [], [f"A is {spec_a.frontend} and B is {spec_b.frontend}: no hybrid mixes two frontends"]
+    found = frontends.get(spec_a.frontend).plan_hybrids(spec_a, spec_b, catalog_a, catalog_b, bundle_dirs,
+                                                        work_dir, notes)
+    if spec_a.source != spec_b.source and not any(h.kind == "configuration" for h in found):
+        notes.append(f"the variants compile different sources ({spec_a.source.name} vs {spec_b.source.name}): "
+                     "no compiler knob swaps one unit between different graphs")
+    unique: list[Hybrid] = []
+    keys = {_build_key(spec_a), _build_key(spec_b)}
+    for h in found:
+        key = _build_key(h.spec)
+        if key in keys:
+            continue  # the same build as A, B or an earlier hybrid
+        keys.add(key)
+        unique.append(h)
+    if len(unique) > limit:
+        notes.append(f"{len(unique) - limit} more hybrid(s) possible; built the first {limit} "
+                     f"({', '.join(h.description for h in unique[limit:])} left out)")
+    specs = {"a": spec_a, "b": spec_b}
+    for i, h in enumerate(unique[:limit], start=1):
+        h.name = f"{specs[h.base].name}~h{i}-{h.kind}"
+        h.spec = dataclasses.replace(h.spec, name=h.name)
+    return unique[:limit], notes
+
+
+def _build_key(spec: VariantSpec) -> str:
+    d = spec.to_dict()
+    for key in ("name", "spec_file", "variant", "variant_table"):
+        d.pop(key, None)
+    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
+
+
+# ---- analyze: build, run ---------------------------------------------------------------------
+
+def build_variants(spec_a: VariantSpec, spec_b: VariantSpec, out: Path, no_confirm: bool,
+                   limit: int) -> dict[str, Any]:
+    """Build A, B and the planned hybrids into out/bundles; write out/plan.json."""
+    from rootcause.build import build_bundle
+
+    bundles_dir = out / "bundles"
+    paths = {}
+    for side, spec in (("A", spec_a), ("B", spec_b)):
+        progress(f"building {side} = {spec.name} for {spec.target}")
+        paths[spec.name] = build_bundle(spec, bundles_dir / safe_name(spec.name))
+    hybrids, notes, failed = [], [], {}
+    if not no_confirm:
+        catalogs = [bundles.read_bundle(paths[s.name]).kernels() for s in (spec_a, spec_b)]
+        hybrids, notes = plan_hybrids(spec_a, spec_b, *catalogs, limit=limit,
+                                      bundle_dirs={"a": paths[spec_a.name], "b": paths[spec_b.name]},
+                                      work_dir=out / "hybrids")
+        if not hybrids:
+            progress("no hybrid can be built for this pair: " + ("; ".join(notes) or "the specs differ in nothing "
+                                                                 "a hybrid can swap"))
+        for h in hybrids:
+            progress(f"building hybrid {h.name}: {h.description}")
+            try:
+                paths[h.name] = build_bundle(h.spec, bundles_dir / safe_name(h.name))
+            except UsageError as err:
+                failed[h.name] = f"build failed: {err}"
+                progress(f"hybrid {h.name} did not build: {err}")
+    plan = {"a": spec_a.name, "b": spec_b.name, "target": spec_a.target,
+            "specs": {"a": spec_a.to_dict(), "b": spec_b.to_dict()},
+            "hybrids": [h.to_dict() for h in hybrids], "failed": failed, "notes": notes,
+            "bundles": {name: str(p.relative_to(out)) for name, p in paths.items()}}
+    plans.write_plan(out, plan)
+    return plan
+
+
+def run_variants(plan: dict[str, Any], out: Path, run_dir: Path, budget_s: float, calls: int) -> None:
+    """The run stage on A, B and the built hybrids; a hybrid whose outputs differ is excluded
+    (recorded in plan.json) and the rest measured again."""
+    from rootcause.runner import RunRequest, run_bundles
+
+    names = [n for n in plan["bundles"] if n not in plan["failed"]]
+    while True:
+        progress(f"verify + measure {', '.join(names)} (budget {budget_s:g} s)")
+        request = RunRequest([out / plan["bundles"][n] for n in names], run_dir, budget_s=budget_s,
+                             profile="cupti" if plan["target"].startswith("cuda") else "none", profile_calls=calls)
+        try:
+            with contextlib.redirect_stdout(sys.stderr):
+                run_bundles(request)
+            return
+        except OutputsDiffer as err:
+            record = getattr(err, "record", {})
+            bad = {c["variant"] for c in record.get("checks", []) if not all(r["ok"] for r in c["outputs"])}
+            bad_hybrids = bad - {plan["a"], plan["b"]}
+            if not bad_hybrids or bad & {plan["a"], plan["b"]}:
+                raise
+            for name in bad_hybrids:
+                plan["failed"][name] = "outputs differ from A or the reference: excluded"
+                progress(f"hybrid {name} computes different outputs: excluded, measuring again")
+            names = [n for n in names if n not in bad_hybrids]
+            plans.write_plan(out, plan)
+
+
+CPU_PROFILES = "cpu-profiles"
+
+
+def cpu_profiles(plan: dict[str, Any], out: Path, run_dir: Path, calls: int) -> dict[str, dict[str, Any]]:
+    """Per-kernel CPU profiles of A and B (the hybrids are only timed) into OUT/cpu-profiles/,
+    by each bundle's frontend; the records, with absolute 'file' paths. Profiles already taken
+    for this run (the same measurement.json bytes) are reused, so a second analysis of one run
+    gives the same attribution."""
+    folder = out / CPU_PROFILES
+    key = hashlib.sha256((run_dir / rundir.MEASUREMENT).read_bytes()).hexdigest()
+    index = folder / "profiles.json"
+    if index.is_file():
+        done = read_json(index, "no such file")
+        if isinstance(done, dict) and done.get("measurement_sha256") == key and \
+                all((folder / str((done.get("records") or {}).get(n, {}).get("file"))).is_file()
+                    for n in (plan["a"], plan["b"])):
+            progress(f"reusing the CPU profiles taken for this run ({folder})")
+            return {n: dict(r, file=str((folder / r["file"]).resolve())) for n, r in done["records"].items()}
+    records = {}
+    for name in (plan["a"], plan["b"]):
+        b = bundles.read_bundle(out / plan["bundles"][name])
+        progress(f"profiling {name} on the CPU ({b.frontend})")
+        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            records[name] = frontends.get(b.frontend).cpu_profile(b.path, folder, calls)
+        except UsageError as err:
+            records[name] = {"profiler": f"{b.frontend}-cpu", "ok": False, "error": str(err)}
+            progress(f"{name}: CPU profile failed: {err}")
+    if all(r.get("ok") for r in records.values()):
+        write_json(index, {"measurement_sha256": key, "records": records})
+    return {n: dict(r, file=str((folder / r["file"]).resolve())) if r.get("ok") else r for n, r in records.items()}
+
+
+def _needs_cpu_profiles(plan: dict[str, Any], doc: dict[str, Any]) -> bool:
+    """A run of llvm bundles without per-kernel profiles of A and B (the run stage profiles GPUs only)."""
+    if not plan["target"].startswith("llvm"):
+        return False
+    profiles = doc.get("profiles") or {}
+    return any(not (profiles.get(n) or {}).get("file") for n in (plan["a"], plan["b"]))
+
+
+# ---- analyze: the analysis of a run directory --------------------------------------------------
+
+def analyze_run(plan: dict[str, Any], out: Path, run_dir: Path, threshold: float,
+                device: str | None = None, calls: int = 10, command: str | None = None) -> dict[str, Any]:
+    """Attribution (with confirmation) of a run directory against OUT's plan. Reads RUN, never
+    writes into it: CPU profiles taken here go under OUT."""
+    from rootcause import gpus
+
+    mpath = run_dir / rundir.MEASUREMENT
+    measurement = rundir.read_measurement(run_dir)
+    run_notes, extra = [], {}
+    if _needs_cpu_profiles(plan, measurement):
+        progress(f"{run_dir} holds no per-kernel profile of {plan['a']} and {plan['b']}: profiling them here")
+        extra = cpu_profiles(plan, out, run_dir, calls)
+        run_notes.append("the run recorded no per-kernel profile (llvm bundles): analyze took the CPU profiles "
+                         f"of A and B on this host, into {out / 'cpu-profiles'}")
+    a, b = plan["a"], plan["b"]
+    progress("align, attribute, diagnose")
+    split_notes: list[str] = []
+    sides = {}
+    for name in (a, b):
+        profile = rundir.profile_file(run_dir, measurement, name, extra)
+        loaded = bundles.read_bundle(out / plan["bundles"][name])
+        sides[name] = Side(name, str(profile), profile_events(str(profile), _calls(extra, name), split_notes, name),
+                           loaded.kernels(), str(out / plan["bundles"][name]), loaded.entry,
+                           rundir.variant_whole_graph(measurement, name, mpath))
+    environment = rundir.read_env(run_dir)
+    ctx = Context(gpus.resolve_device(device, environment), environment,
+                  rundir.measurement_meta(measurement["measurement"], mpath, (a, b)), command, split_notes)
+    doc = attribute_pair(sides[a], sides[b], ctx)
+    hybrids = [Hybrid.from_dict(h) for h in plan.get("hybrids", [])]
+    unit_calls = {u["unit"]: {"a": confirm.unit_call_times(sides[a].events, u["kernels_a"]),
+                              "b": confirm.unit_call_times(sides[b].events, u["kernels_b"])} for u in doc["units"]}
+    doc["confirmation"] = confirm.evaluate(measurement["measurement"], a, b, hybrids, doc["units"], threshold,
+                                           doc["whole_graph"]["significant"], plan.get("failed", {}),
+                                           unit_calls=unit_calls)
+    doc["confirmation"]["notes"] = plan.get("notes", [])
+    profiles = {n: extra.get(n) or measurement.get("profiles", {}).get(n) for n in (a, b)}
+    doc["run"] = {"directory": str(run_dir), "verification_ok": measurement.get("verification", {}).get("ok"),
+                  "env_warnings": measurement.get("env_warnings", []), "target": plan["target"],
+                  "profiles": profiles, "notes": run_notes}
+    return doc
+
+
+def _calls(extra: dict[str, Any], name: str) -> int | None:
+    info = extra.get(name) or {}
+    return info.get("calls") if isinstance(info.get("calls"), int) else None

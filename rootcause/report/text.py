@@ -1,0 +1,58 @@
+"""Plain text, like the opening of a triage comment: what `compare` and `analyze` print."""
+from __future__ import annotations
+
+from typing import Any
+
+from rootcause.report import view
+
+
+def _us(ns: float) -> str:
+    return f"{ns / 1e3:.1f} us"
+
+
+def _ci(x: dict[str, float]) -> str:
+    return f"[{x['low'] / 1e3:+.1f}, {x['high'] / 1e3:+.1f}]"
+
+
+def _side(kernels: list[str]) -> str:
+    if not kernels:
+        return "(nothing)"
+    shown = [f"`{view.short(k, 48)}`" for k in kernels[:3]]
+    return " + ".join(shown) + (f" + {len(kernels) - 3} more" if len(kernels) > 3 else "")
+
+
+def render_text(doc: dict[str, Any]) -> str:
+    """The verdict, the significant units with their findings, the residual, closure, and what
+    could not be concluded; for analyze, the hybrids' sentences."""
+    A, B = view.label(doc, "a"), view.label(doc, "b")
+    w = doc["whole_graph"]
+    lines = [view.verdict_sentence(view.verdict(doc))]
+    sig = [u for u in doc["units"] if u["significant"]]
+    if not sig:
+        lines.append("No unit's delta is significant; nothing is blamed.")
+    for rank, u in enumerate(sig[:3]):
+        share = f", {u['share']:+.0%} of the whole delta" if u["share"] is not None and w["significant"] else ""
+        lead = "The top unit is" if rank == 0 else "Next,"
+        lines.append(f"{lead} {_side(u['kernels_b'])} in {B} against {_side(u['kernels_a'])} in {A}: "
+                     f"{_us(u['time_b_ns']['median'])} vs {_us(u['time_a_ns']['median'])}, "
+                     f"{u['delta_ns']['median'] / 1e3:+.1f} us {_ci(u['delta_ns'])} per call{share} "
+                     f"(aligned by {u['method']}).")
+        lines.extend(f"  - {f['sentence']}" for f in u["findings"])
+    r = doc["residual"]
+    lines.append(f"Residual (launch overhead, gaps, host): {_us(r['b']['median'])} in {B} vs "
+                 f"{_us(r['a']['median'])} in {A}, {r['delta_ns']['median'] / 1e3:+.1f} us "
+                 f"{_ci(r['delta_ns'])}; {r['launches_per_call']['b']:g} vs "
+                 f"{r['launches_per_call']['a']:g} launches per call.")
+    lines.extend(f"  - {f['sentence']}" for f in doc["findings"] if f["unit"] is None)
+    if doc.get("closure") is not None:
+        lines.append(f"Closure: units + residual explain {doc['closure']:.0%} of the whole-graph delta "
+                     f"({w['unit_delta_sum_ns'] / 1e3:+.1f} us from units, "
+                     f"{r['delta_ns']['median'] / 1e3:+.1f} us residual).")
+    for note in doc["cannot_conclude"]:
+        lines.append(f"Cannot conclude: {note}.")
+    conf = doc.get("confirmation")
+    if conf is not None:
+        lines += ["", "Counterfactual hybrids:"]
+        lines += [f"  - {r['sentence']}" for r in conf["hybrids"]] or ["  (none built)"]
+        lines += [f"  note: {n}" for n in conf.get("notes", [])]
+    return "\n".join(lines)

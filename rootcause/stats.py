@@ -1,0 +1,59 @@
+"""Bootstrap statistics, once: resampled medians and percentile intervals.
+
+Every interval rootcause reports (whole-graph latency, ratio, unit deltas, hybrid shares) is
+a percentile bootstrap of medians at LEVEL, computed by these functions.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+LEVEL = 0.95
+RESAMPLES = 2000
+_CHUNK_ELEMENTS = 1 << 22  # index rows drawn at a time: bounds memory for large samples
+
+
+def median(x) -> float:
+    return float(np.median(np.asarray(x, dtype=float)))
+
+
+def bootstrap_medians(x, resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """Medians of `resamples` resamples of x with replacement (indices drawn row by row)."""
+    from rootcause.errors import UsageError
+
+    x = np.asarray(x, dtype=float)
+    if x.size == 0:
+        raise UsageError("bootstrap of an empty sample")
+    rows = max(1, _CHUNK_ELEMENTS // x.size)
+    out = np.empty(resamples)
+    for lo in range(0, resamples, rows):
+        hi = min(resamples, lo + rows)
+        idx = rng.integers(0, x.size, size=(hi - lo, x.size))
+        out[lo:hi] = np.median(x[idx], axis=1)
+    return out
+
+
+def rank_draws(n: int, resamples: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Ranks (into sorted samples) of the two middle order statistics of each resample of n
+    values: one draw serves many columns resampled together (medians_at_ranks)."""
+    draws = np.sort(rng.integers(0, n, size=(resamples, n)), axis=1)
+    return draws[:, (n - 1) // 2], draws[:, n // 2]
+
+
+def medians_at_ranks(values: np.ndarray, ranks: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """values (n, k) -> bootstrap medians (resamples, k), rows resampled by rank_draws."""
+    s = np.sort(values, axis=0)
+    return (s[ranks[0]] + s[ranks[1]]) / 2.0
+
+
+def percentile_interval(boot: np.ndarray, level: float = LEVEL, axis: int = 0) -> tuple:
+    """(low, high) percentile interval of bootstrap values (linear interpolation, NumPy's
+    default); along `axis` for arrays of several columns."""
+    tail = 100 * (1 - level) / 2
+    lo, hi = np.percentile(boot, [tail, 100 - tail], axis=axis)
+    return lo, hi
+
+
+def median_ci(x, confidence: float = LEVEL, resamples: int = RESAMPLES, seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap interval of the median."""
+    lo, hi = percentile_interval(bootstrap_medians(x, resamples, np.random.default_rng(seed)), confidence)
+    return float(lo), float(hi)

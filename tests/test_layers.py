@@ -1,0 +1,115 @@
+"""The layering of rootcause's modules, read from their imports (module level and inside
+functions alike): no module imports one of a higher layer, and no import cycle exists.
+
+The layers are those of docs/ARCHITECTURE.md, lowest first. A module not matched by any
+pattern fails the test, so a new module must be placed in a layer.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# (module-name prefix, layer); the longest matching prefix decides.
+LAYERS: list[tuple[str, int]] = [
+    ("parsers", 0),
+    ("rootcause", 1), ("rootcause.errors", 1), ("rootcause.stats", 1),
+    ("rootcause.fileio", 2), ("rootcause.toolchain", 2), ("rootcause.gpus", 2), ("rootcause.env", 2),
+    ("rootcause.inputs", 2), ("rootcause.ptxas", 2),
+    ("rootcause.frontends", 3),  # the registry (__init__) only: it imports no frontend at import time
+    ("rootcause.spec", 4),
+    ("rootcause.model", 5),
+    ("rootcause.frontends.base", 6),
+    ("rootcause.artifacts", 7),
+    ("rootcause.inspect", 8), ("rootcause.sessions", 8), ("rootcause.profilers", 8), ("rootcause.verify", 8), ("rootcause.measure", 8),
+    ("rootcause.frontends.tvm", 9), ("rootcause.frontends.iree", 9),
+    ("rootcause.build", 10), ("rootcause.runner", 10),
+    ("rootcause.analysis", 11),
+    ("rootcause.report", 12),
+    ("rootcause.pipeline", 13),
+    ("rootcause.commands", 14),
+    ("rootcause.cli", 15), ("rootcause.__main__", 15),
+]
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for top in ("rootcause", "parsers"):
+        for path in (ROOT / top).rglob("*.py"):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            out[name] = path
+    return out
+
+
+def _layer(module: str) -> int | None:
+    best = None
+    for prefix, layer in LAYERS:
+        if module == prefix or module.startswith(prefix + "."):
+            if best is None or len(prefix) > len(best[0]):
+                best = (prefix, layer)
+    return None if best is None else best[1]
+
+
+def _imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The project modules this module imports, anywhere in its body."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(up + ([base] if base else []))
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
+        else:
+            continue
+        for t in targets:
+            while t and t not in known:
+                t = t.rpartition(".")[0]
+            if t and t != name:
+                found.add(t)
+    return found
+
+
+def test_every_module_has_a_layer():
+    assert [m for m in _modules() if _layer(m) is None] == []
+
+
+def test_no_upward_import():
+    known = _modules()
+    upward = [f"{m} (layer {_layer(m)}) imports {t} (layer {_layer(t)})"
+              for m, p in known.items() for t in _imports(m, p, known) if _layer(t) > _layer(m)]
+    assert upward == []
+
+
+def test_no_import_cycle():
+    known = _modules()
+    graph = {m: _imports(m, p, known) for m, p in known.items()}
+    # a package's __init__ importing its own submodule is not a cycle of meaning; every other edge counts
+    state: dict[str, int] = {}
+    cycles = []
+
+    def visit(m: str, stack: list[str]) -> None:
+        state[m] = 1
+        for t in sorted(graph[m]):
+            if state.get(t) == 1:
+                cycles.append(" -> ".join(stack[stack.index(t):] + [t]))
+            elif t not in state:
+                visit(t, stack + [t])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    assert cycles == []
+
+
+def test_the_checker_sees_function_level_imports(tmp_path):
+    """The check must be able to fail: an import inside a function body is found."""
+    known = {"rootcause.x": tmp_path / "x.py", "rootcause.report": tmp_path / "r.py"}
+    known["rootcause.x"].write_text("def f():\n    from rootcause.report import view\n")
+    assert _imports("rootcause.x", known["rootcause.x"], known) == {"rootcause.report"}
