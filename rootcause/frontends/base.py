@@ -7,6 +7,7 @@ compiler is imported inside `build`, the runtime inside `load_session`.
 """
 from __future__ import annotations
 
+import importlib
 import re
 from pathlib import Path
 from typing import Any, Callable, Protocol
@@ -53,6 +54,35 @@ class Frontend(Protocol):
                      catalog_b: list[CatalogKernel], bundles: dict[str, Path] | None,
                      work_dir: Path | None, notes: list[str]) -> list[Hybrid]:
         """Candidate hybrids (unnamed, unit hybrids first); notes say what cannot be built."""
+
+
+class PackageFrontend:
+    """A frontend whose stages are modules of its package, imported only when used:
+    build.build(spec, out_dir), runtime.load(bundle, device), cpu_profile.capture(bundle_dir,
+    out_dir, calls) and hybrids.plan(spec_a, spec_b, catalog_a, catalog_b, bundles, work_dir,
+    notes). Its spec table is parsed by rootcause.spec (the built-in frontends)."""
+
+    package = ""  # e.g. 'rootcause.frontends.tvm'
+
+    def _stage(self, module: str) -> Any:
+        return importlib.import_module(f"{self.package}.{module}")
+
+    def check_options(self, table: dict[str, Any], where: Callable[[str | None], str]) -> dict[str, Any]:
+        return table
+
+    def build(self, spec: Any, out_dir: Path) -> BuildOutput:
+        return self._stage("build").build(spec, out_dir)
+
+    def load_session(self, bundle: Any, device: str) -> Session:
+        return self._stage("runtime").load(bundle, device)
+
+    def cpu_profile(self, bundle_dir: Path, out_dir: Path, calls: int) -> dict[str, Any]:
+        return self._stage("cpu_profile").capture(bundle_dir, out_dir, calls)
+
+    def plan_hybrids(self, spec_a: Any, spec_b: Any, catalog_a: list[CatalogKernel],
+                     catalog_b: list[CatalogKernel], bundles: dict[str, Path] | None,
+                     work_dir: Path | None, notes: list[str]) -> list[Hybrid]:
+        return self._stage("hybrids").plan(spec_a, spec_b, catalog_a, catalog_b, bundles, work_dir, notes)
 
 
 def profile_name(bundle_name: str, suffix: str) -> str:

@@ -14,6 +14,7 @@ import numpy as np
 from rootcause.artifacts.bundle import bundle_inputs, read_bundle
 from rootcause.errors import UsageError
 from rootcause.fileio import write_atomic
+from rootcause.frontends.base import profile_name
 
 
 def iree_tool(name: str) -> Path:
@@ -28,9 +29,11 @@ def iree_tool(name: str) -> Path:
     return tool
 
 
-def capture(bundle_dir: Path, out_file: Path, calls: int) -> dict[str, Any]:
-    """Profile `calls` calls of a local-task bundle; write the dispatch JSONL to out_file."""
+def capture(bundle_dir: Path, out_dir: Path, calls: int) -> dict[str, Any]:
+    """Profile `calls` calls of a local-task bundle; write the dispatch JSONL into out_dir as
+    <bundle>.iree-dispatch.jsonl."""
     bundle = read_bundle(bundle_dir)
+    out_file = Path(out_dir) / profile_name(bundle.name, ".iree-dispatch.jsonl")
     with tempfile.TemporaryDirectory() as tmp:
         inputs = []
         for i, array in enumerate(bundle_inputs(bundle)):

@@ -18,18 +18,21 @@ from typing import Any
 
 from rootcause.errors import UsageError
 from rootcause.fileio import write_json
+from rootcause.frontends.base import profile_name
 from rootcause.artifacts.bundle import bundle_inputs, read_bundle
 
 SOURCE = "tvm-vm-instrument"
 
 
-def capture(bundle_dir: str | Path, out: str | Path, calls: int = 10, warmup: int = 3) -> dict[str, Any]:
-    """Profile `calls` graph calls of a CPU TVM bundle after `warmup` calls; write Chrome trace JSON."""
+def capture(bundle_dir: str | Path, out_dir: str | Path, calls: int = 10, warmup: int = 3) -> dict[str, Any]:
+    """Profile `calls` graph calls of a CPU TVM bundle after `warmup` calls; write Chrome trace JSON
+    into out_dir as <bundle>.tvm-vm.json."""
     import numpy as np
     import tvm
     import tvm.runtime.vm
 
     bundle = read_bundle(bundle_dir)
+    out = Path(out_dir) / profile_name(bundle.name, ".tvm-vm.json")
     if bundle.frontend != "tvm":
         raise UsageError(f"{bundle.path}: the TVM VM profiler needs a TVM bundle, not {bundle.frontend}")
     dev = tvm.cpu(0)
@@ -78,26 +81,3 @@ def _is_kernel(name: str, catalog: set[str]) -> bool:
     if catalog:
         return name in catalog
     return not name.startswith("vm.")
-
-
-def main(argv: list[str] | None = None) -> int:
-    """python -m rootcause.frontends.tvm.cpu_profile BUNDLE --out FILE.json [--calls N]: profile a run directory's
-    CPU bundle after `rootcause run --profile none` (the CPU half of a split analyze)."""
-    import argparse
-    import sys
-
-    parser = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
-    parser.add_argument("bundle")
-    parser.add_argument("--out", required=True, type=Path)
-    parser.add_argument("--calls", type=int, default=10)
-    args = parser.parse_args(argv)
-    try:
-        print(capture(args.bundle, args.out, args.calls))
-    except UsageError as err:
-        print(f"rootcause.profilers.tvm_vm: {err}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -10,7 +10,10 @@ from rootcause.spec import VariantSpec
 
 
 def plan(spec_a: VariantSpec, spec_b: VariantSpec, catalog_a: list[CatalogKernel],
-         catalog_b: list[CatalogKernel], notes: list[str]) -> list[Hybrid]:
+         catalog_b: list[CatalogKernel], bundles: dict[str, Path] | None, work_dir: Path | None,
+         notes: list[str]) -> list[Hybrid]:
+    """Fusion-boundary and schedule-override hybrids from each side, then pass bisection
+    (the bundles are not needed: TVM hybrids are spec edits)."""
     specs, cats = {"a": spec_a, "b": spec_b}, {"a": catalog_a, "b": catalog_b}
     found: list[Hybrid] = []
     for base in "ab":
