@@ -229,7 +229,12 @@ def test_einsum_catalog_flops_from_linalg(einsum_runs):
     assert ew["flops"] == split[0] and mm["flops"] == split[2]
 
 
-def test_recomputation_fires_on_fused_einsum(einsum_runs, tmp_path):
+def test_recomputation_is_not_claimed_without_op_evidence(einsum_runs, tmp_path):
+    """The two einsum variants compile different sources (the thread's fused generic written out
+    against the split producers): their kernels share no source op, so the unit is joined by
+    elimination. The fused kernel does 6.75x the flops (the MLIR text's own arithmetic below),
+    but without op-level evidence that it computes what the two kernels compute, the
+    recomputation rule stays silent and says what it could not check."""
     import subprocess
     import sys
 
@@ -242,19 +247,15 @@ def test_recomputation_fires_on_fused_einsum(einsum_runs, tmp_path):
     fused_name = m_fused["kernels"][0]["name"]
     unit = next(u for u in att["units"] if fused_name in u["kernels_b"])
     assert unit["method"] == "remainder" and len(unit["kernels_a"]) == 2 and unit["significant"]
-    f = next(f for f in unit["findings"] if f["rule"] == "recomputation")
-    # Independent evidence: flops per call from the MLIR text, times launches per call counted
-    # in the raw iree-profile JSONL (events per dispatch key / benchmark iterations).
+    assert not [f for f in unit["findings"] if f["rule"] == "recomputation"]
+    assert any(f"unit {unit['unit']}: joined by remainder" in n and "recomputes" in n for n in att["cannot_conclude"])
+    # What the rule would have had to go on: flops per call from the MLIR text, times launches per
+    # call counted in the raw iree-profile JSONL (events per dispatch key / benchmark iterations).
     rows = [json.loads(x) for x in p_split.read_text().splitlines() if '"host_dispatch_event"' in x]
     calls = 12
     per_call = {k: sum(r["key"] == k for r in rows) / calls for k in {r["key"] for r in rows}}
     fused_flops = _generic_flops((EINSUM / "einsum_fused_small.mlir").read_text())[0]
     ew, mm = [24 * 24 * 8 * 8, 8 * 24 ** 3 * 2]
     split_flops = sum(n * (ew if "elementwise" in k else mm) for k, n in per_call.items())
-    assert split_flops == 2 * ew + mm
-    ev = f["evidence"]
-    assert ev["metric"] == "flops" and ev[att["variants"]["b"]["label"]] == fused_flops
-    assert ev[att["variants"]["a"]["label"]] == split_flops
-    assert ev["ratio"] == pytest.approx(fused_flops / split_flops)
-    assert "recomputes its producers" in f["sentence"] and fused_name in f["sentence"]
-    assert "recomputes its producers" in r.stdout
+    assert split_flops == 2 * ew + mm and fused_flops / split_flops > 6
+    assert "Cannot conclude: unit" in r.stdout

@@ -16,13 +16,15 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from rootcause import gpus
+from rootcause import frontends, gpus
 from rootcause.analysis.align import Alignment, catalog_index, strip_kernel
 from rootcause.analysis.attribute import Attribution
 from rootcause.model import CatalogKernel
 
 # A fused kernel doing this many times the replaced kernels' work recomputes its producers.
 RECOMPUTE_FACTOR = 4.0
+# The other side launching this many times the threads for the same ops makes a starved launch a cause.
+PARALLELISM_FACTOR = 8
 
 
 @dataclass
@@ -259,34 +261,123 @@ def bandwidth(ctx: Context) -> list[dict[str, Any]]:
                      peak_bytes_per_s=peak, peak_source="vendor spec sheet" if peak else None, **rows)]
 
 
+# Alignment tiers whose pairing is evidence that two kernels compute the same ops: rules that
+# compare work across the pair (recomputation) need one of these, never a shape-only pairing.
+OP_EVIDENCE_TIERS = ("provenance", "name", "dispatch-name", "fused-name")
+
+
+def _ops(side: Side, kernel: str) -> set[str]:
+    cat = side.cat(kernel)
+    return set(cat.source_ops) if cat else set()
+
+
+def _work(side: Side, metric: str) -> float | None:
+    """Per call: the side's kernels' flops or bytes moved (catalog value x launches), None if any is unknown."""
+    total = 0.0
+    for r in side.kernels.itertuples(index=False):
+        cat = side.cat(r.kernel)
+        value = getattr(cat, metric) if cat else None
+        if value is None:
+            return None
+        total += value * r.launches_per_call
+    return total
+
+
 def recomputation(ctx: Context) -> list[dict[str, Any]]:
-    """A fused kernel whose work (flops, else bytes moved) exceeds the replaced kernels' many times."""
+    """A fused kernel recomputes its producers: it covers the source ops of two or more of the
+    other side's kernels (a strict superset of each), its side launches fewer kernels, and its
+    work (flops, else bytes moved) is RECOMPUTE_FACTOR or more times theirs. Never on the side
+    with more launches, never across a pairing that is not by ops (shape, remainder)."""
+    la, lb = ctx.unit["launches_a"], ctx.unit["launches_b"]
+    if ctx.unit.get("method") not in OP_EVIDENCE_TIERS:
+        if la != lb:
+            ctx.attribution.cannot_conclude.append(
+                f"unit {ctx.unit['unit']}: joined by {ctx.unit.get('method')}, not by the ops its kernels compute: "
+                "whether a fused kernel recomputes its producers was not checked")
+        return []
+    if la == lb:
+        return []
+    fused, other = (ctx.a, ctx.b) if la < lb else (ctx.b, ctx.a)
+    top = fused.dominant()
+    if top is None or other.kernels.empty:
+        return []
+    covered = _ops(fused, top["kernel"])
+    parts = [k for k in other.kernels.kernel if _ops(other, k) and _ops(other, k) < covered]
+    if len(parts) < 2:
+        return []  # not a fusion of the other side's kernels (the same op split, or unrelated kernels)
     for metric in ("flops", "bytes_moved"):
-        totals = {}
-        for side in (ctx.a, ctx.b):
-            total = 0.0
-            for r in side.kernels.itertuples(index=False):
-                cat = side.cat(r.kernel)
-                value = getattr(cat, metric) if cat else None
-                if value is None:
-                    total = None
-                    break
-                total += value * r.launches_per_call
-            totals[side.label] = total
-        ta, tb = totals[ctx.a.label], totals[ctx.b.label]
-        if not ta or not tb:
+        wf, wo = _work(fused, metric), _work(other, metric)
+        if not wf or not wo:
             continue
-        fused, other = (ctx.b, ctx.a) if tb > ta else (ctx.a, ctx.b)
-        ratio = max(ta, tb) / min(ta, tb)
-        if ratio >= RECOMPUTE_FACTOR and len(fused.kernels) <= len(other.kernels):
-            k = fused.dominant()["kernel"]
-            what = "arithmetic" if metric == "flops" else "memory traffic"
-            sentence = (f"{fused.label}'s `{k}` does {ratio:.1f}x the {what} of the {len(other.kernels)} "
-                        f"kernel(s) it replaces in {other.label} ({_n(max(ta, tb))} vs {_n(min(ta, tb))} "
-                        f"{metric} per call): the fused kernel recomputes its producers.")
-            return [_finding(ctx, "recomputation", sentence, source=f"static {metric}", metric=metric,
-                             ratio=ratio, **totals)]
+        ratio = wf / wo
+        if ratio < RECOMPUTE_FACTOR:
+            return []
+        what = "arithmetic" if metric == "flops" else "memory traffic"
+        sentence = (f"{fused.label}'s `{top['kernel']}` covers the ops of {len(parts)} kernels of {other.label} "
+                    f"and does {ratio:.1f}x their {what} ({_n(wf)} vs {_n(wo)} {metric} per call): the fused "
+                    f"kernel recomputes its producers.")
+        return [_finding(ctx, "recomputation", sentence, source=f"static {metric}, catalog source ops",
+                         metric=metric, ratio=ratio, fused_kernel=top["kernel"], replaced=parts,
+                         covered_ops=sorted(covered), **{fused.label: wf, other.label: wo})]
+    ctx.attribution.cannot_conclude.append(
+        f"unit {ctx.unit['unit']}: `{top['kernel']}` fuses the ops of {len(parts)} kernels, but the catalogs "
+        "give neither flops nor bytes moved for all of them: recomputation was not checked")
     return []
+
+
+def _resident_threads(ctx: Context) -> int | None:
+    if ctx.arch is None or ctx.sms is None:
+        return None
+    lim = gpus.limits(ctx.arch)
+    return lim.max_warps_per_sm * lim.warp_size * ctx.sms
+
+
+def parallelism(ctx: Context) -> list[dict[str, Any]]:
+    """The slow side's dominant kernel leaves the device idle: fewer blocks than SMs, or threads
+    a small share of the resident thread slots, where the other side's kernels for the same ops
+    launch at least PARALLELISM_FACTOR times the threads. Work per thread (flops, else bytes
+    moved, over launched threads) says how long each thread's serial chain is."""
+    p = pair(ctx)
+    if p is None:
+        return []
+    slow, focus, fast, _ = p
+    if focus["grid"] is None or focus["block"] is None:
+        return []
+    blocks, threads = _prod(focus["grid"]), _prod(focus["block"])
+    total = blocks * threads
+    rows = [r for r in fast.kernels.itertuples(index=False) if r.grid is not None and r.block is not None]
+    if not rows:
+        return []
+    best = max(rows, key=lambda r: _prod(r.grid) * _prod(r.block))
+    other_total = _prod(best.grid) * _prod(best.block)
+    slots = _resident_threads(ctx)
+    starved = (ctx.sms is not None and blocks < ctx.sms) or (slots is not None and total < 0.25 * slots)
+    if slots is None and ctx.sms is None:
+        starved = total * PARALLELISM_FACTOR <= other_total  # without the device, only the comparison
+    if not starved or other_total < PARALLELISM_FACTOR * total:
+        return []
+    text = f"{slow.label}'s `{focus['kernel']}` runs {_n(blocks)} block(s) x {_n(threads)} threads = {_n(total)} threads"
+    evidence: dict[str, Any] = {"source": "profiled launches", "kernel": focus["kernel"], "blocks": blocks,
+                                "threads_per_block": threads, "threads": total,
+                                "other_kernel": best.kernel, "other_threads": other_total}
+    if slots is not None:
+        text += (f" ({total / slots:.2%} of the {ctx.device}'s {_n(slots)} resident thread slots, "
+                 f"{min(blocks, ctx.sms)} of {ctx.sms} SMs busy)")
+        evidence.update(resident_thread_slots=slots, sms=ctx.sms)
+    cat = slow.cat(focus["kernel"])
+    for metric, words in (("flops", "flops"), ("bytes_moved", "bytes")):
+        value = getattr(cat, metric) if cat else None
+        if value:
+            text += f"; each thread's serial share is about {_n(round(value / total))} {words}"
+            evidence["work_per_thread"] = {"metric": metric, "value": value / total}
+            break
+    else:
+        evidence["work_per_thread"] = "not checked: the catalog has no flops or bytes for this kernel"
+    text += (f", where {fast.label} spreads the same ops over {_n(other_total)} threads "
+             f"(`{best.kernel}`: {_n(_prod(best.grid))} x {_n(_prod(best.block))}"
+             + (f", {len(rows)} kernels" if len(rows) > 1 else "") + ")")
+    evidence["threads_doing_work"] = "not checked: needs the kernel's IR, not its launch"
+    return [_finding(ctx, "parallelism", text + ".", **evidence)]
 
 
 def _owner(name: str) -> str | None:
@@ -330,7 +421,9 @@ def shared_executable(ctx: Context) -> list[dict[str, Any]]:
     return out
 
 
-_SCHEDULE_KEYS = ("rule", "pipeline", "workgroup_size", "subgroup_size")
+def _schedule_keys() -> tuple[str, ...]:
+    """The catalog schedule keys every registered frontend names (rootcause.frontends.base)."""
+    return tuple(dict.fromkeys(k for name in frontends.names() for k in frontends.get(name).schedule_keys))
 
 
 def schedule_rule(ctx: Context) -> list[dict[str, Any]]:
@@ -343,7 +436,7 @@ def schedule_rule(ctx: Context) -> list[dict[str, Any]]:
     if ca is None or cb is None:
         return []
     sa, sb = ca.schedule or {}, cb.schedule or {}
-    diff = {k: (sa.get(k), sb.get(k)) for k in _SCHEDULE_KEYS
+    diff = {k: (sa.get(k), sb.get(k)) for k in _schedule_keys()
             if (k in sa or k in sb) and sa.get(k) != sb.get(k)}
     if not diff:
         return []
@@ -354,8 +447,8 @@ def schedule_rule(ctx: Context) -> list[dict[str, Any]]:
 
 
 UNIT_RULES: list[Callable[[Context], list[dict[str, Any]]]] = [
-    launch_config, launch_count, occupancy_limiter, shared_memory, local_memory, bandwidth, recomputation,
-    shared_executable, schedule_rule,
+    launch_config, launch_count, parallelism, occupancy_limiter, shared_memory, local_memory, bandwidth,
+    recomputation, shared_executable, schedule_rule,
 ]
 
 
@@ -386,7 +479,7 @@ def launch_overhead(att: Attribution) -> list[dict[str, Any]]:
 def _device(device: str | None) -> tuple[str | None, int | None]:
     if device is None:
         return None, None
-    key = next((k for k in gpus.DEVICES if k.lower() == device.lower()), None)
+    key = gpus.find_device(device)
     if key is None:
         raise KeyError(f"unknown device {device!r} (known: {', '.join(gpus.DEVICES)})")
     return gpus.DEVICES[key]
@@ -409,7 +502,7 @@ def diagnose(att: Attribution, alignment: Alignment, catalog_a: list[CatalogKern
         for v in "ab":
             rows = att.kernels[(att.kernels.variant == v) & (att.kernels.unit == unit["unit"])]
             sides[v] = Side(att.variants[v]["label"], rows, cats[v], shared[v], entries[v])
-        ctx = Context(unit, sides["a"], sides["b"], device and device.upper(), arch, sms, att)
+        ctx = Context(unit, sides["a"], sides["b"], gpus.find_device(device) if device else None, arch, sms, att)
         for rule in UNIT_RULES:
             found = rule(ctx)
             unit["findings"].extend(found)
