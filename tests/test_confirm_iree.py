@@ -15,6 +15,7 @@ import pytest
 from rootcause import cli, pipeline, spec as specs, toolchain
 from rootcause.errors import UsageError
 from rootcause.frontends.iree import build as iree
+from rootcause.frontends.iree.configs import transplant_configuration
 
 CASE = Path(__file__).resolve().parent.parent / "fixtures" / "cases" / "prefill_dedup"
 PREFILL = CASE / "variants.toml"
@@ -170,8 +171,8 @@ def test_transplant_refuses_different_ops():
     base = '%x = linalg.generic {lowering_config = #a<{workgroup = [1]}>}\n'
     other = '%x = linalg.matmul {lowering_config = #a<{workgroup = [2]}>}\n'
     with pytest.raises(UsageError, match="not the same configured ops"):
-        iree.transplant_configuration(base, other, "b.mlir", "o.mlir")
-    assert iree.transplant_configuration(base, base.replace("[1]", "[2]"), "b", "o") == base.replace("[1]", "[2]")
+        transplant_configuration(base, other, "b.mlir", "o.mlir")
+    assert transplant_configuration(base, base.replace("[1]", "[2]"), "b", "o") == base.replace("[1]", "[2]")
 
 
 def test_analyze_bundle_only_writes_the_hybrids(tmp_path, capsys):

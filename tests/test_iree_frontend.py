@@ -18,6 +18,7 @@ from rootcause import spec as specs
 from rootcause import toolchain
 from rootcause.errors import UsageError
 from rootcause.frontends.iree import build as iree
+from rootcause.frontends.iree.compile import target_flags
 
 CASES = Path(__file__).resolve().parent.parent / "fixtures" / "cases"
 PREFILL = CASES / "prefill_dedup" / "variants.toml"
@@ -189,7 +190,7 @@ def test_bad_mlir_is_one_line(tmp_path, built):
 @pytest.mark.parametrize("target", ["auto", "cuda", "metal:apple"])
 def test_unsupported_target(target):
     with pytest.raises(UsageError, match="IREE frontend needs"):
-        iree.target_flags(target)
+        target_flags(target)
 
 
 # -- arithmetic work (parsers.linalg) -------------------------------------------------------

@@ -39,7 +39,7 @@ def _config_words(k: CatalogKernel) -> str:
 def config_hybrids(base: str, spec: VariantSpec, catalog: list[CatalogKernel], other: list[CatalogKernel],
                    bundle: Path, other_bundle: Path, work_dir: Path, notes: list[str]) -> list[Hybrid]:
     """Base's executables configured as the other side configures the same dispatch (module doc)."""
-    from rootcause.frontends.iree.build import transplant_configuration
+    from rootcause.frontends.iree.configs import transplant_configuration
 
     side = "B" if base == "a" else "A"
     by_op = {op: k for k in other for op in k.source_ops}

@@ -1,0 +1,78 @@
+"""iree-compile: where it is, its version, and the command line a spec compiles with."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from rootcause.errors import UsageError
+
+DEDUP_PASS = "iree-flow-deduplicate-executables"
+# Phases kept in the bundle; executable-targets and vm repeat the binaries and are large.
+KEEP_PHASES = ("input", "global-optimization", "dispatch-creation", "flow", "stream", "hal")
+
+
+def iree_compile_path() -> Path:
+    """The iree-compile of the installed iree-base-compiler wheel."""
+    try:
+        from iree.compiler.tools import binaries
+        found = binaries.find_tool("iree-compile")
+    except Exception:  # the package absent or its lookup failing: try next to python
+        found = None
+    if found:
+        return Path(found)
+    beside = Path(sys.executable).parent / "iree-compile"
+    if beside.is_file():
+        return beside
+    raise UsageError("iree-compile not found: install iree-base-compiler (rootcause[compilers])")
+
+
+def compiler_version() -> str:
+    try:
+        from iree.compiler import version
+        return f"{version.VERSION} ({version.REVISIONS.get('IREE', '?')[:12]})"
+    except Exception:
+        out = subprocess.run([str(iree_compile_path()), "--version"], capture_output=True, text=True)
+        return out.stdout.strip().splitlines()[-1] if out.stdout.strip() else "unknown"
+
+
+def target_flags(target: str, where: str = "target") -> list[str]:
+    """iree-compile flags for a spec target: 'cuda:sm_80', 'rocm:gfx942' or 'llvm'."""
+    kind, _, arch = target.partition(":")
+    if kind == "cuda" and arch:
+        return ["--iree-hal-target-device=cuda", f"--iree-cuda-target={arch}"]
+    if kind == "rocm" and arch:
+        return ["--iree-hal-target-device=hip", f"--iree-rocm-target={arch}"]
+    if target == "llvm":
+        # generic x86-64, so the module runs on any CI host (local-task driver)
+        return ["--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu",
+                "--iree-llvmcpu-target-cpu=generic"]
+    raise UsageError(f"{where}: the IREE frontend needs 'cuda:sm_XX', 'rocm:gfxNNN' or 'llvm', "
+                     f"got {target!r}")
+
+
+def compile_command(spec: Any, out_dir: Path, substitutions: dict[str, Path] | None = None) -> list[str]:
+    ir, binaries = out_dir / "ir", out_dir / "binaries"
+    cmd = [str(iree_compile_path()), str(spec.source)]
+    if spec.iree.input_type:
+        cmd.append(f"--iree-input-type={spec.iree.input_type}")
+    cmd += target_flags(spec.target, spec.where("", "target") if hasattr(spec, "where") else "target")
+    cmd += [f"--iree-hal-dump-executable-configurations-to={ir}",
+            f"--iree-hal-dump-executable-sources-to={ir}",
+            f"--iree-hal-dump-executable-binaries-to={binaries}",
+            f"--dump-compilation-phases-to={ir / 'phases'}",
+            f"--mlir-print-ir-before={DEDUP_PASS}", "--mlir-elide-elementsattrs-if-larger=16"]
+    cmd += [f"--iree-hal-substitute-executable-configuration={exe}={path}"
+            for exe, path in (substitutions or {}).items()]
+    cmd += list(spec.iree.flags)
+    cmd += ["-o", str(out_dir / "module.vmfb")]
+    return cmd
+
+
+def compile_error(source: Path, stderr: str) -> UsageError:
+    for line in stderr.splitlines():
+        if "error:" in line:
+            return UsageError(f"{source}: iree-compile failed: {line.strip()}")
+    tail = stderr.strip().splitlines()[-1] if stderr.strip() else "no message"
+    return UsageError(f"{source}: iree-compile failed: {tail}")

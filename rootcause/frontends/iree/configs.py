@@ -1,0 +1,79 @@
+"""Executable configurations: reading the configured dumps, and substituting them (the spec's
+[iree] substitute_configurations, the configuration hybrids)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from parsers import ParseError, iree_ir
+from rootcause.errors import UsageError
+
+CONFIG_KEYS = ("translation_info", "lowering_config")
+
+
+def read_config(path: Path, rel: str | None = None) -> dict[str, dict[str, Any]]:
+    """export -> schedule facts of one configured_*.mlir (parsers.iree_ir.configuration)."""
+    return iree_ir.configuration(path.read_text(), rel or str(path))
+
+
+def transplant_configuration(base: str, other: str, base_file: str, other_file: str) -> str:
+    """`base`'s configured executable with `other`'s codegen decisions: each translation_info and
+    lowering_config value of `other` in place of base's, in op order. The body (its shapes and
+    the value ranges it serves) stays base's, so only the configuration changes. The two must
+    configure the same ops in the same order."""
+    edits = []
+    for key in CONFIG_KEYS:
+        mine, theirs = iree_ir.attr_spans(base, key, base_file), iree_ir.attr_spans(other, key, other_file)
+        ops_mine, ops_theirs = [x[3] for x in mine], [x[3] for x in theirs]
+        if ops_mine != ops_theirs:
+            raise UsageError(f"{other_file}: its {key}s sit on {ops_theirs}, {base_file}'s on {ops_mine}: "
+                             "not the same configured ops, so no configuration can be transplanted")
+        edits += [(start, end, value) for (start, end, _, _), (_, _, value, _) in zip(mine, theirs)]
+    for start, end, value in sorted(edits, reverse=True):
+        base = base[:start] + value + base[end:]
+    return base
+
+
+def prepare_substitutions(spec: Any, ir: Path) -> dict[str, Path]:
+    """executable -> the file handed to iree-compile: the spec's file, renamed where needed."""
+    out = {}
+    for exe, path in spec.iree.substitute_configurations.items():
+        path = Path(path)
+        dest = ir / "substitutions" / f"{exe}{path.suffix}"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if path.suffix == ".mlirbc":  # bytecode: handed over as it is (IREE checks the name)
+            dest.write_bytes(path.read_bytes())
+        else:
+            try:
+                text = path.read_text()
+            except (OSError, UnicodeDecodeError) as err:
+                raise UsageError(f"{path}: cannot read the substituted configuration: {err}") from None
+            try:
+                dest.write_text(iree_ir.renamed_executable(text, exe, str(path)))
+            except ParseError as err:  # the spec names a file that does not fit: a usage error
+                raise UsageError(str(err)) from None
+        out[exe] = dest
+    return out
+
+
+def check_substitutions(spec: Any, substitutions: dict[str, Path], log: str, ir: Path) -> list[str]:
+    """Fail on executables IREE did not find (it only warns); swap the dumps so the catalog reads
+    the configuration that was compiled. Returns notes."""
+    where = spec.where("iree", "substitute_configurations") if hasattr(spec, "where") else \
+        "iree.substitute_configurations"
+    missing, done = iree_ir.substitution_report(log)
+    if missing:
+        names = sorted({n for p in ir.glob("configured_*.mlir") for n in iree_ir.executable_names(p.read_text())})
+        exe = sorted(missing)[0]
+        raise UsageError(f"{where}.{exe}: unknown executable; the build's executables: {', '.join(names) or 'none'}")
+    notes = []
+    for exe, path in substitutions.items():
+        if exe not in done:
+            raise UsageError(f"{where}.{exe}: iree-compile did not report substituting it (no NOTE in its log)")
+        dumped = ir / f"configured_module_{exe}.mlir"
+        if dumped.is_file() and path.suffix == ".mlir":
+            (ir / "unsubstituted").mkdir(exist_ok=True)
+            dumped.replace(ir / "unsubstituted" / dumped.name)
+            dumped.write_text(path.read_text())
+        notes.append(f"{exe}: configuration substituted with {spec.iree.substitute_configurations[exe]}")
+    return notes
