@@ -46,9 +46,9 @@ def test_spills_are_stores_plus_loads_in_every_catalog():
 
     rows = inspect_paths([SPILL_PTX], "sm_90").records
     assert [r.spills for r in rows] == [want]
-    from rootcause.frontends.iree import build as iree_build
+    from rootcause.frontends.iree import catalog as iree_catalog
 
-    catalog_rows, why = iree_build._resources(SPILL_PTX, "spill.ptx", "sm_90")
+    catalog_rows, why = iree_catalog._resources(SPILL_PTX, "spill.ptx", "sm_90")
     assert why is None and catalog_rows["spill"]["spills"] == want
 
 
