@@ -58,6 +58,7 @@ class Side:
     catalog_path: str | None = None  # bundle directory or manifest.json
     entry: str | None = None
     whole: WholeGraph | None = None  # measured whole-graph latency, when there is one
+    profiled_apart: bool = False  # a CPU profile taken after the measurement, not beside it
 
 
 @dataclass
@@ -75,7 +76,8 @@ def attribute_pair(a: Side, b: Side, ctx: Context) -> dict[str, Any]:
     """The attribution document of A (baseline) against B (candidate)."""
     alignment = align(a.events, b.events, a.catalog, b.catalog, a.entry, b.entry)
     att = attribute(a.events, b.events, alignment, a.whole, b.whole, labels=(a.label, b.label),
-                    environment=ctx.environment)
+                    environment=ctx.environment,
+                    scale_to_whole=tuple(v for v, s in (("a", a), ("b", b)) if s.profiled_apart))
     att.notes[:0] = ctx.notes
     try:
         diagnose(att, alignment, a.catalog, b.catalog, ctx.device, a.entry, b.entry)
@@ -269,7 +271,7 @@ def analyze_run(plan: dict[str, Any], out: Path, run_dir: Path, threshold: float
         loaded = bundles.read_bundle(out / plan["bundles"][name])
         sides[name] = Side(name, str(profile), profile_events(str(profile), _calls(extra, name), split_notes, name),
                            loaded.kernels(), str(out / plan["bundles"][name]), loaded.entry,
-                           rundir.variant_whole_graph(measurement, name, mpath))
+                           rundir.variant_whole_graph(measurement, name, mpath), profiled_apart=name in extra)
     environment = rundir.read_env(run_dir)
     ctx = Context(gpus.resolve_device(device, environment), environment,
                   rundir.measurement_meta(measurement["measurement"], mpath, (a, b)), command, split_notes)

@@ -97,3 +97,22 @@ def test_embedded_catalogs_reach_the_report(tmp_path):
     assert doc["catalogs"]["b"]["versions"] == {"npc": "1.0"}
     assert doc["catalogs"]["b"]["kernels"]["fused_scale_shift_square"]["schedule"] == {"rule": "Test"}
     assert "Test" in render_markdown(json.loads(json.dumps(doc)))
+
+
+def test_cpu_profile_slower_than_the_measurement_is_scaled_to_it():
+    """A profile taken apart from the timed calls (CPU profilers) whose kernels alone exceed the
+    measured latency: kernel times are scaled to the measurement and the notes say by how much."""
+    busy_a = float(np.median([sum(d + 10 * (c % 3) for d in A_KERNELS.values()) for c in range(CALLS)]))
+    whole = {"a": WholeGraph(8000.0, 7900.0, 8100.0, "measured", 100),  # below A's profiled 10,010 ns
+             "b": WholeGraph(17000.0, 16900.0, 17100.0, "measured", 100)}
+    a = pipeline.Side("unfused", "a.json", _events(A_KERNELS, 10), _catalog(A_KERNELS), None, "main", whole["a"],
+                      profiled_apart=True)
+    b = pipeline.Side("fused", "b.json", _events(B_KERNELS, 10), _catalog(B_KERNELS), None, "main", whole["b"],
+                      profiled_apart=True)
+    doc = pipeline.attribute_pair(a, b, pipeline.Context())
+    (unit,) = doc["units"]
+    assert unit["time_a_ns"]["median"] == pytest.approx(8000.0, abs=3)  # scaled by 8000 / busy_a
+    assert unit["time_b_ns"]["median"] == pytest.approx(16010.0)  # B's kernels fit its latency: as profiled
+    assert abs(doc["residual"]["a"]["median"]) < 5
+    (note,) = [n for n in doc["notes"] if "scaled by" in n]
+    assert f"{busy_a / 1e3:.1f} us per call" in note and f"{8000 / busy_a:.3f}" in note

@@ -195,6 +195,23 @@ def _kernel_stats(ev: pd.DataFrame, variant: str, codes: np.ndarray, names: np.n
     return stats
 
 
+def _scaled_to(ev: pd.DataFrame, whole: WholeGraph, label: str, notes: list[str]) -> pd.DataFrame:
+    """Kernel times of a profile taken apart from the measurement, scaled so that the median
+    call's busy time is the measured latency, when it exceeds it (module doc of attribute)."""
+    busy = float(_busy_per_call(ev).median())
+    if busy <= whole.median_ns:
+        return ev
+    s = whole.median_ns / busy
+    t0 = ev.groupby("call")["start_ns"].transform("min")
+    start = t0 + ((ev["start_ns"] - t0) * s).round().astype("int64")
+    dur = (ev["duration_ns"] * s).round().astype("int64")
+    notes.append(f"variant {label}: the profiled kernels take {busy / 1e3:.1f} us per call, more than the "
+                 f"measured {whole.median_ns / 1e3:.1f} us (the profiler's instrumented calls ran slower than "
+                 f"the timed ones): kernel times scaled by {s:.3f} to the measurement, shares kept; its "
+                 "residual (host, gaps) is not measured")
+    return ev.assign(start_ns=start, end_ns=start + dur, duration_ns=dur)
+
+
 def _ival(x: Interval) -> dict[str, float]:
     return x.to_dict()
 
@@ -202,14 +219,20 @@ def _ival(x: Interval) -> dict[str, float]:
 def attribute(events_a: pd.DataFrame, events_b: pd.DataFrame, alignment: Alignment,
               whole_a: WholeGraph | None = None, whole_b: WholeGraph | None = None,
               labels: tuple[str, str] = ("A", "B"), n_boot: int = 2000, seed: int = 0,
-              environment: dict[str, Any] | None = None) -> Attribution:
+              environment: dict[str, Any] | None = None, scale_to_whole: tuple[str, ...] = ()) -> Attribution:
     """Per-unit times and deltas, residual and closure (module doc). `whole_a`/`whole_b`:
-    measured whole-graph latency per variant; both or neither."""
+    measured whole-graph latency per variant; both or neither. scale_to_whole: the variants
+    ('a', 'b') profiled apart from their measurement (a CPU profiler's instrumented calls):
+    when their kernels' busy time per call exceeds the measured latency, kernel times are
+    scaled down to it (shares kept, said in the notes)."""
     if (whole_a is None) != (whole_b is None):
         raise ValueError("give the whole-graph measurement of both variants or of neither")
     notes: list[str] = list(alignment.notes)
     rng = np.random.default_rng(seed)
     evs = {"a": _with_calls(events_a, labels[0], notes), "b": _with_calls(events_b, labels[1], notes)}
+    for v, whole in (("a", whole_a), ("b", whole_b)):
+        if v in scale_to_whole and whole is not None:
+            evs[v] = _scaled_to(evs[v], whole, labels[0 if v == "a" else 1], notes)
     unit_ids = alignment.units["unit"].to_numpy()
     per = {}
     k = len(unit_ids)
