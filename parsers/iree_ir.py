@@ -21,6 +21,7 @@ import math
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 from typing import Any
 
 from parsers.base import ParseError
@@ -305,3 +306,79 @@ def ir_before(log: str, pass_name: str) -> tuple[str, str]:
 def substitution_report(log: str) -> tuple[set[str], set[str]]:
     """(executables IREE did not find to substitute, executables it reports substituted)."""
     return set(_NOT_FOUND.findall(log)), set(_SUBSTITUTED.findall(log))
+
+
+# ---- source locations (--mlir-print-debuginfo) ---------------------------------------------
+
+_LOC_ALIAS = re.compile(r"^(#loc\d*)\s*=\s*loc\((.*)\)\s*$", re.M)
+_FILE_LOC = re.compile(r'"([^"]*)":(\d+):(\d+)')
+_ALIAS_REF = re.compile(r"#loc\d*")
+_DISPATCH_FUNC = re.compile(r"^\s+func\.func\s+(" + _SYM + r")\(", re.M)
+# The ops that carry an input op's work into a dispatch. Fills, yields and index ops are cloned
+# or structural: they would join dispatches that share only a zero constant.
+_ANCHOR_OP = re.compile(r"=\s*\"?((?:linalg|iree_linalg_ext)\.(\w+))")
+_NOT_ANCHORS = {"fill", "yield", "index"}
+_TRAILING_LOC = re.compile(r"\bloc\((.*)\)\s*$")
+_PAYLOAD_OP = re.compile(r"=\s*(?:arith|math)\.\w+")
+
+
+def _loc_aliases(text: str) -> dict[str, str]:
+    return {m.group(1): m.group(2) for m in _LOC_ALIAS.finditer(text)}
+
+
+def _resolve_loc(body: str, aliases: dict[str, str], depth: int = 0) -> list[str]:
+    """'file:line:col' of the input ops a location names: aliases followed, a callsite's callee
+    (the part before ' at ') taken, every member of a fused location kept."""
+    if depth > 32:  # an alias chain this long is a cycle
+        return []
+    if body.startswith("callsite(") and " at " in body:
+        body = body[len("callsite("):].split(" at ", 1)[0]
+    out = [f"{PurePosixPath(f).name}:{line}:{col}" for f, line, col in _FILE_LOC.findall(body)]
+    for ref in _ALIAS_REF.findall(body):
+        if ref in aliases:
+            out += _resolve_loc(aliases[ref], aliases, depth + 1)
+    return list(dict.fromkeys(out))
+
+
+def dispatch_locations(text: str, file: str = "<text>") -> dict[str, list[str]]:
+    """Per dispatch function of a flow-phase dump printed with --mlir-print-debuginfo: the input
+    locations ('file:line:col', file by base name) of the linalg / linalg_ext ops in its body.
+
+    A region op (linalg.generic) carries its location on the line that closes its region; the
+    op's own line carries it otherwise. ParseError when the text holds no location at all (the
+    dump was printed without debug info)."""
+    if "loc(" not in text:
+        raise ParseError(file, "line 1", "no MLIR locations (was it printed with --mlir-print-debuginfo?)")
+    aliases = _loc_aliases(text)
+    lines = text.split("\n")
+    out: dict[str, list[str]] = {}
+    current = None
+    for i, line in enumerate(lines):
+        head = _DISPATCH_FUNC.match(line)
+        if head:
+            current = _sym(head.group(1))
+            out.setdefault(current, [])
+            continue
+        op = _ANCHOR_OP.search(line)
+        if current is None or not op or op.group(2) in _NOT_ANCHORS:
+            continue
+        loc_lines = [line]
+        if not _TRAILING_LOC.search(line):  # a region op: its location follows the region's '}'
+            depth, opened, j = 0, False, i
+            while j < len(lines):
+                depth += lines[j].count("{") - lines[j].count("}")
+                opened = opened or "{" in lines[j]
+                if j > i and _PAYLOAD_OP.search(lines[j]):
+                    loc_lines.append(lines[j])  # a fused producer's arithmetic keeps its own location
+                if opened and depth <= 0:
+                    break
+                j += 1
+            loc_lines[0] = lines[min(j, len(lines) - 1)]
+        found = []
+        for where in loc_lines:
+            m = _TRAILING_LOC.search(where)
+            if m is None:
+                raise ParseError(file, f"line {i + 1}", f"{op.group(1)} without a location")
+            found += _resolve_loc(m.group(1), aliases)
+        out[current] = list(dict.fromkeys(out[current] + found))
+    return out

@@ -35,6 +35,10 @@ class CatalogKernel:
     - schedule: the scheduling choice: TVM {"rule": "GeneralReduction", "shared_allocs":
       [...]}, IREE {"pipeline": ..., "workgroup_size": [...], "subgroup_size": n,
       "lowering_config": {...}}.
+    - source_locs: input locations ('file:line:col', file by base name) of the ops the kernel
+      computes, where the compiler carries them (IREE's MLIR locations: a fused dispatch keeps its
+      producers' locations, a split reduction's dispatches share one). Kernels of two variants
+      built from one source that share a location compute (part of) the same input op.
     - bytes_moved: bytes the kernel must read + write at minimum (from buffer shapes), or None.
     - flops: arithmetic work estimate, or None.
     """
@@ -46,6 +50,7 @@ class CatalogKernel:
     launch: dict[str, Any] = field(default_factory=dict)
     resources: dict[str, Any] = field(default_factory=dict)
     schedule: dict[str, Any] = field(default_factory=dict)
+    source_locs: list[str] = field(default_factory=list)
     bytes_moved: int | None = None
     flops: int | None = None
 

@@ -8,6 +8,10 @@ the rest go on to the next tier:
 
 1. provenance: the catalogs' source_ops (bundle manifest "kernels"), the only tier that
    knows which ops a kernel really computes.
+1b. location: the catalogs' source_locs, the input locations of the ops a kernel computes
+   (IREE carries MLIR locations into its dispatches). Any two kernels sharing one join, whatever
+   tier placed them: a serial reduction meets its split partial + combine dispatches, a fused
+   dispatch the dispatches of the producers it absorbed.
 2. name: the same kernel name in both variants.
 3. dispatch-name: IREE dispatch symbols with the '<entry>$async_dispatch_<n>_' prefix
    removed ('prefill_bs2$async_dispatch_0_matmul_like_..' == 'prefill_bs8$async_..').
@@ -40,7 +44,7 @@ UNIT_COLUMNS: dict[str, str] = {
     "kernels_a": "tuple of kernel names of variant A in this unit (may be empty)",
     "kernels_b": "tuple of kernel names of variant B in this unit (may be empty)",
     "source_ops": "tuple of source-op ids (provenance) or op names (fused-name) covered",
-    "method": "weakest tier that joined the unit: provenance, name, dispatch-name, "
+    "method": "weakest tier that joined the unit: provenance, location, name, dispatch-name, "
               "fused-name, shape, remainder, unmatched",
     "flagged": "True when the unit has kernels on one side only or was joined by shape",
 }
@@ -56,7 +60,7 @@ KERNEL_COLUMNS: dict[str, str] = {
     "shared_call_sites": "tuple of all call sites of the kernel when it serves more than one",
 }
 
-TIERS = ("provenance", "name", "dispatch-name", "fused-name", "shape", "remainder", "unmatched")
+TIERS = ("provenance", "location", "name", "dispatch-name", "fused-name", "shape", "remainder", "unmatched")
 
 _DISPATCH = re.compile(r"^.*?(?:[$_]async)?_dispatch_\d+_(.+)$")
 
@@ -200,7 +204,7 @@ def align(events_a: pd.DataFrame, events_b: pd.DataFrame,
             ops = call_site_ops(k, entries[v]) if k else []
             shared = tuple(k.call_sites) if k and len(k.call_sites) > 1 else ()
             info[node] = {"catalog": k is not None, "source_ops": tuple(ops),
-                          "shared_call_sites": shared}
+                          "source_locs": tuple(k.source_locs) if k else (), "shared_call_sites": shared}
         missing = [n for n in names[v] if catalogs[v] and not info[f"{v}:{n}"]["catalog"]]
         if missing:
             notes.append(f"variant {v}: {len(missing)} launched kernel(s) not in the catalog "
@@ -237,6 +241,10 @@ def align(events_a: pd.DataFrame, events_b: pd.DataFrame,
     # 1. provenance
     link_through({node: list(i["source_ops"]) for node, i in info.items() if i["source_ops"]},
                  "provenance", "op")
+    # 1b. input locations: kernels (of any tier so far) that compute part of one input op join,
+    # many to many: a serial reduction meets its split partial and combine dispatches
+    link_through({node: list(i["source_locs"]) for node, i in info.items() if i["source_locs"]},
+                 "location", "loc")
     # 2. identical names
     left = pending()
     link_through({f"{v}:{n}": [n] for v in "ab" for n in left[v]}, "name", "name")
@@ -298,7 +306,7 @@ def _tables(names, info, uf, method, fused, notes) -> Alignment:
         weakest = max(tiers, key=TIERS.index)
         ops: list[str] = []
         for n in nodes:
-            src = info[n]["source_ops"] if method[n] == "provenance" else (
+            src = info[n]["source_ops"] if method[n] in ("provenance", "location") else (
                 fused.get(n, []) if method[n] == "fused-name" else [])
             ops.extend(op for op in src if op not in ops)
         ka = tuple(n[2:] for n in nodes if n[0] == "a")

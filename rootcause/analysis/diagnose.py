@@ -263,12 +263,16 @@ def bandwidth(ctx: Context) -> list[dict[str, Any]]:
 
 # Alignment tiers whose pairing is evidence that two kernels compute the same ops: rules that
 # compare work across the pair (recomputation) need one of these, never a shape-only pairing.
-OP_EVIDENCE_TIERS = ("provenance", "name", "dispatch-name", "fused-name")
+OP_EVIDENCE_TIERS = ("provenance", "location", "name", "dispatch-name", "fused-name")
 
 
 def _ops(side: Side, kernel: str) -> set[str]:
+    """The input ops a kernel computes: its input locations where the compiler carries them
+    (IREE), else its source ops (TVM bindings)."""
     cat = side.cat(kernel)
-    return set(cat.source_ops) if cat else set()
+    if cat is None:
+        return set()
+    return set(cat.source_locs) or set(cat.source_ops)
 
 
 def _work(side: Side, metric: str) -> float | None:

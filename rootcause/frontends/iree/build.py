@@ -1,11 +1,13 @@
 """IREE frontend: compile a spec's MLIR with iree-compile and catalog every dispatch.
 
-One iree-compile run writes everything the catalog is read from (out_dir layout):
+One iree-compile run writes most of what the catalog is read from (out_dir layout):
 - module.vmfb
 - ir/configured_module_<executable>.mlir: translation_info (pipeline, workgroup_size,
   subgroup_size) on the export's func.func and lowering_config on its root op
 - ir/module_<executable>.mlir: the executable sources (--iree-hal-dump-executable-sources-to)
 - ir/phases/<stem>.<n>.<phase>.mlir: flow, stream and hal phases (--dump-compilation-phases-to)
+- ir/flow_located.mlir: a second run to the flow phase with --mlir-print-debuginfo: the input
+  locations of every dispatch's ops (catalog source_locs)
 - ir/before_dedup.mlir: the module just before iree-flow-deduplicate-executables
   (--mlir-print-ir-before), which still names every call site's own dispatch
 - binaries/module_<executable>_<variant>.{ptx,hsaco,so}
@@ -33,7 +35,9 @@ from typing import Any
 
 from parsers import iree_ir
 from rootcause.frontends.iree.catalog import catalog
-from rootcause.frontends.iree.compile import DEDUP_PASS, KEEP_PHASES, compile_command, compile_error, compiler_version
+from rootcause.frontends.iree.catalog import LOCATED_FLOW
+from rootcause.frontends.iree.compile import (DEDUP_PASS, KEEP_PHASES, compile_command, compile_error,
+                                             compiler_version, locations_command)
 from rootcause.frontends.iree.configs import check_substitutions, prepare_substitutions
 from rootcause.model import BuildOutput
 
@@ -62,6 +66,11 @@ def build(spec: Any, out_dir: Path) -> BuildOutput:
     for p in (ir / "phases").glob("*.mlir"):
         if p.stem.split(".")[-1] not in KEEP_PHASES:
             p.unlink()
+    located = subprocess.run(locations_command(spec, ir / LOCATED_FLOW), capture_output=True, text=True)
+    if located.returncode != 0:
+        (ir / LOCATED_FLOW).unlink(missing_ok=True)
+        notes.append("no source locations: iree-compile --compile-to=flow --mlir-print-debuginfo failed: "
+                     + (located.stderr.strip().splitlines() or ["no output"])[-1])
 
     kernels = catalog(out_dir, spec.target, notes)
     versions = {"iree-compiler": compiler_version(), "python": sys.version.split()[0]}

@@ -11,6 +11,20 @@ from rootcause.frontends.iree.configs import read_config
 from rootcause.model import CatalogKernel
 
 
+LOCATED_FLOW = "flow_located.mlir"
+
+
+def _locations(ir: Path, notes: list[str]) -> dict[str, list[str]]:
+    path = ir / LOCATED_FLOW
+    if not path.is_file():
+        return {}
+    try:
+        return iree_ir.dispatch_locations(path.read_text(), str(path))
+    except ParseError as err:
+        notes.append(f"no source locations: {err}")
+        return {}
+
+
 def _phase(ir: Path, name: str) -> Path | None:
     found = sorted((ir / "phases").glob(f"*.{name}.mlir"))
     return found[0] if found else None
@@ -34,6 +48,7 @@ def catalog(out_dir: Path, target: str, notes: list[str] | None = None) -> list[
             facts["substituted"] = str(original.relative_to(out_dir)) if original.is_file() else None
         schedules.update(config)
     dispatches = iree_ir.hal_dispatches(hal.read_text())
+    locations = _locations(ir, notes)
     arch = target.partition(":")[2] or None
     resources_by_file: dict[Path, dict[str, dict]] = {}
 
@@ -72,7 +87,7 @@ def catalog(out_dir: Path, target: str, notes: list[str] | None = None) -> list[
             name=schedule.get("symbol") or export, function=export,
             source_ops=[f"{entry}/{original}" for entry, original in my_sites],
             call_sites=sorted({entry for entry, _ in my_sites}),
-            launch=launch, resources=resources, schedule=schedule,
+            launch=launch, resources=resources, schedule=schedule, source_locs=locations.get(export, []),
             bytes_moved=schedule.pop("bytes_moved", None),
             flops=dispatch_flops(ir, schedule.get("executable"), export, notes)))
     return kernels

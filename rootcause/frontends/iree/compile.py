@@ -70,6 +70,18 @@ def compile_command(spec: Any, out_dir: Path, substitutions: dict[str, Path] | N
     return cmd
 
 
+def locations_command(spec: Any, out_file: Path) -> list[str]:
+    """iree-compile up to the flow phase with MLIR locations printed: the same input, target and
+    flags as the build, so its dispatches are the build's (catalog source_locs)."""
+    cmd = [str(iree_compile_path()), str(spec.source)]
+    if spec.iree.input_type:
+        cmd.append(f"--iree-input-type={spec.iree.input_type}")
+    cmd += target_flags(spec.target, spec.where("", "target") if hasattr(spec, "where") else "target")
+    cmd += ["--compile-to=flow", "--mlir-print-debuginfo", "--mlir-elide-elementsattrs-if-larger=16",
+            "--mlir-elide-resource-strings-if-larger=16", *spec.iree.flags, "-o", str(out_file)]
+    return cmd
+
+
 def compile_error(source: Path, stderr: str) -> UsageError:
     for line in stderr.splitlines():
         if "error:" in line:
