@@ -137,14 +137,12 @@ def _layout(measurement: dict[str, Any]) -> tuple[int, int]:
 
 
 def unit_of(h: Hybrid, units: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The attribution unit a hybrid targets: the one sharing its ops, else its kernels."""
+    """The attribution unit a hybrid targets: the one sharing its ops, else its kernels. A hybrid
+    that changes kernels of several units targets none: it is judged on the whole graph."""
     side = "kernels_a" if h.base == "a" else "kernels_b"
-    for u in units:
-        if h.source_ops and set(h.source_ops) & set(u.get("source_ops", [])):
-            return u
-        if h.kernels and set(h.kernels) & set(u.get(side, [])):
-            return u
-    return None
+    hit = [u for u in units if (h.source_ops and set(h.source_ops) & set(u.get("source_ops", [])))
+           or (h.kernels and set(h.kernels) & set(u.get(side, [])))]
+    return hit[0] if len(hit) == 1 else None
 
 
 def unit_call_times(events: pd.DataFrame, kernels: list[str]) -> np.ndarray:

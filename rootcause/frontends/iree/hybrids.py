@@ -19,8 +19,11 @@ def plan(spec_a: VariantSpec, spec_b: VariantSpec, catalog_a: list[CatalogKernel
     if bundles and work_dir is not None:
         for base in "ab":
             other = "b" if base == "a" else "a"
-            found += config_hybrids(base, specs[base], cats[base], cats[other], Path(bundles[base]),
-                                    Path(bundles[other]), Path(work_dir), notes)
+            singles = config_hybrids(base, specs[base], cats[base], cats[other], Path(bundles[base]),
+                                     Path(bundles[other]), Path(work_dir), notes)
+            found += singles
+            if len(singles) > 1:
+                found.append(all_configurations(base, specs[base], singles))
     else:
         notes.append("no bundles given: IREE configuration hybrids (executable substitution) not planned")
     found += flag_hybrids(spec_a, spec_b)
@@ -74,6 +77,22 @@ def config_hybrids(base: str, spec: VariantSpec, catalog: list[CatalogKernel], o
                           f"configuring {exe} as {side} configures {mate.schedule.get('executable') or mate.name} "
                           f"({_config_words(mate)} instead of {_config_words(k)})", shared, [k.name], edited))
     return out
+
+
+def all_configurations(base: str, spec: VariantSpec, singles: list[Hybrid]) -> Hybrid:
+    """Every executable the single hybrids reconfigure, reconfigured at once: when several
+    changed executables make up one unit, no single one of them can recover it."""
+    subs = {**spec.iree.substitute_configurations}
+    for h in singles:
+        subs.update(h.spec.iree.substitute_configurations)
+    edited = dataclasses.replace(spec, iree=dataclasses.replace(spec.iree, substitute_configurations=subs))
+    side = "B" if base == "a" else "A"
+    names = [exe for h in singles for exe in h.change["substitute_configurations"]]
+    return Hybrid("", base, "configuration", {"substitute_configurations": {
+        exe: p for h in singles for exe, p in h.change["substitute_configurations"].items()}},
+        f"configuring all of {', '.join(names)} as {side} configures them",
+        list(dict.fromkeys(op for h in singles for op in h.source_ops)),
+        list(dict.fromkeys(k for h in singles for k in h.kernels)), edited)
 
 
 def flag_hybrids(spec_a: VariantSpec, spec_b: VariantSpec) -> list[Hybrid]:
