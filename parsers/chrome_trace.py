@@ -10,6 +10,7 @@ args give grid, block, 'registers per thread', 'shared memory', stream, device, 
 from __future__ import annotations
 
 import json
+import math
 from typing import TYPE_CHECKING, Any
 
 from parsers.base import ParseError
@@ -36,6 +37,8 @@ def events(data: bytes, file: str = "<bytes>") -> "pd.DataFrame":
         raise ParseError(file, f"line {err.lineno}, column {err.colno}", f"bad JSON: {err.msg}") from None
     except UnicodeDecodeError as err:
         raise ParseError(file, f"byte {err.start}", "not UTF-8") from None
+    except RecursionError:
+        raise ParseError(file, "traceEvents", "JSON nested too deeply") from None
     trace = doc.get("traceEvents") if isinstance(doc, dict) else doc
     if not isinstance(trace, list):
         raise ParseError(file, "traceEvents", "expected a list of trace events")
@@ -94,7 +97,10 @@ def _us_to_ns(value: Any, file: str, index: int, key: str) -> Any:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         what = "missing" if value is None else f"expected a number of microseconds, got {value!r}"
         raise ParseError(file, f"event {index}", f"column {key!r}: {what}")
-    return int(round(value * 1000))
+    ns = value * 1000
+    if not math.isfinite(ns) or not -2.0 ** 63 <= ns < 2.0 ** 63:
+        raise ParseError(file, f"event {index}", f"column {key!r}: {value!r} microseconds is beyond the int64 ns range")
+    return int(round(ns))
 
 
 def _minus(end: Any, start: Any, file: str, index: int) -> Any:
