@@ -33,6 +33,11 @@ EVENT_COLUMNS: dict[str, str] = {
     "correlation_id": "host-side launch correlation id, NA when absent",
     "call": "graph call index (0..n-1) after splitting into graph calls, -1 when not split",
     "source": "which importer produced the row: cupti, ncu, rocprof, nsys, chrome, iree-profile",
+    # Added for traces that hold more than kernels (Kineto): the rows above keep their meaning.
+    "kind": "kernel, memcpy or memset (copies and fills are GPU rows too; only Chrome/Kineto reads them so far)",
+    "external_id": "Kineto 'External id' linking the row to its CPU op, NA when absent",
+    "bytes": "bytes copied or set (memcpy / memset rows), NA for kernels",
+    "cpu_op": "name of the CPU op that launched the row (Kineto), missing (None/NaN) when the trace does not say",
 }
 
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -41,8 +46,9 @@ TIME_COLUMNS = ("start_ns", "end_ns", "duration_ns")
 # Nullable integers (pandas Int64): absent in some formats.
 OPTIONAL_INT_COLUMNS = (
     "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers",
-    "shared_bytes", "local_bytes", "stream", "device", "correlation_id",
+    "shared_bytes", "local_bytes", "stream", "device", "correlation_id", "external_id", "bytes",
 )
+KINDS = ("kernel", "memcpy", "memset")
 
 
 def empty() -> pd.DataFrame:
@@ -79,6 +85,10 @@ def frame(columns: dict[str, Any], source: str,
         out[name] = pd.array([pd.NA] * n if values is None else _ints(values), dtype="Int64")
     out["call"] = np.full(n, -1, dtype=np.int64)
     out["source"] = pd.array([source] * n, dtype=object)
+    kind = columns.get("kind")
+    out["kind"] = pd.array(["kernel"] * n if kind is None else kind, dtype=object)
+    op = columns.get("cpu_op")
+    out["cpu_op"] = pd.array([None] * n if op is None else op, dtype=object)
     return pd.DataFrame(out, columns=list(EVENT_COLUMNS), copy=False)  # readers hand over arrays they do not reuse
 
 

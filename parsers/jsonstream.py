@@ -171,7 +171,11 @@ def _batched(records: Iterator[tuple[int, Any]], unit: str, file: str, record_ty
         if not isinstance(obj, dict):
             raise ParseError(file, f"{unit} {number}", f"expected an object, got {type(obj).__name__}")
         numbers.append(number)
-        batch.append(msgspec.convert(obj, record_type))
+        try:
+            batch.append(msgspec.convert(obj, record_type))
+        except msgspec.ValidationError as err:
+            what, _, at = str(err).partition(" - at `$")
+            raise ParseError(file, f"{unit} {number}", f"{at.rstrip('`').lstrip('.') + ': ' if at else ''}{what}") from None
         if len(batch) == size:
             yield numbers, batch
             numbers, batch = [], []

@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+import warnings
 from typing import TYPE_CHECKING
 
 from parsers.base import ParseError
@@ -59,8 +60,12 @@ def _events(source, first_line: bytes, file: str) -> "pd.DataFrame":
     # Names, kinds and agents repeat: as categories the C parser keeps one string per value,
     # not one per row (a million rows hold a few hundred kernels).
     try:
-        table = pd.read_csv(source, dtype={required[0]: "category", "Kind": "category", "Agent_Id": "category"},
-                            keep_default_na=False, na_values=[""], low_memory=False)
+        with warnings.catch_warnings():  # a row longer than the header: an error, not lost fields
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            table = pd.read_csv(source, dtype={required[0]: "category", "Kind": "category", "Agent_Id": "category"},
+                                keep_default_na=False, na_values=[""], low_memory=False, index_col=False)
+    except pd.errors.ParserWarning:
+        raise ParseError(file, "line 2+", "bad CSV: a row has more fields than the header") from None
     except pd.errors.ParserError as err:
         msg = str(err).strip()
         m = re.search(r"line (\d+)", msg) or re.search(r"row (\d+)", msg)

@@ -211,11 +211,71 @@ def ncu_details(raw_csv: str) -> str:
     return "\n".join(lines[:head]) + "\n" + out.getvalue()
 
 
+
+
+def kineto_doc() -> dict:
+    """A Kineto-format variant of the real HTA excerpt (by hand, with the field names
+    torch.profiler writes): the excerpt under a Kineto header pushed past 64 KiB, plus a second step, a
+    memcpy and a memset, a kernel on GPU 1 and a ROCm-style kernel without grid/block."""
+    T0 = 1666149715428509  # the excerpt's kernel start, us
+    events = json.loads(CHROME_SAMPLE.read_text())["traceEvents"]
+    events += [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#553", "pid": 3914, "tid": 3914,
+         "ts": 1666149715446651, "dur": 1200, "args": {"External id": 49300}},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::copy_", "pid": 3914, "tid": 3914, "ts": T0 + 100, "dur": 30,
+         "args": {"External id": 70001}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 3914, "tid": 3914, "ts": T0 + 105,
+         "dur": 8, "args": {"External id": 70001, "correlation": 9001}},
+        {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD (Device -> Device)", "pid": 0, "tid": 7,
+         "ts": T0 + 110.25, "dur": 3.5, "args": {"External id": 70001, "device": 0, "context": 1, "stream": 7,
+                                                  "correlation": 9001, "bytes": 1048576,
+                                                  "memory bandwidth (GB/s)": 299.6}},
+        {"ph": "X", "cat": "gpu_memset", "name": "Memset (Device)", "pid": 1, "tid": 9, "ts": T0 + 120,
+         "dur": 1.25, "args": {"device": 1, "stream": 9, "correlation": 9002, "bytes": 4096}},
+        {"ph": "X", "cat": "kernel", "name": "void at::native::vectorized_elementwise_kernel<4>", "pid": 1,
+         "tid": 9, "ts": T0 + 130, "dur": 2, "args": {"device": 1, "stream": 9, "correlation": 9003,
+                                                     "grid": [80, 1, 1], "block": [128, 1, 1]}},
+        {"ph": "X", "cat": "kernel", "name": "Cijk_Ailk_Bljk_SB_MT64x64x8", "pid": 0, "tid": 3, "ts": T0 + 140,
+         "dur": 5, "args": {"device": 0, "stream": 3, "correlation": 9004, "kernel": "Cijk_Ailk_Bljk_SB_MT64x64x8"}},
+    ]
+    pg = [{"pg_name": str(i), "pg_desc": "default_pg", "backend_config": "cuda:nccl", "ranks": list(range(8))}
+          for i in range(1200)]
+    return {
+        "schemaVersion": 1,
+        "deviceProperties": [{"id": i, "name": "NVIDIA H200", "totalGlobalMem": 150121218048, "computeMajor": 9,
+                              "computeMinor": 0, "maxThreadsPerBlock": 1024} for i in range(2)],
+        "distributedInfo": {"backend": "nccl", "rank": 3, "world_size": 8, "pg_count": len(pg), "pg_config": pg},
+        "record_shapes": 1,
+        "traceEvents": events,
+        "traceName": "rank3.pt.trace.json",
+    }
+
+
 def profile_samples(tmp: Path) -> dict[str, list[Path]]:
-    """Real inputs of every profile format, the built ones (nsys, ncu details) written to tmp."""
+    """Real inputs of every profile format, the built ones (nsys, ncu details, the Kineto
+    variant) written to tmp."""
     tmp.mkdir(parents=True, exist_ok=True)
     details = tmp / "details.ncu.csv"
     details.write_text(ncu_details(NCU_SAMPLE.read_text()))
     db = nsys_db(tmp / "report.sqlite", json.loads(CUPTI_SAMPLE.read_text()))
-    return {"cupti": [CUPTI_SAMPLE], "chrome": [CHROME_SAMPLE], "iree-profile": list(IREE_SAMPLES),
+    kineto = tmp / "rank3.pt.trace.json"
+    kineto.write_text(json.dumps(kineto_doc()))
+    return {"cupti": [CUPTI_SAMPLE], "chrome": [CHROME_SAMPLE, kineto], "iree-profile": list(IREE_SAMPLES),
             "ncu-raw": [NCU_SAMPLE], "ncu-details": [details], "rocprof": list(ROCPROF_SAMPLES), "nsys": [db]}
+
+
+def compressed_mutant(rng: random.Random, blob: bytes, dialect: str) -> bytes:
+    """A text profile compressed with one of the codecs rootcause reads by magic, mutated
+    before compression (the codec is sound, the content not) or after (the codec is not)."""
+    import bz2
+    import gzip
+    import lzma
+
+    import lz4.frame
+    import zstandard
+
+    pack = rng.choice((gzip.compress, bz2.compress, lzma.compress, lz4.frame.compress,
+                       zstandard.ZstdCompressor().compress))
+    if rng.random() < 0.5:
+        return pack(text_mutant(rng, blob, dialect))
+    return text_mutant(rng, pack(blob), "csv")

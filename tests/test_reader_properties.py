@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mutation import profile_samples, sqlite_mutant, text_mutant
+from mutation import compressed_mutant, profile_samples, sqlite_mutant, text_mutant
 from parsers import ParseError
 from rootcause.profilers import FORMATS, load
 
@@ -28,12 +28,17 @@ READER = {"ncu-raw": "ncu", "ncu-details": "ncu"}
 
 @pytest.fixture(scope="module")
 def samples(tmp_path_factory):
-    return profile_samples(tmp_path_factory.mktemp("samples"))
+    found = profile_samples(tmp_path_factory.mktemp("samples"))
+    found["compressed"] = [*found["cupti"], *found["chrome"], *found["rocprof"], *found["iree-profile"]]
+    return found
 
 
 def _mutant(rng: random.Random, fmt: str, source: Path, out: Path) -> Path:
     if fmt == "nsys":
         return sqlite_mutant(rng, source, out)
+    if fmt == "compressed":
+        out.write_bytes(compressed_mutant(rng, source.read_bytes(), "csv" if source.suffix == ".csv" else "json"))
+        return out
     out.write_bytes(text_mutant(rng, source.read_bytes(), DIALECT[fmt]))
     return out
 
@@ -42,8 +47,11 @@ def _only_parse_errors(path: Path, fmt: str) -> None:
     """load() (sniffing) and the format's own reader on the bytes: rows or one ParseError."""
     import importlib
 
-    reader = importlib.import_module(FORMATS[READER.get(fmt, fmt)])
-    for read in (lambda: load(path), lambda: reader.events(path.read_bytes(), str(path))):
+    reads = [lambda: load(path, kinds=None)]
+    if fmt != "compressed":  # the reader itself takes uncompressed bytes
+        reader = importlib.import_module(FORMATS[READER.get(fmt, fmt)])
+        reads.append(lambda: reader.events(path.read_bytes(), str(path)))
+    for read in reads:
         try:
             read()
         except ParseError as err:
@@ -51,7 +59,8 @@ def _only_parse_errors(path: Path, fmt: str) -> None:
             assert "\n" not in text and text.startswith(str(path)), text
 
 
-@pytest.mark.parametrize("fmt", ["cupti", "chrome", "iree-profile", "ncu-raw", "ncu-details", "rocprof", "nsys"])
+@pytest.mark.parametrize("fmt", ["cupti", "chrome", "iree-profile", "ncu-raw", "ncu-details", "rocprof", "nsys",
+                                 "compressed"])
 @settings(max_examples=int(os.environ.get("READER_EXAMPLES", "60")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rng=st.randoms(use_true_random=False))
 def test_mutants_raise_only_parse_error(samples, fmt, rng, tmp_path):
