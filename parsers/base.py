@@ -10,9 +10,16 @@ class ParseError(Exception):
 
     def __init__(self, file: str, where: str, what: str):
         self.file = str(file)
-        self.where = where
-        self.what = what
+        self.where = _one_line(where)
+        self.what = _one_line(what)
+        where, what = self.where, self.what
         super().__init__(f"{self.file}: {where}: {what}" if where else f"{self.file}: {what}")
+
+
+def _one_line(text: str, limit: int = 400) -> str:
+    """Bad bytes echoed in a message stay on one line and short (a mutated field can be huge)."""
+    text = " ".join(str(text).split("\n")).replace("\r", " ")
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 @dataclass

@@ -1,111 +1,468 @@
-"""Chrome / Perfetto trace JSON (torch.profiler, JAX, rocprof v1) -> KernelEvents.
+"""Chrome / Perfetto trace JSON (torch.profiler's Kineto traces, JAX, rocprof v1) -> KernelEvents.
 
-The file is {"traceEvents": [...], ...} or a bare list of events. Times are microseconds
-(floats; ns = round(us * 1000)). Kernel launches are 'X' (complete: ts, dur) events or 'B'/'E'
-pairs on one (pid, tid) whose cat is a kernel category ('kernel', as torch.profiler writes),
-or, with another cat, whose args describe a launch ('grid' or 'kernel_details', as JAX
-writes). Host-side events ('cuda_runtime', 'cpu_op', ...) are never kernels. torch.profiler
-args give grid, block, 'registers per thread', 'shared memory', stream, device, correlation.
+The file is {"traceEvents": [...], ...} (Kineto puts schemaVersion, deviceProperties,
+distributedInfo, ... first) or a bare list of events. Times are microseconds (floats;
+ns = round(us * 1000)).
+
+GPU rows, in file order, with `kind`:
+- kernel: 'X' (complete: ts, dur) events or 'B'/'E' pairs on one (pid, tid) whose cat is a
+  kernel category ('kernel', as torch.profiler writes), or, with another cat, whose args
+  describe a launch ('grid' or 'kernel_details', as JAX writes);
+- memcpy / memset: cat 'gpu_memcpy' / 'gpu_memset' (args.bytes is the size).
+torch.profiler args give grid, block, 'registers per thread', 'shared memory', stream, device,
+correlation and 'External id'. The device is args.device, else the event's pid (Kineto's GPU
+rows have pid = device). A ROCm kernel may have no grid: grid is NA then.
+
+The CPU op that launched each GPU row (cpu_op column) is the cpu_op event with the row's
+External id, else the innermost cpu_op around the runtime call (cuda_runtime / cuda_driver)
+with the row's correlation id on that call's thread. Host events are never rows; steps()
+gives the ProfilerStep#N spans and read_trace() the deviceProperties GPU names.
+
+Decoding: msgspec reads the document with traceEvents left raw (validating its syntax), then
+decodes the events in chunks (parsers.jsonstream) into a Struct naming only the fields used.
 """
 from __future__ import annotations
 
-import json
+import io
+import math
+import os
+import re
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from parsers.base import ParseError
 from parsers.events import check_intervals, frame, int_column, str_column
+from parsers.jsonstream import iter_batches
 
 if TYPE_CHECKING:
     import pandas as pd
 
 SOURCE = "chrome"
 KERNEL_CATS = {"kernel", "gpu_kernel", "kernel_dispatch"}
+GPU_KINDS = {**{c: "kernel" for c in KERNEL_CATS}, "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
+CPU_OP_CATS = {"cpu_op"}
+RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "runtime"}
 HOST_CATS = {"cuda_runtime", "cuda_driver", "cpu_op", "user_annotation", "python_function", "runtime",
-             "gpu_memcpy", "gpu_memset", "ac2g", "overhead"}
+             "ac2g", "overhead", "gpu_user_annotation"}
+STEP_CATS = {"user_annotation", "cpu_op", "gpu_user_annotation"}
+STEP_PREFIX = "ProfilerStep#"
+# Top-level keys of trace files (Kineto, Chrome, Perfetto): one as the first key identifies the
+# format, however long the header before "traceEvents" is.
+TOP_KEYS = {"traceEvents", "schemaVersion", "deviceProperties", "distributedInfo", "displayTimeUnit",
+            "traceName", "otherData", "metadata", "systemTraceEvents", "baseTimeNanoseconds",
+            "record_shapes", "trace_id", "cupti_version", "cuda_runtime_version", "with_stack"}
+STEP_COLUMNS = {
+    "step": "N of ProfilerStep#N (int64)",
+    "name": "the annotation's name",
+    "start_ns": "start, ns on the trace's clock (int64)",
+    "end_ns": "end, ns (int64)",
+    "duration_ns": "end_ns - start_ns (int64)",
+    "cat": "user_annotation / cpu_op (host side) or gpu_user_annotation (the GPU's span of it)",
+    "pid": "process (host) or device (GPU span) id",
+    "tid": "thread or stream id",
+}
+_FIRST_KEY = re.compile(rb'^\s*\{\s*"([A-Za-z_]{1,64})"\s*:')
+
+
+@dataclass
+class ChromeTrace:
+    """events: KernelEvents (kernel, memcpy and memset rows); steps: STEP_COLUMNS;
+    devices: deviceProperties id -> GPU name; rank: distributedInfo.rank (None when absent)."""
+
+    events: "pd.DataFrame"
+    steps: "pd.DataFrame"
+    devices: dict[int, str] = field(default_factory=dict)
+    rank: int | None = None
 
 
 def matches(data: bytes) -> bool:
-    head = data[:4096].lstrip()
-    return head[:1] in (b"{", b"[") and (b'"traceEvents"' in head or (b'"ph"' in head and b'"ts"' in head))
+    head = data.lstrip()
+    if head[:1] == b"[":
+        return b'"ph"' in head[:4096] and b'"ts"' in head[:4096]
+    if head[:1] != b"{":
+        return False
+    first = _FIRST_KEY.match(head)
+    return (first is not None and first.group(1).decode() in TOP_KEYS) or b'"traceEvents"' in head
 
 
 def events(data: bytes, file: str = "<bytes>") -> "pd.DataFrame":
+    return read_trace(data, file).events
+
+
+def read_path(path: str | os.PathLike) -> "pd.DataFrame":
+    return read_trace_path(path).events
+
+
+def read_stream(stream, file: str) -> "pd.DataFrame":
+    return read_trace(stream.read(), file).events
+
+
+def steps(data: bytes, file: str = "<bytes>") -> "pd.DataFrame":
+    """The ProfilerStep#N spans of a trace (STEP_COLUMNS), in file order."""
+    return read_trace(data, file).steps
+
+
+def read_trace_path(path: str | os.PathLike) -> ChromeTrace:
+    from parsers.compression import decompress
+
+    with open(path, "rb") as f:
+        return read_trace(decompress(f.read(), str(path)), str(path))
+
+
+# ---- decoding ------------------------------------------------------------------------------
+
+_Args = msgspec.defstruct("_Args", [
+    ("grid", Any, None), ("block", Any, None),
+    ("registers", Any, msgspec.field(default=None, name="registers per thread")),
+    ("shared", Any, msgspec.field(default=None, name="shared memory")),
+    ("stream", Any, None), ("device", Any, None), ("correlation", Any, None),
+    ("external_id", Any, msgspec.field(default=None, name="External id")),
+    ("bytes", Any, None), ("kernel_details", Any, None),
+], gc=False)
+_Event = msgspec.defstruct("_Event", [
+    ("ph", Any, ""), ("cat", Any, ""), ("name", Any, None), ("pid", Any, None), ("tid", Any, None),
+    ("ts", Any, None), ("dur", Any, None), ("args", _Args | None, None),
+], gc=False)
+_Document = msgspec.defstruct("_Document", [
+    ("traceEvents", msgspec.Raw, msgspec.Raw(b"")), ("deviceProperties", Any, None), ("distributedInfo", Any, None),
+])
+
+
+def read_trace(data: bytes, file: str = "<bytes>") -> ChromeTrace:
+    """Rows, steps and devices of one trace document (uncompressed bytes)."""
+    devices, rank, raw = _document(data, file)
+    acc = _Accumulator()
+    _, batches = iter_batches(_ViewStream(raw), file, _Event)
     try:
-        doc = json.loads(data)
-    except json.JSONDecodeError as err:
-        raise ParseError(file, f"line {err.lineno}, column {err.colno}", f"bad JSON: {err.msg}") from None
-    except UnicodeDecodeError as err:
-        raise ParseError(file, f"byte {err.start}", "not UTF-8") from None
-    trace = doc.get("traceEvents") if isinstance(doc, dict) else doc
-    if not isinstance(trace, list):
+        for numbers, recs in batches:
+            acc.add(numbers, recs, file)
+    except ParseError as err:  # the events are a document's field: say so
+        raise ParseError(err.file, f"traceEvents {err.where}", err.what) from None
+    acc.finish(file)
+    return ChromeTrace(acc.table(file), acc.step_table(), devices, rank)
+
+
+def _document(data: bytes, file: str) -> tuple[dict[int, str], int | None, memoryview]:
+    """(GPU names, rank, the raw traceEvents array) of a document or bare event list."""
+    head = data[:64].lstrip()
+    if head[:1] == b"[":
+        try:
+            msgspec.json.decode(data, type=msgspec.Raw)  # syntax only
+        except (msgspec.DecodeError, RecursionError) as err:
+            raise _json_error(data, err, file) from None
+        return {}, None, memoryview(data)
+    try:
+        doc = msgspec.json.decode(data, type=_Document)
+    except msgspec.ValidationError as err:
+        raise ParseError(file, _place(err), f"not a trace document: {_message(err)}") from None
+    except (msgspec.DecodeError, RecursionError) as err:
+        raise _json_error(data, err, file) from None
+    if not len(memoryview(doc.traceEvents)):
+        raise ParseError(file, "traceEvents", "no \"traceEvents\" list in the document")
+    raw = memoryview(doc.traceEvents)
+    if raw[:1] != b"[":
         raise ParseError(file, "traceEvents", "expected a list of trace events")
-    rows: list[tuple[int, dict, Any, Any]] = []  # (event index, event, ts_us, dur_us)
-    open_b: dict[tuple, list[tuple[int, dict, bool]]] = {}
-    for i, ev in enumerate(trace):
-        if not isinstance(ev, dict):
-            raise ParseError(file, f"event {i}", f"expected an object, got {type(ev).__name__}")
-        ph = ev.get("ph")
-        if ph == "X":
-            if _is_kernel(ev):
-                rows.append((i, ev, ev.get("ts"), ev.get("dur")))
-        elif ph == "B":  # every 'B' is stacked (B/E nest per thread), kernels are flagged
-            open_b.setdefault((ev.get("pid"), ev.get("tid")), []).append((i, ev, _is_kernel(ev)))
-        elif ph == "E":
-            stack = open_b.get((ev.get("pid"), ev.get("tid")))
-            if not stack:
-                raise ParseError(file, f"event {i}", "'E' event without a matching 'B'")
-            j, begin, kernel = stack.pop()
-            if kernel:
-                rows.append((j, begin, begin.get("ts"), _minus(ev.get("ts"), begin.get("ts"), file, i)))
-    for stack in open_b.values():
-        if any(k for _, _, k in stack):
-            raise ParseError(file, f"event {stack[-1][0]}", "'B' event never closed by an 'E'")
-    rows.sort(key=lambda r: r[0])
-    labels = [r[0] for r in rows]
-    ts = [_us_to_ns(r[2], file, r[0], "ts") for r in rows]
-    dur = [_us_to_ns(r[3], file, r[0], "dur") for r in rows]
-    args = [r[1].get("args") or {} for r in rows]
-    out: dict[str, Any] = {
-        "kernel": str_column([r[1].get("name") for r in rows], labels, "event", file, "name"),
-        "start_ns": int_column(ts, labels, "event", file, "ts", optional=False),
-    }
-    out["end_ns"] = out["start_ns"] + int_column(dur, labels, "event", file, "dur", optional=False)
-    for prefix, key in (("grid", "grid"), ("block", "block")):
-        triples = [_triple(a.get(key), file, labels[k], key) for k, a in enumerate(args)]
-        for n, axis in enumerate("xyz"):
-            out[f"{prefix}_{axis}"] = int_column([t[n] for t in triples], labels, "event", file, f"args.{key}")
-    for col, key in (("registers", "registers per thread"), ("shared_bytes", "shared memory"),
-                     ("stream", "stream"), ("device", "device"), ("correlation_id", "correlation")):
-        out[col] = int_column([a.get(key) for a in args], labels, "event", file, f"args.{key}")
-    return check_intervals(frame(out, SOURCE), file, "event", labels)
+    return _devices(doc.deviceProperties), _rank(doc.distributedInfo), raw
 
 
-def _is_kernel(ev: dict) -> bool:
-    cat = str(ev.get("cat", "")).lower()
-    if cat in KERNEL_CATS:
+def _json_error(data: bytes, err: Exception, file: str) -> ParseError:
+    text = str(err)
+    m = re.search(r"\(byte (\d+)\)", text)
+    if not m and "truncated" not in text:
+        return ParseError(file, "byte 0", f"bad JSON: {text or 'nested too deeply'}")
+    at = int(m.group(1)) if m else len(data)
+    line = data.count(b"\n", 0, at) + 1
+    col = at - (data.rfind(b"\n", 0, at) + 1) + 1
+    return ParseError(file, f"line {line}, column {col}", f"bad JSON: {text.split(' (byte')[0]}")
+
+
+def _place(err: msgspec.ValidationError) -> str:
+    m = re.search(r"at `\$(.*)`", str(err))
+    return m.group(1).lstrip(".") if m else "document"
+
+
+def _message(err: msgspec.ValidationError) -> str:
+    return str(err).split(" - at ")[0]
+
+
+def _devices(props: Any) -> dict[int, str]:
+    """deviceProperties: [{"id": 0, "name": "NVIDIA H200", ...}, ...] -> {0: "NVIDIA H200"};
+    entries without an integer id and a string name are left out."""
+    out: dict[int, str] = {}
+    for p in props if isinstance(props, list) else ():
+        if isinstance(p, dict) and type(p.get("id")) is int and isinstance(p.get("name"), str):
+            out[p["id"]] = p["name"]
+    return out
+
+
+def _rank(info: Any) -> int | None:
+    rank = info.get("rank") if isinstance(info, dict) else None
+    return rank if type(rank) is int else None
+
+
+class _ViewStream(io.RawIOBase):
+    """A read-only stream over a memoryview (no copy of a gigabyte-sized array)."""
+
+    def __init__(self, view: memoryview):
+        self._view, self._pos = view, 0
+
+    def readable(self) -> bool:
         return True
-    if cat in HOST_CATS:
-        return False
-    args = ev.get("args")
-    return isinstance(args, dict) and ("grid" in args or "kernel_details" in args)
+
+    def readinto(self, out) -> int:
+        n = min(len(out), len(self._view) - self._pos)
+        out[:n] = self._view[self._pos:self._pos + n]
+        self._pos += n
+        return n
 
 
-def _us_to_ns(value: Any, file: str, index: int, key: str) -> Any:
+class _Accumulator:
+    """What the chunks leave: GPU rows, cpu ops and runtime calls for the launch linkage, steps."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[int, str, Any, Any, Any]] = []  # (index, kind, event, ts, dur)
+        self.open_b: dict[tuple, list[tuple[int, Any, str | None]]] = {}
+        self.ops: list[tuple[Any, Any, Any, Any, Any, Any]] = []  # (pid, tid, ts, dur, name, external id)
+        self.calls: list[tuple[Any, Any, Any, Any]] = []  # runtime: (correlation, pid, tid, ts)
+        self.step_rows: list[tuple[int, Any]] = []
+
+    def add(self, numbers, recs, file: str) -> None:
+        rows, ops, calls = self.rows, self.ops, self.calls
+        for i, ev in zip(numbers, recs):
+            ph, cat = ev.ph, ev.cat
+            if type(cat) is not str:
+                cat = str(cat)
+            if ph == "X":
+                kind = _kind(cat, ev)
+                if kind is not None:
+                    rows.append((i, kind, ev, ev.ts, ev.dur))
+                elif cat in CPU_OP_CATS:
+                    ops.append((ev.pid, ev.tid, ev.ts, ev.dur, ev.name, ev.args.external_id if ev.args else None))
+                elif cat in RUNTIME_CATS and ev.args is not None and ev.args.correlation is not None:
+                    calls.append((ev.args.correlation, ev.pid, ev.tid, ev.ts))
+                if cat in STEP_CATS and type(ev.name) is str and ev.name.startswith(STEP_PREFIX):
+                    self.step_rows.append((i, ev))
+            elif ph == "B":  # every 'B' is stacked (B/E nest per thread), GPU rows are flagged
+                self.open_b.setdefault(_thread(ev, file, i), []).append((i, ev, _kind(cat, ev)))
+            elif ph == "E":
+                stack = self.open_b.get(_thread(ev, file, i))
+                if not stack:
+                    raise ParseError(file, f"event {i}", "'E' event without a matching 'B'")
+                j, begin, kind = stack.pop()
+                if kind is not None:
+                    rows.append((j, kind, begin, begin.ts, _minus(ev.ts, begin.ts, file, i)))
+
+    def finish(self, file: str) -> None:
+        for stack in self.open_b.values():
+            if any(k is not None for _, _, k in stack):
+                raise ParseError(file, f"event {stack[-1][0]}", "'B' event never closed by an 'E'")
+        self.rows.sort(key=lambda r: r[0])
+
+    def table(self, file: str) -> "pd.DataFrame":
+        import numpy as np
+
+        rows = self.rows
+        labels = [r[0] for r in rows]
+        args = [r[2].args or _NO_ARGS for r in rows]
+        start = _ns_column([r[3] for r in rows], labels, file, "ts")
+        out: dict[str, Any] = {
+            "kernel": str_column([r[2].name for r in rows], labels, "event", file, "name"),
+            "start_ns": start,
+        }
+        dur = _ns_column([r[4] for r in rows], labels, file, "dur")
+        with np.errstate(over="ignore"):
+            end = start + dur
+        wrapped = (dur > 0) & (end < start)
+        if wrapped.any():
+            i = int(np.flatnonzero(wrapped)[0])
+            raise ParseError(file, f"event {labels[i]}", "column 'dur': ts + dur is beyond the int64 ns range")
+        out["end_ns"] = end
+        for prefix, key in (("grid", "grid"), ("block", "block")):
+            triples = _triples([getattr(a, key) for a in args], labels, file, key)
+            for n, axis in enumerate("xyz"):
+                out[f"{prefix}_{axis}"] = int_column(triples[n], labels, "event", file, f"args.{key}")
+        for col, key, name in (("registers", "registers", "registers per thread"), ("shared_bytes", "shared", "shared memory"),
+                               ("stream", "stream", "stream"), ("correlation_id", "correlation", "correlation"),
+                               ("external_id", "external_id", "External id"), ("bytes", "bytes", "bytes")):
+            out[col] = int_column([getattr(a, key) for a in args], labels, "event", file, f"args.{name}")
+        device = [a.device if a.device is not None else _int_or_none(r[2].pid) for a, r in zip(args, rows)]
+        out["device"] = int_column(device, labels, "event", file, "args.device")
+        out["kind"] = [r[1] for r in rows]
+        out["cpu_op"] = self._launching_ops(out["external_id"], out["correlation_id"], file)
+        return check_intervals(frame(out, SOURCE), file, "event", labels)
+
+    def _launching_ops(self, external_ids, correlations, file: str) -> list:
+        """Name of the cpu_op that launched each row (None when the trace does not say)."""
+        by_external = {}
+        for op in self.ops:
+            ext = op[5]
+            if type(ext) is int and type(op[4]) is str:
+                by_external.setdefault(ext, op[4])
+        names: list = [None] * len(external_ids)
+        todo = []
+        for k, (ext, corr) in enumerate(zip(external_ids.tolist(), correlations.tolist())):
+            name = by_external.get(ext) if ext is not None else None
+            if name is not None:
+                names[k] = name
+            elif corr is not None:
+                todo.append((k, corr))
+        if todo:
+            for k, name in _enclosing_ops(self.ops, self.calls, todo).items():
+                names[k] = name
+        return names
+
+    def step_table(self) -> "pd.DataFrame":
+        import numpy as np
+        import pandas as pd
+
+        kept = []
+        for i, ev in self.step_rows:
+            n = ev.name[len(STEP_PREFIX):]
+            if n.isdigit() and len(n) < 18 and _finite(ev.ts) and _finite(ev.dur) and ev.dur >= 0:
+                kept.append((int(n), ev))
+        start = np.array([_us_to_ns(ev.ts, "", 0, "ts") for _, ev in kept], dtype=np.int64)
+        end = start + np.array([_us_to_ns(ev.dur, "", 0, "dur") for _, ev in kept], dtype=np.int64)
+        return pd.DataFrame({
+            "step": np.array([n for n, _ in kept], dtype=np.int64), "name": [ev.name for _, ev in kept],
+            "start_ns": start, "end_ns": end, "duration_ns": end - start, "cat": [ev.cat for _, ev in kept],
+            "pid": pd.array([_int_or_none(ev.pid) for _, ev in kept], dtype="Int64"),
+            "tid": pd.array([_int_or_none(ev.tid) for _, ev in kept], dtype="Int64"),
+        }, columns=list(STEP_COLUMNS))
+
+
+_NO_ARGS = _Args()
+_MAX_US = 2.0 ** 63 / 1000  # microseconds whose ns still fit int64
+
+
+def _kind(cat: str, ev: Any) -> str | None:
+    kind = GPU_KINDS.get(cat)
+    if kind is not None:
+        return kind
+    low = cat.lower()
+    if low in GPU_KINDS:
+        return GPU_KINDS[low]
+    if low in HOST_CATS:
+        return None
+    args = ev.args
+    return "kernel" if args is not None and (args.grid is not None or args.kernel_details is not None) else None
+
+
+def _thread(ev: Any, file: str, index: int) -> tuple:
+    key = (ev.pid, ev.tid)
+    try:
+        hash(key)
+    except TypeError:
+        raise ParseError(file, f"event {index}", f"pid/tid: expected numbers or strings, got {key!r}") from None
+    return key
+
+
+def _enclosing_ops(ops: list, calls: list, todo: list[tuple[int, int]]) -> dict[int, str]:
+    """For rows (k, correlation): the innermost cpu_op around the runtime call with that
+    correlation, on the call's (pid, tid); a sweep per thread over ops and calls by time."""
+    call_at = {}
+    for corr, pid, tid, ts in calls:
+        if type(corr) is int and _finite(ts) and _plain(pid) and _plain(tid):
+            call_at.setdefault(corr, (pid, tid, ts))
+    wanted: dict[tuple, list[tuple[float, int]]] = {}
+    for k, corr in todo:
+        at = call_at.get(corr)
+        if at is not None:
+            wanted.setdefault((at[0], at[1]), []).append((at[2], k))
+    if not wanted:
+        return {}
+    by_thread: dict[tuple, list[tuple[float, float, str]]] = {}
+    for pid, tid, ts, dur, name, _ in ops:
+        if _plain(pid) and _plain(tid) and (pid, tid) in wanted and _finite(ts) and _finite(dur) and type(name) is str:
+            by_thread.setdefault((pid, tid), []).append((ts, -dur, name))
+    found: dict[int, str] = {}
+    for thread, queries in wanted.items():
+        spans = sorted(by_thread.get(thread, ()))
+        queries.sort()
+        stack: list[tuple[float, str]] = []  # (end, name) of the ops open at the sweep point
+        j = 0
+        for t, k in queries:
+            while j < len(spans) and spans[j][0] <= t:
+                start, neg, name = spans[j]
+                while stack and stack[-1][0] < start:
+                    stack.pop()
+                stack.append((start - neg, name))
+                j += 1
+            while stack and stack[-1][0] < t:
+                stack.pop()
+            if stack:
+                found[k] = stack[-1][1]
+    return found
+
+
+def _ns_column(values: list, labels: list, file: str, key: str):
+    """Microseconds (ints or floats) -> int64 ns, the first bad value named."""
+    import numpy as np
+
+    try:
+        us = np.array(values, dtype=float) if values else np.zeros(0)
+    except (OverflowError, TypeError, ValueError):  # an int past a float's range, a string...
+        us = None
+    if us is not None and all(type(v) is int or type(v) is float for v in values):
+        if np.isfinite(us).all() and (np.abs(us) < _MAX_US - 1).all():
+            # whole microseconds times 1000 exactly, plus the fraction's ns: a float's
+            # product (us * 1000) would lose up to 128 ns at today's epoch times
+            whole = np.floor(us)
+            ints = np.array([v if type(v) is int else 0 for v in values], dtype=np.int64)
+            is_int = np.array([type(v) is int for v in values], dtype=bool)
+            ints = np.where(is_int, ints, whole.astype(np.int64))
+            return ints * 1000 + np.where(is_int, 0, np.rint((us - whole) * 1000)).astype(np.int64)
+    for label, value in zip(labels, values):
+        _us_to_ns(value, file, label, key)
+    return np.array([_us_to_ns(v, file, k, key) for k, v in zip(labels, values)], dtype=np.int64)
+
+
+def _us_to_ns(value: Any, file: str, index: int, key: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         what = "missing" if value is None else f"expected a number of microseconds, got {value!r}"
         raise ParseError(file, f"event {index}", f"column {key!r}: {what}")
-    return int(round(value * 1000))
+    if isinstance(value, float) and not math.isfinite(value) or not abs(value) < _MAX_US - 1:
+        raise ParseError(file, f"event {index}", f"column {key!r}: {value!r} microseconds is beyond the int64 ns range")
+    whole = math.floor(value)
+    return whole * 1000 + round((value - whole) * 1000)
 
 
 def _minus(end: Any, start: Any, file: str, index: int) -> Any:
-    if not isinstance(end, (int, float)) or not isinstance(start, (int, float)):
+    if not _finite(end) or not _finite(start):
         raise ParseError(file, f"event {index}", "column 'ts': 'B'/'E' pair without numeric ts")
     return end - start
 
 
-def _triple(value: Any, file: str, index: int, key: str) -> list:
-    if value is None:
-        return [None, None, None]
-    if not isinstance(value, list) or len(value) != 3:
-        raise ParseError(file, f"event {index}", f"column 'args.{key}': expected [x, y, z], got {value!r}")
-    return value
+def _finite(value: Any) -> bool:
+    return (type(value) is int or type(value) is float) and math.isfinite(value) and abs(value) < _MAX_US
+
+
+def _plain(value: Any) -> bool:
+    """A pid or tid usable as a key (a mutated file may hold a list there)."""
+    return value is None or type(value) in (int, str, float)
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if type(value) is int and -(1 << 63) <= value < (1 << 63) else None
+
+
+def _triples(values: list, labels: list, file: str, key: str) -> list[list]:
+    """[xs, ys, zs] of [x, y, z] values (None: all three NA)."""
+    import numpy as np
+
+    try:
+        arr = np.array(values) if values else np.zeros((0, 3), dtype=np.int64)
+    except (ValueError, OverflowError, TypeError):
+        arr = np.zeros(0, dtype=object)
+    if arr.dtype.kind == "i" and arr.ndim == 2 and arr.shape[1] == 3:
+        return [arr[:, 0].tolist(), arr[:, 1].tolist(), arr[:, 2].tolist()]
+    out: list[list] = [[], [], []]
+    for label, value in zip(labels, values):
+        if value is None:
+            value = (None, None, None)
+        elif not isinstance(value, list) or len(value) != 3:
+            raise ParseError(file, f"event {label}", f"column 'args.{key}': expected [x, y, z], got {value!r}")
+        for n in range(3):
+            out[n].append(value[n])
+    return out

@@ -6,6 +6,7 @@ KERNEL_EVENT_COLUMNS so stages outside parsers/ see the same names.
 """
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from parsers.base import ParseError
@@ -32,30 +33,45 @@ EVENT_COLUMNS: dict[str, str] = {
     "correlation_id": "host-side launch correlation id, NA when absent",
     "call": "graph call index (0..n-1) after splitting into graph calls, -1 when not split",
     "source": "which importer produced the row: cupti, ncu, rocprof, nsys, chrome, iree-profile",
+    # Added for traces that hold more than kernels (Kineto): the rows above keep their meaning.
+    "kind": "kernel, memcpy or memset (copies and fills are GPU rows too; only Chrome/Kineto reads them so far)",
+    "external_id": "Kineto 'External id' linking the row to its CPU op, NA when absent",
+    "bytes": "bytes copied or set (memcpy / memset rows), NA for kernels",
+    "cpu_op": "name of the CPU op that launched the row (Kineto), missing (None/NaN) when the trace does not say",
 }
 
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 # Required, never NA: a launch without a name or an interval is not an event.
 TIME_COLUMNS = ("start_ns", "end_ns", "duration_ns")
 # Nullable integers (pandas Int64): absent in some formats.
 OPTIONAL_INT_COLUMNS = (
     "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers",
-    "shared_bytes", "local_bytes", "stream", "device", "correlation_id",
+    "shared_bytes", "local_bytes", "stream", "device", "correlation_id", "external_id", "bytes",
 )
+KINDS = ("kernel", "memcpy", "memset")
 
 
 def empty() -> pd.DataFrame:
     return frame({"kernel": [], "start_ns": [], "end_ns": []}, source="")
 
 
-def frame(columns: dict[str, Any], source: str) -> pd.DataFrame:
+def frame(columns: dict[str, Any], source: str,
+          rows: tuple[str, str, Sequence[int]] | None = None) -> pd.DataFrame:
     """A KernelEvents table from column arrays; missing optional columns become NA.
 
     `columns` needs kernel, start_ns and end_ns (duration_ns is derived when absent). Integer
-    arrays may hold None/NaN for absent values. Rows keep the given order.
+    arrays may hold None/NaN for absent values. Rows keep the given order. rows = (file, unit,
+    labels): float arrays (from CSV and SQL readers) are checked to hold whole int64 values
+    first, the first bad one named f"{unit} {labels[i]}", so none wraps silently.
     """
     import numpy as np
     import pandas as pd
 
+    if rows is not None:
+        for name in (*TIME_COLUMNS, *OPTIONAL_INT_COLUMNS):
+            values = columns.get(name)
+            if values is not None and getattr(values, "dtype", None) is not None:
+                check_int64(values, *rows, name, required=name in TIME_COLUMNS)
     n = len(columns["kernel"])
     out: dict[str, Any] = {"kernel": pd.array(columns["kernel"], dtype=object)}
     start = np.asarray(columns["start_ns"], dtype=np.int64)
@@ -69,6 +85,10 @@ def frame(columns: dict[str, Any], source: str) -> pd.DataFrame:
         out[name] = pd.array([pd.NA] * n if values is None else _ints(values), dtype="Int64")
     out["call"] = np.full(n, -1, dtype=np.int64)
     out["source"] = pd.array([source] * n, dtype=object)
+    kind = columns.get("kind")
+    out["kind"] = pd.array(["kernel"] * n if kind is None else kind, dtype=object)
+    op = columns.get("cpu_op")
+    out["cpu_op"] = pd.array([None] * n if op is None else op, dtype=object)
     return pd.DataFrame(out, columns=list(EVENT_COLUMNS), copy=False)  # readers hand over arrays they do not reuse
 
 
@@ -94,10 +114,37 @@ def to_int(value: Any, file: str, where: str, column: str, optional: bool = True
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ParseError(file, where, f"column {column!r}: expected an integer, got {value!r}")
     if isinstance(value, float):
-        if value != value or value != int(value):
+        if not math.isfinite(value) or value != int(value):
             raise ParseError(file, where, f"column {column!r}: expected an integer, got {value!r}")
         value = int(value)
+    if not INT64_MIN <= value <= INT64_MAX:
+        raise ParseError(file, where, f"column {column!r}: {value} is beyond the int64 range")
     return value
+
+
+def check_int64(values: Any, file: str, unit: str, labels: Sequence[int], column: str,
+                required: bool = False) -> None:
+    """A float or integer array must hold whole numbers within int64 (NaN allowed unless
+    required): the first value that is not names its row, so nothing wraps to INT64_MIN."""
+    import numpy as np
+
+    arr = np.asarray(values)
+    if arr.dtype.kind == "i":
+        return
+    if arr.dtype.kind == "u":
+        bad = arr > INT64_MAX
+    else:
+        arr = arr.astype(float, copy=False)
+        with np.errstate(invalid="ignore"):
+            bad = ~np.isnan(arr) & ((arr >= 2.0 ** 63) | (arr < -2.0 ** 63) | (arr != np.round(arr)))
+            if required:
+                bad |= np.isnan(arr)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        value = arr[i].item()  # a Python number, printed plainly
+        what = "missing" if value != value else (f"{value!r} is beyond the int64 range" if abs(value) >= 2.0 ** 63
+                                                 else f"expected an integer, got {value!r}")
+        raise ParseError(file, f"{unit} {labels[i]}", f"column {column!r}: {what}")
 
 
 def require_columns(present: Iterable[str], required: Iterable[str], file: str, where: str) -> None:
@@ -128,8 +175,12 @@ def int_column(values: list, labels: list[int], unit: str, file: str, column: st
     import numpy as np
     import pandas as pd
 
-    arr = np.array(values) if values else np.zeros(0, dtype=np.int64)
-    if arr.dtype.kind in "iu" and arr.ndim == 1:
+    try:  # a huge int or an odd object falls to the walk below, which names it
+        arr = np.array(values) if values else np.zeros(0, dtype=np.int64)
+    except (OverflowError, ValueError, TypeError):
+        arr = np.zeros(0, dtype=object)
+    if arr.ndim == 1 and len(arr) == len(values) and (
+            arr.dtype.kind == "i" or arr.dtype.kind == "u" and (not arr.size or arr.max() <= INT64_MAX)):
         return arr.astype(np.int64, copy=False)
     ints, mask = [], []
     for label, value in zip(labels, values):

@@ -54,9 +54,13 @@ def _read(stream, file: str) -> "pd.DataFrame":
             row = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as err:
             raise ParseError(file, f"line {lineno}", f"bad JSON Lines record: {getattr(err, 'msg', err)}") from None
+        except RecursionError:
+            raise ParseError(file, f"line {lineno}", "bad JSON Lines record: nested too deeply") from None
         if not isinstance(row, dict):
             raise ParseError(file, f"line {lineno}", f"expected an object, got {type(row).__name__}")
         kind = ("type", row["type"]) if "type" in row else ("record_type", row.get("record_type"))
+        if not isinstance(kind[1], (str, type(None))):
+            raise ParseError(file, f"line {lineno}", f"column {kind[0]!r}: expected a string, got {kind[1]!r}")
         if kind[1] == "dispatch_event":
             device_rows += 1
             continue

@@ -110,7 +110,7 @@ def _decode_upto(decode: Callable, work: bytearray, end: int) -> list | None:
     try:
         with memoryview(work) as view, view[:end + 1] as part:
             return decode(part)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return None
     finally:
         work[end] = saved
@@ -149,7 +149,7 @@ def _line_batches(stream: BinaryIO, file: str, head: bytes, decode_lines: Callab
             try:
                 with memoryview(work) as view, view[:end] as part:
                     records = decode_lines(part)
-            except (msgspec.DecodeError, msgspec.ValidationError):
+            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
                 records = None
             if records is None or len(records) != count:  # bad JSON, or blank lines to number around
                 rest = io.BufferedReader(_Prefixed(bytes(work), stream), _CHUNK)
@@ -171,7 +171,11 @@ def _batched(records: Iterator[tuple[int, Any]], unit: str, file: str, record_ty
         if not isinstance(obj, dict):
             raise ParseError(file, f"{unit} {number}", f"expected an object, got {type(obj).__name__}")
         numbers.append(number)
-        batch.append(msgspec.convert(obj, record_type))
+        try:
+            batch.append(msgspec.convert(obj, record_type))
+        except msgspec.ValidationError as err:
+            what, _, at = str(err).partition(" - at `$")
+            raise ParseError(file, f"{unit} {number}", f"{at.rstrip('`').lstrip('.') + ': ' if at else ''}{what}") from None
         if len(batch) == size:
             yield numbers, batch
             numbers, batch = [], []
@@ -247,6 +251,8 @@ def _iter_array(read: Callable[[int], bytes], file: str, index: int = 0, lines: 
                 obj, end = decode(buf, pos)
                 if end < len(buf) or eof:
                     break
+            except RecursionError:
+                raise ParseError(file, where(pos, index), "bad JSON: nested too deeply") from None
             except json.JSONDecodeError as err:
                 if eof:
                     tail = buf.rstrip()  # cut short, unless what ends the text is a "]"
@@ -267,6 +273,8 @@ def _iter_lines(stream: BinaryIO, file: str, head: bytes, first: int = 1) -> Ite
         except (json.JSONDecodeError, UnicodeDecodeError) as err:
             msg = getattr(err, "msg", None) or str(err)
             raise ParseError(file, f"line {lineno}", f"bad JSON Lines record: {msg}") from None
+        except RecursionError:
+            raise ParseError(file, f"line {lineno}", "bad JSON Lines record: nested too deeply") from None
         yield lineno, obj
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable
 
 from parsers.base import ParseError
-from parsers.events import frame
+from parsers.events import check_int64, frame
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -54,7 +54,10 @@ class NcuReport:
 
 
 def matches(data: bytes) -> bool:
-    return _header_line(data[:1 << 20]) is not None
+    try:
+        return _header_line(data[:1 << 20]) is not None
+    except ParseError:  # an ncu header the csv module refuses: the reader says why
+        return True
 
 
 def events(data: bytes, file: str = "<bytes>") -> "pd.DataFrame":
@@ -70,7 +73,7 @@ def read_report(path, metrics: "bool | Iterable[str]" = True) -> NcuReport:
     """read() of a file; a raw page is parsed from the file, not read whole into memory."""
     with open(path, "rb") as f:
         head = f.read(1 << 20)
-        found = _header_line(head)
+        found = _header_line(head, str(path))
         if found is None or b'"Metric Name"' in head[found[0]:].split(b"\n", 1)[0]:
             return read(head + f.read(), str(path), metrics)
         offset, lineno, header = found
@@ -83,7 +86,7 @@ def read(data: bytes, file: str = "<bytes>", metrics: "bool | Iterable[str]" = T
     """Parse either page. metrics: True keeps every column in the wide table, False none
     (faster on huge raw files), or the metric names to keep (those the file has). The CSV
     tokenizer reads every field either way; what is saved is converting and holding them."""
-    found = _header_line(data)
+    found = _header_line(data, file)
     if found is None:
         raise ParseError(file, "line 1", 'no ncu CSV header ("ID",...,"Kernel Name",...) found')
     offset, lineno, header = found
@@ -93,15 +96,23 @@ def read(data: bytes, file: str = "<bytes>", metrics: "bool | Iterable[str]" = T
     return _raw(io.BytesIO(data[offset:]), offset, lineno, header, file, metrics, units[0] if units else b"")
 
 
-def _header_line(data: bytes) -> tuple[int, int, list[str]] | None:
+def _header_line(data: bytes, file: str = "<bytes>") -> tuple[int, int, list[str]] | None:
     """(byte offset, 1-based line, column names) of the first line that is an ncu header."""
     offset = 0
     for lineno, line in enumerate(data.split(b"\n", 2000)[:2000], 1):
         if line.startswith(b'"ID",') and b'"Kernel Name"' in line:
-            text = line.decode("utf-8", "replace").rstrip("\r")
-            return offset, lineno, next(csv.reader([text]))
+            return offset, lineno, _csv_row(line, lineno, file)
         offset += len(line) + 1
     return None
+
+
+def _csv_row(line: bytes, lineno: int, file: str = "") -> list[str]:
+    """One CSV line's fields; a line the csv module refuses (NUL, an open quote, a huge field)
+    is a ParseError, or (while sniffing, file empty) no header at all."""
+    try:
+        return next(csv.reader([line.decode("utf-8", "replace").rstrip("\r")]), [])
+    except csv.Error as err:
+        raise ParseError(file or "<bytes>", f"line {lineno}", f"bad CSV: {err}") from None
 
 
 def _read_csv(source, lineno: int, file: str, skip_units: bool,
@@ -121,7 +132,7 @@ def _read_csv(source, lineno: int, file: str, skip_units: bool,
         row = re.search(r"row (\d+)", msg)  # 0 = the header line
         at = int(where.group(1)) + lineno - 1 if where else int(row.group(1)) + lineno if row else lineno
         raise ParseError(file, f"line {at}", f"bad CSV: {msg.split('. ', 1)[-1]}") from None
-    except (UnicodeDecodeError, ValueError) as err:
+    except (UnicodeDecodeError, ValueError, OverflowError, csv.Error) as err:
         raise ParseError(file, f"line {lineno}+", f"bad CSV: {err}") from None
 
 
@@ -132,7 +143,7 @@ def _raw(source, offset: int, lineno: int, header: list[str], file: str,
     missing = [c for c in RAW_REQUIRED if c not in header]
     if missing:
         raise ParseError(file, f"line {lineno}", f"missing required column(s): {', '.join(missing)}")
-    units_row = next(csv.reader([units_line.decode("utf-8", "replace")])) if units_line.strip() else []
+    units_row = _csv_row(units_line, lineno + 1, file) if units_line.strip() else []
     if not units_row or units_row[0] != "":
         raise ParseError(file, f"line {lineno + 1}", "expected the units row (first field empty) after the header")
     units = {name: unit for name, unit in zip(header, units_row) if unit}
@@ -180,13 +191,14 @@ def _details(data: bytes, offset: int, lineno: int, header: list[str], file: str
         raise ParseError(file, f"line {first + int(bad.to_numpy().argmax())}", "column 'Metric Name': missing")
     units = {}
     if "Metric Unit" in long:
-        units = dict(zip(long["Metric Name"], long["Metric Unit"].fillna("")))
+        unit = long["Metric Unit"]
+        units = dict(zip(long["Metric Name"], unit.astype(object).where(unit.notna(), "")))
     values = long["Metric Value"].astype(str).str.replace(",", "", regex=False)
     long = long.assign(**{"Metric Value": pd.to_numeric(values, errors="coerce").where(
         lambda v: v.notna(), long["Metric Value"])})
     wide = long.pivot_table(index="ID", columns="Metric Name", values="Metric Value",
                             aggfunc="first", sort=False)
-    launch_cols = [c for c in header if c not in ("Section Name", "Metric Name", "Metric Unit",
+    launch_cols = [c for c in long.columns if c not in ("Section Name", "Metric Name", "Metric Unit",
                                                   "Metric Value") and not c.startswith(("Rule ", "Estimated "))]
     per_kernel = long.drop_duplicates("ID")[launch_cols].set_index("ID")
     table = per_kernel.join(wide).reset_index()
@@ -214,10 +226,18 @@ def _events(table: "pd.DataFrame", duration, cols: dict, file: str, first: int) 
     names = table["Kernel Name"]
     if names.isna().any():
         raise ParseError(file, f"line {first + int(names.isna().to_numpy().argmax())}", "column 'Kernel Name': missing")
-    dur = np.rint(duration.to_numpy(dtype=float)).astype(np.int64)
+    lines = list(range(first, first + len(table)))
+    dur = np.rint(duration.to_numpy(dtype=float))
+    check_int64(dur, file, "line", lines, "duration", required=True)
+    if (dur < 0).any():
+        i = int(np.flatnonzero(dur < 0)[0])
+        raise ParseError(file, f"line {lines[i]}", f"column 'duration': negative ({dur[i]!r})")
+    if dur.sum() >= 2.0 ** 63:
+        raise ParseError(file, f"line {lines[-1]}", "durations sum beyond the int64 ns range")
+    dur = dur.astype(np.int64)
     end = np.cumsum(dur)
     cols.update(kernel=names.tolist(), start_ns=end - dur, end_ns=end, duration_ns=dur)
-    return frame(cols, SOURCE)
+    return frame(cols, SOURCE, (file, "line", lines))
 
 
 def _numeric(table: "pd.DataFrame", column: str, file: str, first: int, required: bool = False):

@@ -42,9 +42,7 @@ def events(data: bytes, file: str = "<bytes>") -> "pd.DataFrame":
     con = sqlite3.connect(":memory:")
     try:
         con.deserialize(data)
-        return _read(con, file)
-    except sqlite3.DatabaseError as err:
-        raise ParseError(file, "sqlite", f"unreadable database: {err}") from None
+        return _read_checked(con, file)
     finally:
         con.close()
 
@@ -55,11 +53,24 @@ def read_path(path) -> "pd.DataFrame":
             raise ParseError(str(path), "byte 0", "not an SQLite database")
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
-        return _read(con, str(path))
-    except sqlite3.DatabaseError as err:
-        raise ParseError(str(path), "sqlite", f"unreadable database: {err}") from None
+        return _read_checked(con, str(path))
     finally:
         con.close()
+
+
+def _read_checked(con: sqlite3.Connection, file: str) -> "pd.DataFrame":
+    """_read, with what SQLite (or pandas around it) raises on a corrupt or foreign file as one
+    ParseError."""
+    import pandas as pd
+
+    try:
+        return _read(con, file)
+    except (sqlite3.Error, pd.errors.DatabaseError) as err:
+        raise ParseError(file, "sqlite", f"unreadable database: {err}") from None
+    except UnicodeDecodeError as err:
+        raise ParseError(file, "sqlite", f"text that is not UTF-8 (byte {err.start} of a value)") from None
+    except OverflowError as err:
+        raise ParseError(file, "sqlite", f"a value beyond the int64 range: {err}") from None
 
 
 def _read(con: sqlite3.Connection, file: str) -> "pd.DataFrame":
@@ -84,6 +95,10 @@ def _read(con: sqlite3.Connection, file: str) -> "pd.DataFrame":
     table = pd.read_sql_query(sql, con)
     rows = table["row_id"].tolist()
     bad = table["name"].isna()
+    odd = ~bad & ~table["name"].map(lambda v: isinstance(v, str)).astype(bool)
+    if odd.any():
+        i = int(odd.to_numpy().argmax())
+        raise ParseError(file, f"{TABLE} rowid {rows[i]}", f"StringIds value for {name_col!r}: not text: {table['name'].iat[i]!r}")
     if bad.any():
         raise ParseError(file, f"{TABLE} rowid {rows[int(bad.to_numpy().argmax())]}",
                          f"column {name_col!r}: id not in StringIds")
@@ -91,7 +106,7 @@ def _read(con: sqlite3.Connection, file: str) -> "pd.DataFrame":
         if table[c].dtype.kind not in "iuf":
             i = int(pd.to_numeric(table[c], errors="coerce").isna().to_numpy().argmax())
             raise ParseError(file, f"{TABLE} rowid {rows[i]}", f"column {c!r}: not an integer: {table[c].iat[i]!r}")
-    cols = {"kernel": table["name"].tolist(), "start_ns": table["start"], "end_ns": table["end"]}
+    cols = {"kernel": table["name"].tolist(), "start_ns": table["start"].to_numpy(), "end_ns": table["end"].to_numpy()}
     if table[["start", "end"]].isna().any().any():
         i = int(table[["start", "end"]].isna().any(axis=1).to_numpy().argmax())
         raise ParseError(file, f"{TABLE} rowid {rows[i]}", "column 'start'/'end': NULL")
@@ -101,4 +116,4 @@ def _read(con: sqlite3.Connection, file: str) -> "pd.DataFrame":
     shared = [table[c].astype(float) for c in ("staticSharedMemory", "dynamicSharedMemory") if c in table]
     if shared:
         cols["shared_bytes"] = sum(shared)
-    return check_intervals(frame(cols, SOURCE), file, f"{TABLE} rowid", rows)
+    return check_intervals(frame(cols, SOURCE, (file, f"{TABLE} rowid", rows)), file, f"{TABLE} rowid", rows)

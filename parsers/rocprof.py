@@ -13,12 +13,14 @@ blocks), so grid = ceil(grid size / workgroup size). Only KERNEL_DISPATCH rows a
 """
 from __future__ import annotations
 
+import csv
 import io
 import re
+import warnings
 from typing import TYPE_CHECKING
 
 from parsers.base import ParseError
-from parsers.events import check_intervals, frame
+from parsers.events import check_int64, check_intervals, frame
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -58,15 +60,19 @@ def _events(source, first_line: bytes, file: str) -> "pd.DataFrame":
     # Names, kinds and agents repeat: as categories the C parser keeps one string per value,
     # not one per row (a million rows hold a few hundred kernels).
     try:
-        table = pd.read_csv(source, dtype={required[0]: "category", "Kind": "category", "Agent_Id": "category"},
-                            keep_default_na=False, na_values=[""], low_memory=False)
+        with warnings.catch_warnings():  # a row longer than the header: an error, not lost fields
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            table = pd.read_csv(source, dtype={required[0]: "category", "Kind": "category", "Agent_Id": "category"},
+                                keep_default_na=False, na_values=[""], low_memory=False, index_col=False)
+    except pd.errors.ParserWarning:
+        raise ParseError(file, "line 2+", "bad CSV: a row has more fields than the header") from None
     except pd.errors.ParserError as err:
         msg = str(err).strip()
         m = re.search(r"line (\d+)", msg) or re.search(r"row (\d+)", msg)
         at = int(m.group(1)) + (0 if "line" in m.group(0) else 1) if m else 1
         raise ParseError(file, f"line {at}", f"bad CSV: {msg.split('. ', 1)[-1]}") from None
-    except (UnicodeDecodeError, ValueError) as err:
-        raise ParseError(file, "line 1", f"bad CSV: {err}") from None
+    except (UnicodeDecodeError, ValueError, OverflowError, csv.Error) as err:
+        raise ParseError(file, "line 1", f"bad CSV: {str(err).splitlines()[0] if str(err) else type(err).__name__}") from None
     missing = [c for c in required if c not in table.columns]
     if missing:
         raise ParseError(file, "line 1", f"missing required column(s): {', '.join(missing)}")
@@ -98,7 +104,8 @@ def _events(source, first_line: bytes, file: str) -> "pd.DataFrame":
         cols["block_x"] = _ints(table, "wgr", file, lines)
         if "grd" in table:
             cols["grid_x"] = _ceil_div(_ints(table, "grd", file, lines), cols["block_x"])
-    return check_intervals(frame(cols, SOURCE), file, "line", lines.tolist())
+    labels = lines.tolist()
+    return check_intervals(frame(cols, SOURCE, (file, "line", labels)), file, "line", labels)
 
 
 def _ints(table: "pd.DataFrame", column: str, file: str, lines, required: bool = False):
@@ -107,7 +114,10 @@ def _ints(table: "pd.DataFrame", column: str, file: str, lines, required: bool =
     import pandas as pd
 
     col = table[column]
-    if col.dtype.kind in "iu":
+    if col.dtype.kind == "i":
+        return col.to_numpy(dtype=np.int64) if required else col.to_numpy(dtype=float)
+    if col.dtype.kind == "u":
+        check_int64(col.to_numpy(), file, "line", lines, column)
         return col.to_numpy(dtype=np.int64) if required else col.to_numpy(dtype=float)
     values = pd.to_numeric(col, errors="coerce")
     bad = (values.isna() & col.notna()) | (values.notna() & (values != values.round()))
@@ -117,6 +127,10 @@ def _ints(table: "pd.DataFrame", column: str, file: str, lines, required: bool =
         i = int(bad.to_numpy().argmax())
         what = "missing" if pd.isna(col.iat[i]) else f"expected an integer, got {col.iat[i]!r}"
         raise ParseError(file, f"line {lines[i]}", f"column {column!r}: {what}")
+    if values.dtype.kind in "uif":  # a value past int64 is read as uint64 or float: refuse it
+        check_int64(values.to_numpy(), file, "line", lines, column, required)
+    else:  # past uint64: pandas keeps Python ints
+        check_int64(values.to_numpy(dtype=float), file, "line", lines, column, required)
     return values.to_numpy(dtype=np.int64) if required else values.to_numpy(dtype=float)
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from pandas.testing import assert_frame_equal
 
+from mutation import nsys_db
 from parsers import ParseError, chrome_trace, iree_profile, nsys_sqlite, rocprof
 from rootcause.model import KERNEL_EVENT_COLUMNS
 from rootcause.profilers import call_summary, load, split_calls
@@ -184,30 +185,11 @@ def test_iree_profile_bad_inputs():
 
 
 # ---- nsys: no real export exists here; a database laid out as NVIDIA documents the schema,
-# filled with the real CUPTI records of the H200 capture (same fields, renamed).
-
-def _nsys_db(path: Path, records: list[dict]) -> Path:
-    con = sqlite3.connect(path)
-    con.execute("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL)")
-    con.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INT NOT NULL, end INT NOT NULL, deviceId INT, "
-                "contextId INT, streamId INT, correlationId INT, demangledName INT, shortName INT, "
-                "registersPerThread INT, gridX INT, gridY INT, gridZ INT, blockX INT, blockY INT, blockZ INT, "
-                "staticSharedMemory INT, dynamicSharedMemory INT, localMemoryPerThread INT)")
-    names = {n: i for i, n in enumerate(sorted({r["name"] for r in records}), 1)}
-    con.executemany("INSERT INTO StringIds VALUES (?, ?)", [(i, n) for n, i in names.items()])
-    con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [
-        (r["start"], r["end"], r["device_id"], r["context_id"], r["stream_id"], r["correlation_id"], names[r["name"]],
-         names[r["name"]], r["registers_per_thread"], r["grid_x"], r["grid_y"], r["grid_z"], r["block_x"],
-         r["block_y"], r["block_z"], r["static_shared_memory"], r["dynamic_shared_memory"],
-         r["local_memory_per_thread"]) for r in records])
-    con.commit()
-    con.close()
-    return path
-
+# filled with the real CUPTI records of the H200 capture (same fields, renamed): mutation.nsys_db.
 
 def test_nsys_schema_reader(tmp_path):
     records = json.loads(CUPTI.read_text())
-    db = _nsys_db(tmp_path / "r.sqlite", records)
+    db = nsys_db(tmp_path / "r.sqlite", records)
     ev = load(db)
     assert (ev["source"] == "nsys").all()
     cupti = load(CUPTI)
@@ -223,7 +205,7 @@ def test_nsys_bad_inputs(tmp_path):
     sqlite3.connect(empty).execute("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT)").connection.commit()
     with pytest.raises(ParseError, match="no CUPTI_ACTIVITY_KIND_KERNEL table"):
         load(empty)
-    db = _nsys_db(tmp_path / "r.sqlite", json.loads(CUPTI.read_text())[:5])
+    db = nsys_db(tmp_path / "r.sqlite", json.loads(CUPTI.read_text())[:5])
     con = sqlite3.connect(db)
     con.execute("DELETE FROM StringIds WHERE id = 1")
     con.commit()

@@ -1,13 +1,18 @@
 """Profiler captures -> one KernelEvents table (parsers/events.py), split into graph calls.
 
 load(path) sniffs the format from the file's first bytes (the extension only breaks ties),
-calls the pure reader in parsers/, and returns the events sorted by start with 'source' set.
+reading gzip, zstd, bz2, xz and LZ4-frame files through (told by their magic bytes), calls the
+pure reader in parsers/, and returns the events sorted by start with 'source' set.
+load_capture(path) gives the whole reading: memcpy/memset rows too, ProfilerStep spans and the
+GPU names a Kineto trace carries.
 """
 from __future__ import annotations
 
 import importlib
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterable
 
 import pandas as pd
 
@@ -15,7 +20,7 @@ from parsers import ParseError
 from rootcause.errors import UsageError
 from rootcause.profilers.calls import call_summary, split_calls
 
-__all__ = ["FORMATS", "load", "load_ncu", "sniff", "split_calls", "call_summary"]
+__all__ = ["FORMATS", "Capture", "load", "load_capture", "load_ncu", "sniff", "split_calls", "call_summary"]
 
 # format name -> reader module. Sniffing tries them in this order: binary and CSV formats
 # first, then the JSON dialects from most to least specific.
@@ -35,7 +40,7 @@ def _reader(fmt: str):
 
 
 def sniff(head: bytes, name: str = "") -> str | None:
-    """The format whose magic check accepts these first bytes, or None."""
+    """The format whose magic check accepts these first (uncompressed) bytes, or None."""
     for fmt in FORMATS:
         try:
             if _reader(fmt).matches(head):
@@ -45,24 +50,96 @@ def sniff(head: bytes, name: str = "") -> str | None:
     return None
 
 
-def load(path: str | os.PathLike, format: str = "auto") -> pd.DataFrame:
-    """KernelEvents of one capture file, sorted by start_ns."""
+@dataclass
+class Capture:
+    """One capture file read: events (every row the reader gives, `kind` kernel / memcpy /
+    memset), steps (ProfilerStep#N spans, parsers.chrome_trace.STEP_COLUMNS; empty where the
+    format has none), devices (device id -> GPU name, from Kineto's deviceProperties), rank
+    (distributedInfo.rank), format and codec (the compression read through, or None)."""
+
+    events: pd.DataFrame
+    steps: pd.DataFrame
+    devices: dict[int, str] = field(default_factory=dict)
+    rank: int | None = None
+    format: str = ""
+    codec: str | None = None
+
+
+def load(path: str | os.PathLike, format: str = "auto",
+         kinds: Iterable[str] | None = ("kernel",)) -> pd.DataFrame:
+    """KernelEvents of one capture file, sorted by start_ns. kinds: the rows kept by `kind`
+    (kernels only by default, as every stage so far expects; None keeps memcpy and memset too)."""
+    events = load_capture(path, format).events
+    if kinds is not None:
+        keep = events["kind"].isin(list(kinds)).to_numpy()
+        if not keep.all():
+            events = events[keep].reset_index(drop=True)
+    return events
+
+
+def load_capture(path: str | os.PathLike, format: str = "auto") -> Capture:
+    """Every row, the steps and the GPU names of one capture file, compressed or not.
+
+    The format is sniffed from the first (decompressed) bytes; a JSON object whose first key
+    is not a known one is searched for a "traceEvents" key, however long its header."""
+    from parsers import compression
+
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"{path}: no such file")
     if format != "auto" and format not in FORMATS:
         raise UsageError(f"{path}: unknown profile format {format!r} (known: {', '.join(FORMATS)})")
     with open(path, "rb") as f:
-        head = f.read(_HEAD_BYTES)
-    fmt = sniff(head, path.name) if format == "auto" else format
+        codec = compression.codec(f.read(8))
+        f.seek(0)
+        data = b""
+        if codec:  # every reader takes bytes; a compressed capture is read whole, once
+            with compression.open_stream(f, codec, str(path)) as stream:
+                data = stream.read()
+        head = data[:_HEAD_BYTES] if codec else f.read(_HEAD_BYTES)
+        fmt = sniff(head, path.name) if format == "auto" else format
+        if fmt is None and head.lstrip()[:1] == b"{" and (
+                b'"traceEvents"' in data if codec else _has_trace_events(head, f)):
+            fmt = "chrome"
     if fmt is None:
-        raise ParseError(str(path), "byte 0", f"not a profile format rootcause reads ({', '.join(FORMATS)})")
+        raise ParseError(str(path), "byte 0", f"not a profile format rootcause reads ({', '.join(FORMATS)})"
+                         + (f", read through {codec}" if codec else ""))
     reader = _reader(fmt)
-    if hasattr(reader, "read_path"):  # streams: a huge capture is never held whole
-        events = reader.read_path(path)
+    if fmt == "chrome":
+        trace = reader.read_trace(data, str(path)) if codec else reader.read_trace_path(path)
+        capture = Capture(trace.events, trace.steps, trace.devices, trace.rank)
     else:
-        events = reader.events(path.read_bytes(), str(path))
-    return events.sort_values("start_ns", kind="stable").reset_index(drop=True)
+        if codec:
+            events = reader.events(data, str(path))
+        elif hasattr(reader, "read_path"):  # streams: a huge capture is never held whole
+            events = reader.read_path(path)
+        else:
+            events = reader.events(path.read_bytes(), str(path))
+        capture = Capture(events, _no_steps())
+    capture.format, capture.codec = fmt, codec
+    capture.events = capture.events.sort_values("start_ns", kind="stable").reset_index(drop=True)
+    return capture
+
+
+def _has_trace_events(head: bytes, stream) -> bool:
+    """Whether a "traceEvents" key follows in the stream (read on in 1 MiB pieces; the
+    stream is left wherever the key was found, or at its end)."""
+    tail = head[-16:]
+    if b'"traceEvents"' in head:
+        return True
+    while True:
+        piece = stream.read(1 << 20)
+        if not piece:
+            return False
+        if b'"traceEvents"' in tail + piece:
+            return True
+        tail = piece[-16:]
+
+
+def _no_steps() -> pd.DataFrame:
+    from parsers.chrome_trace import STEP_COLUMNS
+
+    return pd.DataFrame({c: [] for c in STEP_COLUMNS})
 
 
 def load_ncu(path: str | os.PathLike, metrics: bool | list[str] = True):
