@@ -53,6 +53,7 @@ class Attribution:
     device: str | None = None  # rootcause.gpus.DEVICES key the profiles came from, when known
     measurement: dict[str, Any] | None = None  # where the whole-graph latency came from
     command: str | None = None  # the command line that produced this attribution
+    concurrency: dict[str, Any] | None = None  # kernel time hidden by overlap on several streams
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -63,6 +64,7 @@ class Attribution:
             "whole_graph": self.whole_graph,
             "units": self.units,
             "residual": self.residual,
+            "concurrency": self.concurrency,
             "closure": self.closure,
             "significance": {"rule": "interval excludes 0 and |delta| >= min_effect_ns",
                              "min_effect_ns": self.min_effect_ns, "level": LEVEL},
@@ -272,8 +274,9 @@ def attribute(events_a: pd.DataFrame, events_b: pd.DataFrame, alignment: Alignme
 def _assemble(per, alignment, whole_a, whole_b, labels, notes, environment) -> Attribution:
     med, boot = {}, {}
     for v, p in per.items():
-        # columns: units..., busy, span, residual-vs-span
-        cols = np.column_stack([p["times"], p["busy"], p["span"], p["span"] - p["busy"]])
+        # columns: units..., busy, span, residual-vs-span, overlap (summed durations - busy)
+        cols = np.column_stack([p["times"], p["busy"], p["span"], p["span"] - p["busy"],
+                                p["times"].sum(axis=1) - p["busy"]])
         med[v] = np.median(cols, axis=0)
         boot[v] = medians_at_ranks(cols, p["ranks"])
     k = len(alignment.units)
@@ -326,7 +329,11 @@ def _assemble(per, alignment, whole_a, whole_b, labels, notes, environment) -> A
         })
     unit_rows.sort(key=lambda u: -abs(u["delta_ns"]["median"]))
     unit_sum = float(sum(u["delta_ns"]["median"] for u in unit_rows))
-    closure = ((unit_sum + resid_delta.median) / whole_delta.median
+    # Kernels on several streams overlap: the units' summed time exceeds the busy time by the
+    # overlap, which the whole graph does not pay. whole = units - overlap + residual.
+    overlap = {"a": ia[k + 3], "b": ib[k + 3]}
+    overlap_delta = idelta[k + 3]
+    closure = ((unit_sum - overlap_delta.median + resid_delta.median) / whole_delta.median
                if whole_delta.median and significant(whole_delta) else None)
     if closure is None:
         notes.append("closure not computed: the whole-graph delta is not significant")
@@ -336,6 +343,10 @@ def _assemble(per, alignment, whole_a, whole_b, labels, notes, environment) -> A
                     "launches_per_call": launches[v],
                     "kernel_busy_ns": _ival((ia, ib)[i][k]), "span_ns": _ival((ia, ib)[i][k + 1])}
                 for i, v in enumerate("ab")}
+    concurrency = {"a": _ival(overlap["a"]), "b": _ival(overlap["b"]), "delta_ns": _ival(overlap_delta),
+                   "significant": significant(overlap_delta),
+                   "what": "kernel time hidden by running concurrently on several streams: the units' summed "
+                           "time minus the busy time (their union)"}
     residual = {"a": _ival(resid["a"]), "b": _ival(resid["b"]), "delta_ns": _ival(resid_delta),
                 "significant": significant(resid_delta),
                 "share": resid_delta.median / whole_delta.median if whole_delta.median else None,
@@ -348,5 +359,5 @@ def _assemble(per, alignment, whole_a, whole_b, labels, notes, environment) -> A
                    "unit_delta_sum_ns": unit_sum}
     kernels = pd.concat([per["a"]["stats"], per["b"]["stats"]], ignore_index=True)
     return Attribution(variants=variants, whole_graph=whole_graph, units=unit_rows,
-                       residual=residual, closure=closure, kernels=kernels, notes=notes,
+                       residual=residual, concurrency=concurrency, closure=closure, kernels=kernels, notes=notes,
                        environment=environment, min_effect_ns=min_effect)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from rootcause import gpus, pipeline
 from rootcause.artifacts import bundle, rundir
-from rootcause.profilers.selection import profile_events
+from rootcause.profilers.selection import read_profile
 from rootcause.report import render_text
 
 
@@ -35,6 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--entry-b", default=None, help="entry function profiled in B")
     parser.add_argument("--device", default=None,
                         help="GPU the profiles were captured on (e.g. H200): waves, occupancy, peak bandwidth")
+    parser.add_argument("--device-id", type=int, default=None, metavar="N",
+                        help="the GPU to compare in captures that hold several (default: refuse to merge them)")
     parser.add_argument("--calls", type=int, default=None, metavar="N",
                         help="graph calls in each profile (default: as `rootcause run` recorded, else detected)")
     parser.add_argument("--title", default=None, help="title of report.html and report.md")
@@ -50,7 +52,7 @@ def _argv(args: argparse.Namespace) -> list[str]:
     """The `rootcause compare` command line equivalent to args."""
     argv = ["rootcause", "compare", args.profile_a, args.profile_b]
     for name in ("catalog_a", "catalog_b", "measurement", "label_a", "label_b", "entry_a", "entry_b",
-                 "device", "calls", "title", "out"):
+                 "device", "device_id", "calls", "title", "out"):
         value = getattr(args, name, None)
         if value is not None:
             argv += [f"--{name.replace('_', '-')}", str(value)]
@@ -64,16 +66,19 @@ def run(args: argparse.Namespace) -> int:
     if labels[0] == labels[1]:
         labels = (f"{labels[0]} (A)", f"{labels[1]} (B)")
     notes: list[str] = []
-    events_a = profile_events(args.profile_a, args.calls, notes, labels[0])
-    events_b = profile_events(args.profile_b, args.calls, notes, labels[1])
+    prof_a = read_profile(args.profile_a, args.calls, notes, labels[0], args.device_id)
+    prof_b = read_profile(args.profile_b, args.calls, notes, labels[1], args.device_id)
     whole_a, whole_b, measured = rundir.load_measurement(args.measurement, labels)
+    if whole_a is None and prof_a.whole is not None and prof_b.whole is not None:
+        whole_a, whole_b = prof_a.whole, prof_b.whole  # the traces' own steps, host included
     environment = rundir.run_environment(args.profile_a, args.profile_b)
-    a = pipeline.Side(labels[0], args.profile_a, events_a, catalog_a, args.catalog_a,
+    a = pipeline.Side(labels[0], args.profile_a, prof_a.events, catalog_a, args.catalog_a,
                       args.entry_a or manifest_a.get("entry"), whole_a)
-    b = pipeline.Side(labels[1], args.profile_b, events_b, catalog_b, args.catalog_b,
+    b = pipeline.Side(labels[1], args.profile_b, prof_b.events, catalog_b, args.catalog_b,
                       args.entry_b or manifest_b.get("entry"), whole_b)
-    ctx = pipeline.Context(gpus.resolve_device(args.device, environment), environment, measured,
-                           command_line(_argv(args)), notes)
+    traced = [name for p in (prof_a, prof_b) for name in p.devices.values()]
+    device = gpus.resolve_device(args.device, environment) or gpus.find_device(*traced)
+    ctx = pipeline.Context(device, environment, measured, command_line(_argv(args)), notes)
     doc = pipeline.attribute_pair(a, b, ctx)
     written = pipeline.write_reports(doc, Path(args.out), args.title)
     print(render_text(doc))

@@ -1,42 +1,107 @@
 """A capture file (or one segment of it) as the graph calls of one variant.
 
 'FILE#N' selects call segment N (one run of identical calls: one variant) of a capture that
-holds several variants, as split_calls numbers them. A profile written by `rootcause run` is
-cut into the number of calls the run recorded for it (measurement.json beside it,
-profiles.<variant>.calls); --calls N overrides; otherwise split_calls finds the repeating
-kernel sequence.
+holds several variants, as split_calls numbers them. Calls, in order of precedence: --calls N;
+the count `rootcause run` recorded for the profile (measurement.json beside it,
+profiles.<variant>.calls); the trace's own ProfilerStep#N spans (Kineto), each GPU row going
+to the step during which it started; otherwise split_calls finds the repeating sequence.
+
+A trace with steps also gives the whole-graph time of a call: the steps' wall time, host
+included (the data loader, the Python between launches), which is what a user of the trace
+means by "slower". memcpy and memset rows stay in the events: they are units like kernels.
+A capture holding several GPUs is never merged: one is chosen (device_id) or it is an error.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+
+from dataclasses import dataclass, field
 
 from rootcause.artifacts.rundir import run_record
 from rootcause.errors import UsageError
-from rootcause.profilers import load
+from rootcause.model import WholeGraph
+from rootcause.profilers import load_capture
 from rootcause.profilers.calls import split_calls
 
 
-def load_profile(path: str) -> pd.DataFrame:
-    """KernelEvents of a capture file or of its 'FILE#N' segment; UsageError when it holds none."""
+@dataclass
+class Profile:
+    """One variant's profile: its GPU rows cut into calls, and what the trace says besides."""
+
+    events: pd.DataFrame
+    whole: WholeGraph | None = None  # per-call wall time from ProfilerStep spans, when the trace has them
+    devices: dict[int, str] = field(default_factory=dict)  # device id -> GPU name (Kineto deviceProperties)
+    steps: int = 0
+
+
+def load_profile(path: str, device_id: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame, dict[int, str]]:
+    """(GPU rows, ProfilerStep spans, GPU names) of a capture file or of its 'FILE#N' segment;
+    UsageError when it holds no kernel, or rows of several devices and no device_id."""
     p = Path(path)
     if not p.is_file() and "#" in path:
         base, _, seg = path.rpartition("#")
         if not seg.isdigit():
             raise UsageError(f"{path}: '#{seg}': a segment is a number")
-        events = split_calls(load_profile(base))
+        events, _, devices = load_profile(base, device_id)
+        events = split_calls(events)
         chosen = events[events["segment"] == int(seg)]
         if chosen.empty:
             raise UsageError(f"{path}: no segment {seg} (the capture has "
                              f"{events['segment'].max() + 1} segment(s))")
-        return chosen.assign(call=chosen["call"] - chosen["call"].min()).reset_index(drop=True)
+        return chosen.assign(call=chosen["call"] - chosen["call"].min()).reset_index(drop=True), \
+            pd.DataFrame(), devices
     if not p.is_file():
         raise UsageError(f"{path}: no such profile file")
-    events = load(p)
-    if len(events) == 0:
+    capture = load_capture(p)
+    events = _one_device(capture.events, device_id, path)
+    kernels = (events["kind"] == "kernel").any() if "kind" in events.columns else len(events) > 0
+    if not kernels:
         raise UsageError(f"{path}: the profile holds no kernel launches")
+    return events.reset_index(drop=True), _host_steps(capture.steps), capture.devices
+
+
+def _one_device(events: pd.DataFrame, device_id: int | None, path: str) -> pd.DataFrame:
+    if "device" not in events.columns:
+        return events
+    ids = sorted(int(d) for d in events["device"].dropna().unique())
+    if device_id is not None:
+        if device_id not in ids:
+            raise UsageError(f"{path}: no rows of device {device_id} (it holds {', '.join(map(str, ids)) or 'none'})")
+        return events[events["device"] == device_id]
+    if len(ids) > 1:
+        raise UsageError(f"{path}: rows of {len(ids)} devices ({', '.join(map(str, ids))}): compare one device "
+                         "at a time (--device-id N)")
     return events
+
+
+def _host_steps(steps: pd.DataFrame) -> pd.DataFrame:
+    """The host-side ProfilerStep spans (one per step), in order."""
+    if steps is None or steps.empty:
+        return pd.DataFrame()
+    host = steps[steps["cat"] != "gpu_user_annotation"] if "cat" in steps else steps
+    return host.drop_duplicates("step").sort_values("start_ns", kind="stable").reset_index(drop=True)
+
+
+def steps_as_calls(events: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """Each row gets the step during which it started: from a step's start to the next one's
+    (the last step: to its end plus its own length, for GPU work still draining); rows outside
+    every step get call -1."""
+    starts = steps["start_ns"].to_numpy("int64")
+    idx = np.searchsorted(starts, events["start_ns"].to_numpy("int64"), side="right") - 1
+    last_end = int(steps["end_ns"].iloc[-1]) + int(steps["duration_ns"].iloc[-1])
+    idx = np.where(events["start_ns"].to_numpy("int64") > last_end, -1, idx)
+    return events.assign(call=idx.astype("int64"))
+
+
+def steps_whole_graph(steps: pd.DataFrame) -> WholeGraph:
+    from rootcause.stats import median_ci
+
+    d = steps["duration_ns"].to_numpy("float64")
+    lo, hi = median_ci(d) if len(d) > 1 else (float(d[0]), float(d[0]))
+    return WholeGraph(float(np.median(d)), lo, hi, "profiler-steps", len(d))
 
 
 def split_into(events: pd.DataFrame, calls: int, where: str) -> pd.DataFrame:
@@ -49,17 +114,28 @@ def split_into(events: pd.DataFrame, calls: int, where: str) -> pd.DataFrame:
 
 
 def profile_events(path: str, calls: int | None, notes: list[str], label: str) -> pd.DataFrame:
-    """load_profile, cut into the given number of calls, else into those `rootcause run` recorded."""
-    events = load_profile(path)
+    """The GPU rows of a profile cut into calls (module doc)."""
+    return read_profile(path, calls, notes, label).events
+
+
+def read_profile(path: str, calls: int | None, notes: list[str], label: str,
+                 device_id: int | None = None) -> Profile:
+    """load_profile, cut into calls (module doc), with the steps' wall time when there are steps."""
+    events, steps, devices = load_profile(path, device_id)
     where = "--calls"
     if calls is None:
         info, mfile = run_record(path)
         if info is not None and isinstance(info.get("calls"), int) and not isinstance(info["calls"], bool):
             calls, where = info["calls"], f"{mfile}: profiles.{info.get('variant', label)}.calls"
+    if calls is None and len(steps):
+        notes.append(f"variant {label}: {len(events)} GPU rows split into the trace's {len(steps)} ProfilerStep "
+                     f"span(s) ({steps['name'].iloc[0]} to {steps['name'].iloc[-1]}); the whole-graph time "
+                     "is the steps' wall time, host included")
+        return Profile(steps_as_calls(events, steps), steps_whole_graph(steps), devices, len(steps))
     if calls is None:
-        return events
+        return Profile(events, None, devices)
     if calls <= 0:
         raise UsageError(f"{where}: must be > 0, got {calls}")
     notes.append(f"variant {label}: {len(events)} launches split into {calls} graph call(s), the count "
                  f"{where} gives")
-    return split_into(events, calls, f"{path} ({where} = {calls})")
+    return Profile(split_into(events, calls, f"{path} ({where} = {calls})"), None, devices)

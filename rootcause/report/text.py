@@ -43,9 +43,14 @@ def render_text(doc: dict[str, Any]) -> str:
                  f"{_us(r['a']['median'])} in {A}, {r['delta_ns']['median'] / 1e3:+.1f} us "
                  f"{_ci(r['delta_ns'])}; {r['launches_per_call']['b']:g} vs "
                  f"{r['launches_per_call']['a']:g} launches per call.")
+    c = doc.get("concurrency")
+    if c and c.get("significant"):
+        lines.append(f"Concurrency (kernels overlapping on several streams): {_us(c['b']['median'])} hidden in {B} "
+                     f"vs {_us(c['a']['median'])} in {A}, {c['delta_ns']['median'] / 1e3:+.1f} us {_ci(c['delta_ns'])} "
+                     "of kernel time the whole graph does not pay.")
     lines.extend(f"  - {f['sentence']}" for f in doc["findings"] if f["unit"] is None)
     if doc.get("closure") is not None:
-        lines.append(f"Closure: units + residual explain {doc['closure']:.0%} of the whole-graph delta "
+        lines.append(f"Closure: units - overlap + residual explain {doc['closure']:.0%} of the whole-graph delta "
                      f"({w['unit_delta_sum_ns'] / 1e3:+.1f} us from units, "
                      f"{r['delta_ns']['median'] / 1e3:+.1f} us residual).")
     for note in doc["cannot_conclude"]:
