@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import glob
 import os
+import re
 import sys
 from typing import Callable
 
@@ -90,7 +91,14 @@ class TvmSession:
         self.dev.sync()
 
     def call(self) -> None:
-        self.vm.invoke_stateful(self.entry)
+        try:
+            self.vm.invoke_stateful(self.entry)
+        except ValueError as err:  # the VM checks each argument against the entry's parameters
+            match = re.search(r"loc=(param\[\d+\]).*?(expect .*)", str(err))
+            if match is None:
+                raise
+            raise UsageError(f"{self.bundle.path}: {self.entry} refused the bundle's inputs (spec [inputs] "
+                             f"differ from the model's parameters): {match.group(1)}: {match.group(2).strip()}") from None
         self.dev.sync()
 
     def outputs(self) -> list[np.ndarray]:
