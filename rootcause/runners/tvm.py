@@ -93,12 +93,15 @@ class TvmSession:
     def call(self) -> None:
         try:
             self.vm.invoke_stateful(self.entry)
-        except ValueError as err:  # the VM checks each argument against the entry's parameters
-            match = re.search(r"loc=(param\[\d+\]).*?(expect .*)", str(err))
-            if match is None:
+        except (ValueError, RuntimeError) as err:  # the VM checks each argument against the parameters
+            line = next((x for x in str(err).splitlines() if "ErrorContext(fn=" in x), "")
+            param = re.search(r"loc=(param\[\d+\])", line)
+            if param is None:
                 raise
+            detail = re.search(r'annotation=.*?"\)\)\s*(.*)', line)
             raise UsageError(f"{self.bundle.path}: {self.entry} refused the bundle's inputs (spec [inputs] "
-                             f"differ from the model's parameters): {match.group(1)}: {match.group(2).strip()}") from None
+                             f"differ from the model's parameters): {param.group(1)}: "
+                             f"{(detail.group(1) if detail else line).strip()}") from None
         self.dev.sync()
 
     def outputs(self) -> list[np.ndarray]:
