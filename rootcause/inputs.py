@@ -17,7 +17,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from rootcause.errors import UsageError
@@ -54,6 +53,8 @@ def to_dtype(name: Any, where: str = "dtype") -> np.dtype:
         raise UsageError(f"{where}: unknown dtype {name!r}; valid: {', '.join(DTYPES)} "
                          f"(or MLIR's {', '.join(_MLIR_OF.values())})")
     if canonical in LOW_PRECISION:
+        import ml_dtypes  # only here: its import takes a second, and most specs are float32
+
         return np.dtype(getattr(ml_dtypes, canonical))
     return np.dtype(canonical)
 
@@ -74,7 +75,12 @@ def finite_range(dtype: np.dtype) -> tuple[float, float]:
     if np.issubdtype(dtype, np.integer):
         info = np.iinfo(dtype)
         return float(info.min), float(info.max)
-    info = ml_dtypes.finfo(dtype)
+    if dtype.name in LOW_PRECISION:
+        import ml_dtypes
+
+        info = ml_dtypes.finfo(dtype)
+    else:
+        info = np.finfo(dtype)
     return float(info.min), float(info.max)
 
 
@@ -191,7 +197,7 @@ def _open(file: Path, where: str, dtype: np.dtype | None, mmap: bool) -> np.ndar
                 return _npy_raw(file, dtype)
             except (ValueError, OSError, SyntaxError, KeyError) as raw_err:
                 err = raw_err
-        raise UsageError(f"{file}: not a readable .npy: {err}") from None
+        raise UsageError(f"{where}: {file}: not a readable .npy: {err}") from None
 
 
 def _recorded_dtype(spec: Any, where: str) -> np.dtype | None:
