@@ -232,3 +232,16 @@ def test_mismatched_outputs_still_exit_1(env, tmp_path):
     assert _cli(env, "build", f"{case / 'variants.toml'}#tvm_bf16", "--out", bundle).returncode == 0
     proc = _cli(env, "run", bundle, "--out", tmp_path / "run", "--budget-s", "0.2", "--profile", "none")
     assert proc.returncode == 1 and "outputs differ" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("a,b", [("tvm_bf16", "tvm_bf16_unfused"), ("iree_bf16", "iree_bf16_untiled")])
+def test_analyze_a_bf16_pair_on_the_cpu(env, tmp_path, a, b):
+    """The whole pipeline (build, verify, time, CPU profile, attribute, report) on bfloat16."""
+    spec = LOWP / "variants.toml"
+    proc = _cli(env, "analyze", f"{spec}#{a}", f"{spec}#{b}", "--target", "llvm", "--no-confirm", "--budget-s", "0.5",
+                "--out", tmp_path / "out")
+    assert proc.returncode == 0, proc.stderr
+    measurement = json.loads((tmp_path / "out" / "run" / "measurement.json").read_text())
+    assert measurement["verification"]["ok"]
+    assert {c["against"] for c in measurement["verification"]["checks"]} == {"reference", f"lowp-{a}"}
+    assert (tmp_path / "out" / "attribution.json").is_file()
