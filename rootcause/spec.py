@@ -250,8 +250,11 @@ def _check(d: dict[str, Any], spec_file: Path, variant: str | None, table: dict[
     reference = _reference(d.get("reference"), files, probe)
     tvm = _tvm(d.get("tvm", {}), files, probe)
     iree = _iree(d.get("iree", {}), files, probe)
-    return VariantSpec(d["name"], d["frontend"], source, d["target"], d["entry"], inputs, reference,
+    spec = VariantSpec(d["name"], d["frontend"], source, d["target"], d["entry"], inputs, reference,
                        tvm, iree, spec_file, variant, table, outside)
+    if spec.frontend == "iree" and source.suffix == ".mlir" and inputs:
+        _check_mlir_signature(spec)
+    return spec
 
 
 def _keys(d: Any, valid: tuple[str, ...], where: str) -> None:
@@ -398,7 +401,7 @@ def _check_memory(inputs: list[InputSpec], probe: VariantSpec) -> None:
                          f"more than this host's memory ({total / 2**30:.3g} GiB)")
 
 
-def check_signature(spec: VariantSpec, params: list[tuple[Any, str]]) -> None:
+def check_signature(spec: VariantSpec, params: list[tuple[Any, str]], shapes: bool = True) -> None:
     """The inputs against the entry's parameters, (shape, dtype) each as the frontend reads them
     (shape None or with symbolic dims where unknown; dtype as TVM or MLIR names it)."""
     where = spec.where("", "inputs")
@@ -408,10 +411,47 @@ def check_signature(spec: VariantSpec, params: list[tuple[Any, str]]) -> None:
         want = inputs_mod.dtype_name(dtype) or str(dtype)
         if inp.dtype != want:
             raise UsageError(f"{where}[{i}].dtype: {inp.dtype}, but {spec.entry}'s parameter {i} is {want}")
-        if shape is not None and (len(shape) != len(inp.shape) or
+        if shapes and shape is not None and (len(shape) != len(inp.shape) or
                                   any(isinstance(s, int) and s != g for s, g in zip(shape, inp.shape))):
             raise UsageError(f"{where}[{i}].shape: {inp.shape}, but {spec.entry}'s parameter {i} has shape "
                              f"{list(shape)}")
+
+
+def mlir_params(text: str, function: str) -> list[tuple[list[int | str] | None, str]] | None:
+    """(shape, element type) of each argument of `func.func @function` in MLIR text: tensor<AxBxT>
+    or torch's !torch.vtensor<[A,B],T> ('?' and -1 dims kept as strings, shape None for a
+    scalar); None when the text has no such function."""
+    m = re.search(rf"func\.func\s+(?:public\s+|private\s+)?@{re.escape(function)}\s*\((.*?)\)\s*(?:->|attributes|\{{)",
+                  text, re.S)
+    if m is None:
+        return None
+    out: list[tuple[list[int | str] | None, str]] = []
+    for arg in re.split(r"%[\w.$-]+\s*:\s*", m.group(1))[1:]:
+        tensor = re.match(r"\s*tensor<([^>]*)>", arg)
+        torch = re.match(r"\s*!torch\.vtensor<\[([^\]]*)\]\s*,\s*(\w+)>", arg)
+        if tensor:
+            *dims, dtype = tensor.group(1).split("x")
+        elif torch:
+            dims, dtype = [d for d in torch.group(1).split(",") if d.strip()], torch.group(2)
+        else:
+            dims, dtype = None, arg.split(",")[0].strip()
+        out.append(([int(d) if d.strip().isdigit() else d.strip() for d in dims] if dims is not None else None,
+                    dtype))
+    return out
+
+
+def _check_mlir_signature(spec: VariantSpec) -> None:
+    """IREE .mlir sources: the inputs' count and dtypes against the function's signature, read
+    from the text (skipped where the function or one of its argument types is not found: the
+    compiler decides). Shapes are left to the runtime: a --bundle-only build may cut inputs down."""
+    try:
+        text = spec.source.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return
+    params = mlir_params(text, spec.iree.function or spec.entry)
+    if params is None or any(inputs_mod.dtype_name(dtype) is None for _, dtype in params):
+        return
+    check_signature(spec, params, shapes=False)
 
 
 def _reference(d: Any, files: _Files, probe: VariantSpec) -> ReferenceSpec | None:

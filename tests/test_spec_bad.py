@@ -165,6 +165,13 @@ CASES = [
     ("iree-substitute-not-mlir", IREE_HEAD + INPUTS + '[iree]\nsubstitute_configurations = { e = "model.py" }\n',
      "[iree].substitute_configurations.e: must be a .mlir"),
     ("iree-unknown-key", IREE_HEAD + INPUTS + "[iree]\nflag = []\n", "[iree]: unknown key \"flag\""),
+    # ---- IREE inputs against the .mlir function's signature (read from the text, no compiler)
+    ("iree-dtype-vs-signature", IREE_HEAD + INPUTS.replace('"bfloat16"', '"int32"', 1),
+     "inputs[0].dtype: int32, but main's parameter 0 is bfloat16"),
+    ("iree-fp8-kind-vs-signature", IREE_HEAD + INPUTS.replace('"bfloat16"', '"float8_e4m3fn"', 1),
+     "inputs[0].dtype: float8_e4m3fn, but main's parameter 0 is bfloat16"),
+    ("iree-input-count", IREE_HEAD + INPUTS.split("[[inputs]]")[0] + "[[inputs]]" + INPUTS.split("[[inputs]]")[1],
+     "inputs: 1 inputs, but main takes 2 parameters"),
 ]
 
 
