@@ -298,14 +298,14 @@ def test_opt_out_keys_are_recorded(tmp_path):
 
 # bundle.reference_outputs (rootcause/bundle.py) calls the function unguarded; the fix is to make
 # it verify.reference_outputs (report to the lead). Until then these two give a traceback.
-_NEEDS_BUNDLE_FIX = pytest.mark.xfail(strict=True, reason="bundle.reference_outputs must call "
+_NEEDS_BUNDLE_FIX = pytest.mark.xfail(strict=True, reason="bundle.reference_outputs must call "  # drop when it does
                                       "verify.reference_outputs (one line for a raising reference)")
 
 
 @pytest.mark.parametrize("function,place", [
     pytest.param("raises", "[reference].python: reference.py:raises raised ZeroDivisionError", marks=_NEEDS_BUNDLE_FIX),
     pytest.param("returns_none", "reference.py:returns_none: output 0 is NoneType", marks=_NEEDS_BUNDLE_FIX),
-    ("missing_function", "[reference].python: no function \"missing_function\""),
+    ("missing_function", "no function \"missing_function\" in reference.py"),
 ])
 def test_reference_fails_at_build(env, tmp_path, function, place):
     spec = _folder(tmp_path, GOOD + f'[reference]\npython = "reference.py:{function}"\n')
