@@ -23,6 +23,7 @@ from rootcause import frontends
 from rootcause.artifacts.bundle import write_bundle
 from rootcause.errors import UsageError
 from rootcause.spec import VariantSpec
+from rootcause.verify import reference_outputs
 
 
 def cache_dir() -> Path:
@@ -78,6 +79,8 @@ def build_bundle(spec: VariantSpec, out: Path, use_cache: bool = True) -> Path:
             write_bundle(spec, built, staging / "build", staging / "bundle", key, reference_outputs)
             shutil.rmtree(cached, ignore_errors=True)
             os.replace(staging / "bundle", cached)  # atomic: a half build is never 'cached'
+        except UsageError as err:
+            raise _keep_logs(err, staging / "build", key) from None
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     _publish(cached, Path(out))
@@ -97,21 +100,13 @@ def _publish(cached: Path, out: Path) -> None:
     shutil.copytree(cached, out)
 
 
-def reference_outputs(spec: VariantSpec, inputs: list[np.ndarray]) -> list[np.ndarray] | None:
-    """Run the spec's [reference] python function on the inputs (CPU, NumPy)."""
-    if spec.reference is None:
-        return None
-    ref = spec.reference
-    module_spec = importlib.util.spec_from_file_location(f"rootcause_reference_{ref.file.stem}", ref.file)
-    module = importlib.util.module_from_spec(module_spec)
-    try:
-        module_spec.loader.exec_module(module)
-    except Exception as err:
-        raise UsageError(f"{spec.where('reference', 'python')}: {ref.file.name} failed to load: "
-                         f"{type(err).__name__}: {err}") from None
-    func = getattr(module, ref.function, None)
-    if not callable(func):
-        raise UsageError(f"{spec.where('reference', 'python')}: no function \"{ref.function}\" in {ref.file.name}")
-    out = func(*inputs)
-    outs = list(out) if isinstance(out, (tuple, list)) else [out]
-    return [np.asarray(o) for o in outs]
+def _keep_logs(err: UsageError, build_dir: Path, key: str) -> UsageError:
+    """The failed build's logs copied out of the staging folder (which is removed), and the
+    error's message pointing at the copies."""
+    text = str(err)
+    logs = _mkdir(cache_dir() / "logs")
+    for log in sorted(build_dir.glob("*.log")):
+        kept = logs / f"{key}.{log.name}"
+        shutil.copy2(log, kept)
+        text = text.replace(str(log), str(kept))
+    return UsageError(text)

@@ -2,29 +2,50 @@
 
 A file holds either one variant (top-level keys) or a [base] table plus [variants.NAME]
 tables; each variant is base deep-merged with its own table, selected as 'file.toml#NAME'.
-Checks that need no compiler live here (keys, types, files, target syntax); checks that need
-the compiler's own pass list or IR (pass names, function names after fusion) are made by the
-frontend, which reports them with `VariantSpec.where()` so the message names the TOML place.
+Checks that need no compiler live here (keys, types, files, target syntax, dtypes, sizes,
+paths, iree-compile flags); checks that need the compiler's own pass list or IR (pass names,
+function names after fusion, the entry's parameter types) are made by the frontend, which
+reports them with `VariantSpec.where()` so the message names the TOML place.
+
+Nothing the spec names may run or be read from outside the spec's folder unless the spec says
+`allow_outside_paths = true`; iree-compile flags must belong to the compiler's own codegen option
+families unless listed under `[iree] unchecked_flags` (kept in IreeOptions.unchecked_flags, so a
+report can name them).
 """
 from __future__ import annotations
 
 import copy
 import dataclasses
+import keyword
 import re
 import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rootcause import frontends
+from rootcause import frontends, inputs as inputs_mod
 from rootcause.errors import UsageError
 
 DISTRIBUTIONS = ("uniform", "normal", "zeros", "ones")
-TOP_KEYS = ("name", "frontend", "source", "target", "entry", "inputs", "reference", "tvm", "iree")  # + frontends
+TOP_KEYS = ("name", "frontend", "source", "target", "entry", "inputs", "reference", "tvm", "iree",
+            "allow_outside_paths")  # + the registered frontends' own tables
 INPUT_KEYS = ("shape", "dtype", "distribution", "low", "high", "mean", "std", "seed", "file")
 REFERENCE_KEYS = ("python", "rtol", "atol")
 TVM_KEYS = ("opt_level", "skip_passes", "dataflow_boundaries_after", "schedule_overrides")
-IREE_KEYS = ("flags", "input_type", "function", "substitute_configurations")
+IREE_KEYS = ("flags", "unchecked_flags", "input_type", "function", "substitute_configurations")
+# dtypes each frontend's runtime takes at its boundary (tvm.runtime.tensor, iree.runtime
+# asdevicearray both accept ml_dtypes arrays, tested in tests/test_dtypes.py)
+SUPPORTED_DTYPES = {"tvm": inputs_mod.DTYPES, "iree": inputs_mod.DTYPES}
+# iree-compile option families that only steer code generation. Within them, an option whose
+# name has one of the _UNSAFE_WORDS reads, writes, loads or runs something outside the compile.
+IREE_FLAG_FAMILIES = ("--iree-", "--mlir-elide-", "--mlir-print-", "--mlir-disable-threading",
+                      "--mlir-timing", "--mlir-pass-statistics")
+_UNSAFE_WORDS = frozenset((
+    "path", "paths", "dir", "file", "files", "filename", "dump", "plugin", "plugins", "library", "link",
+    "linker", "output", "preprocess", "preprocessing", "substitute", "reproducer", "object", "objects",
+    "bc", "bitcode", "import", "listing", "debugger", "pipeline", "jit", "stacktrace", "tree"))
+_INT64_MAX = 2**63 - 1
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _TARGET_RE = re.compile(r"^(cuda:sm_\d+[af]?|rocm:gfx[0-9a-f]+|llvm|auto)$")
 
 
@@ -60,11 +81,13 @@ class TvmOptions:
 
 @dataclass
 class IreeOptions:
-    flags: list[str] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)  # every flag iree-compile gets, unchecked ones last
     input_type: str | None = None
     function: str | None = None
     # executable -> configured hal.executable .mlir (--iree-hal-substitute-executable-configuration)
     substitute_configurations: dict[str, Path] = field(default_factory=dict)
+    # flags the spec passes outside the allowlist ([iree] unchecked_flags): also in `flags`
+    unchecked_flags: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -81,6 +104,7 @@ class VariantSpec:
     spec_file: Path
     variant: str | None = None  # the NAME of 'file.toml#NAME', None for a one-variant file
     variant_table: dict[str, Any] = field(default_factory=dict, repr=False)
+    allow_outside_paths: bool = False  # the spec opted out of the inside-its-folder rule
     # The [NAME] table of a registered frontend other than tvm and iree, as its check_options returned it.
     options: dict[str, Any] = field(default_factory=dict)
 
@@ -114,7 +138,8 @@ class VariantSpec:
             inputs=[InputSpec(**{**i, "file": Path(i["file"]) if i["file"] else None}) for i in d["inputs"]],
             reference=ReferenceSpec(**{**ref, "file": Path(ref["file"])}) if ref else None,
             tvm=TvmOptions(**tvm), iree=IreeOptions(**iree), spec_file=Path(d["spec_file"]),
-            variant=d.get("variant"), variant_table=d.get("variant_table", {}), options=d.get("options", {}))
+            variant=d.get("variant"), variant_table=d.get("variant_table", {}),
+            allow_outside_paths=bool(d.get("allow_outside_paths", False)), options=d.get("options", {}))
 
 
 def _paths_to_str(obj: Any) -> Any:
@@ -216,19 +241,26 @@ def _check(d: dict[str, Any], spec_file: Path, variant: str | None, table: dict[
     if not _TARGET_RE.match(d["target"]):
         raise UsageError(f"{probe.where('', 'target')}: unknown target \"{d['target']}\"; valid: "
                          "'cuda:sm_XX' (e.g. cuda:sm_90), 'rocm:gfxNNN' (e.g. rocm:gfx942), 'llvm', 'auto'")
-    base_dir = spec_file.parent
-    source = _existing(base_dir, d["source"], probe.where("", "source"))
-    inputs = [_input(i, item, base_dir, probe) for i, item in enumerate(_list(d.get("inputs", []),
-                                                                            probe.where("", "inputs")))]
-    reference = _reference(d.get("reference"), base_dir, probe)
-    tvm = _tvm(d.get("tvm", {}), base_dir, probe)
-    iree = _iree(d.get("iree", {}), base_dir, probe)
+    outside = d.get("allow_outside_paths", False)
+    if not isinstance(outside, bool):
+        raise UsageError(f"{probe.where('', 'allow_outside_paths')}: must be true or false, got {outside!r}")
+    files = _Files(spec_file.parent, outside)
+    source = files.existing(d["source"], probe.where("", "source"))
+    inputs = [_input(i, item, files, probe, d["frontend"])
+              for i, item in enumerate(_list(d.get("inputs", []), probe.where("", "inputs")))]
+    _check_memory(inputs, probe)
+    reference = _reference(d.get("reference"), files, probe)
+    tvm = _tvm(d.get("tvm", {}), files, probe)
+    iree = _iree(d.get("iree", {}), files, probe)
     options = {}
     if not frontends.is_builtin(d["frontend"]):
         options = frontends.get(d["frontend"]).check_options(d.get(d["frontend"], {}),
                                                              lambda key: probe.where(d["frontend"], key))
-    return VariantSpec(d["name"], d["frontend"], source, d["target"], d["entry"], inputs, reference,
-                       tvm, iree, spec_file, variant, table, options)
+    spec = VariantSpec(d["name"], d["frontend"], source, d["target"], d["entry"], inputs, reference,
+                       tvm, iree, spec_file, variant, table, outside, options)
+    if spec.frontend == "iree" and source.suffix == ".mlir" and inputs:
+        _check_mlir_signature(spec)
+    return spec
 
 
 def _keys(d: Any, valid: tuple[str, ...], where: str) -> None:
@@ -245,41 +277,69 @@ def _list(value: Any, where: str) -> list[Any]:
     return value
 
 
-def _existing(base_dir: Path, rel: Any, where: str) -> Path:
-    if not isinstance(rel, str) or not rel:
-        raise UsageError(f"{where}: must be a file path (string)")
-    path = (base_dir / rel).resolve()
-    if not path.is_file():
-        raise UsageError(f"{where}: file not found: {rel} (looked in {base_dir})")
-    return path
+@dataclass
+class _Files:
+    """Files a spec names: resolved against its folder and kept inside it (symlinks followed)
+    unless the spec set allow_outside_paths: a spec is data, and the files it names are run."""
+
+    base_dir: Path
+    allow_outside: bool
+
+    def existing(self, rel: Any, where: str) -> Path:
+        if not isinstance(rel, str) or not rel or "\0" in rel:
+            raise UsageError(f"{where}: must be a file path (string)")
+        path = (self.base_dir / rel).resolve()
+        if not self.allow_outside and not path.is_relative_to(self.base_dir.resolve()):
+            raise UsageError(f"{where}: {rel} is outside the spec's folder {self.base_dir}; move it there or "
+                             "set allow_outside_paths = true in the spec")
+        if not path.is_file():
+            raise UsageError(f"{where}: file not found: {rel} (looked in {self.base_dir})")
+        return path
 
 
 def _number(d: dict[str, Any], key: str, default: float, where: str) -> float:
     value = d.get(key, default)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise UsageError(f"{where}.{key}: must be a number, got {value!r}")
+    if not -float("inf") < float(value) < float("inf"):
+        raise UsageError(f"{where}.{key}: must be finite, got {value!r}")
     return float(value)
 
 
-def _input(i: int, item: Any, base_dir: Path, probe: VariantSpec) -> InputSpec:
-    where = f"{probe.where('', 'inputs')}[{i}]"
-    _keys(item, INPUT_KEYS, where)
-    if "file" in item:
-        path = _existing(base_dir, item["file"], f"{where}.file")
-        if path.suffix != ".npy":
-            raise UsageError(f"{where}.file: must be a .npy file, got {item['file']}")
-        return InputSpec(shape=list(item.get("shape", [])), dtype=item.get("dtype", ""), file=path)
+def _dtype(item: dict[str, Any], where: str, frontend: str, default: str | None) -> str:
+    value = item.get("dtype", default)
+    name = inputs_mod.dtype_name(value)
+    if name is None or name not in SUPPORTED_DTYPES[frontend]:
+        raise UsageError(f"{where}.dtype: unknown dtype {value!r}; valid for {frontend}: "
+                         f"{', '.join(SUPPORTED_DTYPES[frontend])} (MLIR names such as bf16, f8E4M3FNUZ too)")
+    return name
+
+
+def _shape(item: dict[str, Any], where: str) -> list[int]:
     shape = item.get("shape")
     if not isinstance(shape, list) or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0
                                               for s in shape):
         raise UsageError(f"{where}.shape: must be an array of non-negative integers, got {shape!r}")
-    dtype = item.get("dtype", "float32")
-    try:
-        import numpy as np
+    return shape
 
-        np.dtype(dtype)
-    except TypeError:
-        raise UsageError(f"{where}.dtype: unknown dtype \"{dtype}\"") from None
+
+def _sized(shape: list[int], dtype: str, where: str) -> None:
+    """Element count and bytes must fit int64 (NumPy's sizes) before anything is made."""
+    count = inputs_mod.element_count(shape)
+    size = count * inputs_mod.to_dtype(dtype).itemsize
+    if count > _INT64_MAX or size > _INT64_MAX:
+        raise UsageError(f"{where}.shape: {'x'.join(map(str, shape))} {dtype} is {count} elements, "
+                         f"{size} bytes: overflows int64")
+
+
+def _input(i: int, item: Any, files: _Files, probe: VariantSpec, frontend: str) -> InputSpec:
+    where = f"{probe.where('', 'inputs')}[{i}]"
+    _keys(item, INPUT_KEYS, where)
+    if "file" in item:
+        return _file_input(item, files, where, frontend)
+    shape = _shape(item, where)
+    dtype = _dtype(item, where, frontend, "float32")
+    _sized(shape, dtype, where)
     dist = item.get("distribution", "uniform")
     if dist not in DISTRIBUTIONS:
         raise UsageError(f"{where}.distribution: unknown distribution \"{dist}\"; valid: "
@@ -287,12 +347,120 @@ def _input(i: int, item: Any, base_dir: Path, probe: VariantSpec) -> InputSpec:
     seed = item.get("seed", i)
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise UsageError(f"{where}.seed: must be a non-negative integer, got {seed!r}")
-    return InputSpec(shape=shape, dtype=dtype, distribution=dist, low=_number(item, "low", 0.0, where),
+    spec = InputSpec(shape=shape, dtype=dtype, distribution=dist, low=_number(item, "low", 0.0, where),
                      high=_number(item, "high", 1.0, where), mean=_number(item, "mean", 0.0, where),
                      std=_number(item, "std", 1.0, where), seed=seed)
+    _check_distribution(spec, item, where)
+    return spec
 
 
-def _reference(d: Any, base_dir: Path, probe: VariantSpec) -> ReferenceSpec | None:
+def _file_input(item: dict[str, Any], files: _Files, where: str, frontend: str) -> InputSpec:
+    path = files.existing(item["file"], f"{where}.file")
+    if path.suffix != ".npy":
+        raise UsageError(f"{where}.file: must be a .npy file, got {item['file']}")
+    extra = sorted(set(item) - {"file", "shape", "dtype"})
+    if extra:
+        raise UsageError(f"{where}.{extra[0]}: a file input takes only file, shape and dtype")
+    dtype = _dtype(item, where, frontend, None) if "dtype" in item else None
+    shape, stored = inputs_mod.shape_dtype({"file": str(path), "dtype": dtype}, where=f"{where}.file")
+    if inputs_mod.dtype_name(stored) is None:
+        raise UsageError(f"{where}.file: {item['file']} holds {stored}; valid dtypes: "
+                         f"{', '.join(SUPPORTED_DTYPES[frontend])} (bfloat16/fp8 files: give dtype)")
+    if dtype is not None and inputs_mod.dtype_name(stored) != dtype:
+        raise UsageError(f"{where}.dtype: {dtype}, but {item['file']} holds {stored}")
+    if "shape" in item and list(_shape(item, where)) != list(shape):
+        raise UsageError(f"{where}.shape: {item['shape']}, but {item['file']} holds {list(shape)}")
+    return InputSpec(shape=list(shape), dtype=inputs_mod.dtype_name(stored), file=path)
+
+
+def _check_distribution(spec: InputSpec, item: dict[str, Any], where: str) -> None:
+    """Parameters the draw can honour in the input's dtype (NumPy would raise or overflow)."""
+    dtype = inputs_mod.to_dtype(spec.dtype)
+    lowest, highest = inputs_mod.finite_range(dtype)
+    if spec.distribution == "uniform":
+        if spec.low > spec.high:
+            raise UsageError(f"{where}.low: {spec.low:g} is above high {spec.high:g}")
+        if dtype.kind in "iu":
+            if spec.low != int(spec.low) or spec.high != int(spec.high) or spec.low >= spec.high:
+                raise UsageError(f"{where}.low: uniform {spec.dtype} draws integers in [low, high): low and high "
+                                 f"must be integers with low < high, got {spec.low:g}, {spec.high:g}")
+            if spec.low < lowest or spec.high - 1 > highest:
+                raise UsageError(f"{where}.high: [{spec.low:g}, {spec.high:g}) is outside {spec.dtype}'s range "
+                                 f"[{lowest:g}, {highest:g}]")
+        elif spec.low < lowest or spec.high > highest:
+            raise UsageError(f"{where}.high: [{spec.low:g}, {spec.high:g}] is outside {spec.dtype}'s finite range "
+                             f"[{lowest:g}, {highest:g}]")
+    if spec.distribution == "normal":
+        if spec.std < 0:
+            raise UsageError(f"{where}.std: must be >= 0, got {spec.std:g}")
+        if not lowest <= spec.mean <= highest:
+            raise UsageError(f"{where}.mean: {spec.mean:g} is outside {spec.dtype}'s range [{lowest:g}, {highest:g}]")
+
+
+def _check_memory(inputs: list[InputSpec], probe: VariantSpec) -> None:
+    """All inputs together must fit this host's memory: analyze draws them here."""
+    total = inputs_mod.memory_bytes("MemTotal")
+    sizes = [inputs_mod.element_count(i.shape) * inputs_mod.to_dtype(i.dtype).itemsize for i in inputs]
+    if total is not None and sum(sizes) > total:
+        big = max(range(len(sizes)), key=sizes.__getitem__)
+        raise UsageError(f"{probe.where('', 'inputs')}[{big}].shape: the inputs take {sum(sizes) / 2**30:.3g} GiB, "
+                         f"more than this host's memory ({total / 2**30:.3g} GiB)")
+
+
+def check_signature(spec: VariantSpec, params: list[tuple[Any, str]], shapes: bool = True) -> None:
+    """The inputs against the entry's parameters, (shape, dtype) each as the frontend reads them
+    (shape None or with symbolic dims where unknown; dtype as TVM or MLIR names it)."""
+    where = spec.where("", "inputs")
+    if len(params) != len(spec.inputs):
+        raise UsageError(f"{where}: {len(spec.inputs)} inputs, but {spec.entry} takes {len(params)} parameters")
+    for i, (inp, (shape, dtype)) in enumerate(zip(spec.inputs, params)):
+        want = inputs_mod.dtype_name(dtype) or str(dtype)
+        if inp.dtype != want:
+            raise UsageError(f"{where}[{i}].dtype: {inp.dtype}, but {spec.entry}'s parameter {i} is {want}")
+        if shapes and shape is not None and (len(shape) != len(inp.shape) or
+                                  any(isinstance(s, int) and s != g for s, g in zip(shape, inp.shape))):
+            raise UsageError(f"{where}[{i}].shape: {inp.shape}, but {spec.entry}'s parameter {i} has shape "
+                             f"{list(shape)}")
+
+
+def mlir_params(text: str, function: str) -> list[tuple[list[int | str] | None, str]] | None:
+    """(shape, element type) of each argument of `func.func @function` in MLIR text: tensor<AxBxT>
+    or torch's !torch.vtensor<[A,B],T> ('?' and -1 dims kept as strings, shape None for a
+    scalar); None when the text has no such function."""
+    m = re.search(rf"func\.func\s+(?:public\s+|private\s+)?@{re.escape(function)}\s*\((.*?)\)\s*(?:->|attributes|\{{)",
+                  text, re.S)
+    if m is None:
+        return None
+    out: list[tuple[list[int | str] | None, str]] = []
+    for arg in re.split(r"%[\w.$-]+\s*:\s*", m.group(1))[1:]:
+        tensor = re.match(r"\s*tensor<([^>]*)>", arg)
+        torch = re.match(r"\s*!torch\.vtensor<\[([^\]]*)\]\s*,\s*(\w+)>", arg)
+        if tensor:
+            *dims, dtype = tensor.group(1).split("x")
+        elif torch:
+            dims, dtype = [d for d in torch.group(1).split(",") if d.strip()], torch.group(2)
+        else:
+            dims, dtype = None, arg.split(",")[0].strip()
+        out.append(([int(d) if d.strip().isdigit() else d.strip() for d in dims] if dims is not None else None,
+                    dtype))
+    return out
+
+
+def _check_mlir_signature(spec: VariantSpec) -> None:
+    """IREE .mlir sources: the inputs' count and dtypes against the function's signature, read
+    from the text (skipped where the function or one of its argument types is not found: the
+    compiler decides). Shapes are left to the runtime: a --bundle-only build may cut inputs down."""
+    try:
+        text = spec.source.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return
+    params = mlir_params(text, spec.iree.function or spec.entry)
+    if params is None or any(inputs_mod.dtype_name(dtype) is None for _, dtype in params):
+        return
+    check_signature(spec, params, shapes=False)
+
+
+def _reference(d: Any, files: _Files, probe: VariantSpec) -> ReferenceSpec | None:
     if d is None:
         return None
     where = probe.where("reference", None)
@@ -301,9 +469,15 @@ def _reference(d: Any, base_dir: Path, probe: VariantSpec) -> ReferenceSpec | No
     if not isinstance(text, str) or ":" not in text:
         raise UsageError(f"{probe.where('reference', 'python')}: must be 'file.py:function', got {text!r}")
     rel, _, function = text.rpartition(":")
-    path = _existing(base_dir, rel, probe.where("reference", "python"))
-    return ReferenceSpec(text, path, function, rtol=_number(d, "rtol", 1e-5, where),
-                         atol=_number(d, "atol", 1e-6, where))
+    if not _IDENTIFIER.match(function) or keyword.iskeyword(function):
+        raise UsageError(f"{probe.where('reference', 'python')}: {function!r} is not a Python function name")
+    path = files.existing(rel, probe.where("reference", "python"))
+    if path.suffix != ".py":
+        raise UsageError(f"{probe.where('reference', 'python')}: must be a .py file, got {rel}")
+    rtol, atol = _number(d, "rtol", 1e-5, where), _number(d, "atol", 1e-6, where)
+    if rtol < 0 or atol < 0:
+        raise UsageError(f"{probe.where('reference', 'rtol' if rtol < 0 else 'atol')}: must be >= 0")
+    return ReferenceSpec(text, path, function, rtol=rtol, atol=atol)
 
 
 def _strings(d: dict[str, Any], key: str, where: str) -> list[str]:
@@ -313,35 +487,67 @@ def _strings(d: dict[str, Any], key: str, where: str) -> list[str]:
     return list(value)
 
 
-def _tvm(d: Any, base_dir: Path, probe: VariantSpec) -> TvmOptions:
+def _tvm(d: Any, files: _Files, probe: VariantSpec) -> TvmOptions:
     _keys(d, TVM_KEYS, probe.where("tvm", None))
     opt = d.get("opt_level", 3)
     if not isinstance(opt, int) or isinstance(opt, bool) or not 0 <= opt <= 4:
         raise UsageError(f"{probe.where('tvm', 'opt_level')}: must be an integer 0..4, got {opt!r}")
+    where = probe.where("tvm", "schedule_overrides")
     overrides_raw = d.get("schedule_overrides", {})
     if not isinstance(overrides_raw, dict):
-        raise UsageError(f"{probe.where('tvm', 'schedule_overrides')}: must be a table function = 'file.py'")
-    overrides = {fn: _existing(base_dir, rel, f"{probe.where('tvm', 'schedule_overrides')}.{fn}")
-                 for fn, rel in overrides_raw.items()}
+        raise UsageError(f"{where}: must be a table function = 'file.py'")
+    overrides = {}
+    for fn, rel in overrides_raw.items():
+        path = files.existing(rel, f"{where}.{fn}")
+        if path.suffix != ".py":
+            raise UsageError(f"{where}.{fn}: must be a .py file, got {rel}")
+        overrides[fn] = path
     return TvmOptions(opt, _strings(d, "skip_passes", probe.where("tvm", "skip_passes")),
                       _strings(d, "dataflow_boundaries_after", probe.where("tvm", "dataflow_boundaries_after")),
                       overrides)
 
 
-def _iree(d: Any, base_dir: Path, probe: VariantSpec) -> IreeOptions:
+def unsafe_iree_flag(flag: str) -> str | None:
+    """Why an iree-compile flag is refused (None: it only steers code generation)."""
+    name = flag.split("=", 1)[0]
+    if not name.startswith("--"):
+        return "not a --option (a bare word is an input file to iree-compile)"
+    if not name.startswith(IREE_FLAG_FAMILIES):
+        return f"not one of iree-compile's codegen option families ({', '.join(IREE_FLAG_FAMILIES)})"
+    words = set(re.split(r"[-_]", name[2:]))
+    bad = sorted(words & _UNSAFE_WORDS)
+    if bad:
+        return f"'{bad[0]}' options read, write, load or run files outside the compile"
+    if any(c in flag for c in "\n\r\0"):
+        return "holds a control character"
+    return None
+
+
+def _iree(d: Any, files: _Files, probe: VariantSpec) -> IreeOptions:
     _keys(d, IREE_KEYS, probe.where("iree", None))
     for key in ("input_type", "function"):
-        if key in d and not isinstance(d[key], str):
-            raise UsageError(f"{probe.where('iree', key)}: must be a string")
+        if key in d and (not isinstance(d[key], str) or not re.match(r"^[A-Za-z0-9_.$-]+$", d[key])):
+            raise UsageError(f"{probe.where('iree', key)}: must be a name (letters, digits, _ . $ -), "
+                             f"got {d[key]!r}")
     where = probe.where("iree", "substitute_configurations")
     raw = d.get("substitute_configurations", {})
     if not isinstance(raw, dict) or not all(isinstance(v, str) for v in raw.values()):
         raise UsageError(f"{where}: must be a table executable = 'configured.mlir'")
     subs = {}
     for exe, rel in raw.items():
-        path = _existing(base_dir, rel, f"{where}.{exe}")
+        path = files.existing(rel, f"{where}.{exe}")
         if path.suffix not in (".mlir", ".mlirbc"):
             raise UsageError(f"{where}.{exe}: must be a .mlir or .mlirbc hal.executable, got {rel}")
         subs[exe] = path
-    return IreeOptions(_strings(d, "flags", probe.where("iree", "flags")), d.get("input_type"), d.get("function"),
-                       subs)
+    flags = _strings(d, "flags", probe.where("iree", "flags"))
+    for n, flag in enumerate(flags):
+        why = unsafe_iree_flag(flag)
+        if why:
+            raise UsageError(f"{probe.where('iree', 'flags')}[{n}]: {flag!r} refused: {why}; if you mean it, move "
+                             "it to [iree] unchecked_flags (the report names them)")
+    unchecked = _strings(d, "unchecked_flags", probe.where("iree", "unchecked_flags"))
+    for n, flag in enumerate(unchecked):
+        if not flag.startswith("-") or any(c in flag for c in "\n\r\0"):
+            raise UsageError(f"{probe.where('iree', 'unchecked_flags')}[{n}]: {flag!r} is not an option "
+                             "(must start with '-', one line)")
+    return IreeOptions(flags + unchecked, d.get("input_type"), d.get("function"), subs, unchecked)

@@ -3,6 +3,11 @@
 nvcc, ptxas and cuobjdump come from PyPI (nvidia-cuda-nvcc, nvidia-cuda-cuobjdump) so a fresh
 machine needs no system CUDA toolkit. A tool found on PATH is used only when the PyPI one is
 absent, and `describe()` says which one was used, so a report can name it.
+
+cuda_fp16.h and cuda_bf16.h include <nv/target>, which is CCCL's (PyPI nvidia-cuda-cccl, installed
+into the same nvidia/cu13/include that nvcc.profile puts on nvcc's include path, with its
+include/cccl as a system include): without it every fp16/bf16 CUDA build fails, so cuda_home()
+refuses a toolkit that lacks it, in one line.
 """
 from __future__ import annotations
 
@@ -14,9 +19,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+from rootcause.errors import UsageError
 
-class ToolMissing(RuntimeError):
-    """A build tool rootcause needs is not installed."""
+
+class ToolMissing(UsageError, RuntimeError):
+    """A build tool rootcause needs is not installed (one line, exit status 2)."""
 
 
 def _pypi_cuda_roots() -> list[Path]:
@@ -48,8 +55,21 @@ def require_tool(name: str) -> Path:
 
 
 def cuda_home() -> Path:
-    """A directory laid out like a CUDA toolkit (bin/, include/), for tools that want CUDA_HOME."""
-    return require_tool("nvcc").parent.parent
+    """A directory laid out like a CUDA toolkit (bin/, include/), for tools that want CUDA_HOME;
+    ToolMissing when its headers cannot compile fp16/bf16 code (no <nv/target>)."""
+    home = require_tool("nvcc").parent.parent
+    if nv_target_header(home) is None:
+        raise ToolMissing(f"{home / 'include'}: no nv/target, which cuda_fp16.h includes: install "
+                          "rootcause[cuda-tools] (PyPI nvidia-cuda-cccl)")
+    return home
+
+
+def nv_target_header(home: Path) -> Path | None:
+    """<nv/target> where nvcc looks for it under a toolkit: include/ or include/cccl/."""
+    for include in (home / "include", home / "include" / "cccl"):
+        if (include / "nv" / "target").is_file():
+            return include / "nv" / "target"
+    return None
 
 
 def tool_version(name: str) -> str | None:

@@ -1,11 +1,19 @@
 """Verify variants compute the same thing: same inputs, outputs equal to each other and to the
 reference when the bundle has one. A mismatch raises OutputsDiffer with the errors per output.
 
-Closeness is NumPy's allclose rule, |got - want| <= atol + rtol * |want|, elementwise; NaN
-never passes. Between two variants the looser of their two tolerances applies.
+Closeness is NumPy's allclose rule, |got - want| <= atol + rtol * |want|, elementwise, in
+float64 (bfloat16 and fp8 outputs included); NaN never passes. Between two variants the looser
+of their two tolerances applies.
+
+The spec's NumPy reference is run here too (`reference_outputs`): bfloat16 and fp8 inputs reach
+it as float32, and anything it raises or returns that is not an array of outputs is one line
+naming the reference file and function. Outputs whose count or shapes differ from the
+reference's are the reference's fault, not the variant's: that is bad input (exit 2).
 """
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -13,6 +21,70 @@ import numpy as np
 from rootcause.errors import OutputsDiffer, UsageError
 from rootcause.artifacts.bundle import Bundle, bundle_inputs, bundle_reference
 from rootcause.frontends.base import Session
+from rootcause.inputs import LOW_PRECISION, dtype_name, to_dtype
+
+
+def reference_outputs(spec: Any, inputs: list[np.ndarray]) -> list[np.ndarray] | None:
+    """Run the spec's [reference] python function on the inputs (CPU, NumPy); None without one."""
+    if spec.reference is None:
+        return None
+    ref = spec.reference
+    where = f"{spec.where('reference', 'python')}: {Path(ref.file).name}:{ref.function}"
+    func = _load_reference(Path(ref.file), ref.function, where)
+    args = [a.astype(np.float32) if a.dtype.name in LOW_PRECISION else a for a in inputs]
+    try:
+        out = func(*args)
+    except Exception as err:  # the user's code: any error is the spec's, said in one line
+        raise UsageError(f"{where} raised {type(err).__name__}: {_first_line(err)}") from None
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    if not outs:
+        raise UsageError(f"{where} returned no outputs")
+    arrays = []
+    for n, o in enumerate(outs):
+        try:
+            array = np.asarray(o)
+        except Exception as err:
+            raise UsageError(f"{where}: output {n} is not an array: {_first_line(err)}") from None
+        if dtype_name(array.dtype) is None:
+            raise UsageError(f"{where}: output {n} is {type(o).__name__} of dtype {array.dtype}, not a numeric "
+                             "array")
+        arrays.append(array)
+    return arrays
+
+
+def _load_reference(file: Path, function: str, where: str) -> Any:
+    module_spec = importlib.util.spec_from_file_location(f"rootcause_reference_{file.stem}", file)
+    if module_spec is None or module_spec.loader is None:
+        raise UsageError(f"{where}: cannot be loaded as Python")
+    module = importlib.util.module_from_spec(module_spec)
+    try:
+        module_spec.loader.exec_module(module)
+    except BaseException as err:  # SystemExit and KeyboardInterrupt from a script are its failure too
+        if isinstance(err, KeyboardInterrupt):
+            raise
+        raise UsageError(f"{where}: {file.name} failed to load: {type(err).__name__}: {_first_line(err)}") from None
+    func = getattr(module, function, None)
+    if not callable(func):
+        raise UsageError(f"{where}: no function \"{function}\" in {file.name}")
+    return func
+
+
+def _first_line(err: BaseException) -> str:
+    lines = [line for line in str(err).splitlines() if line.strip()]
+    return lines[0].strip() if lines else "(no message)"
+
+
+def check_reference_shapes(bundle: Bundle, got: list[np.ndarray], want: list[np.ndarray]) -> None:
+    """UsageError when the reference returns other outputs than the model (count, shapes)."""
+    spec = bundle.manifest.get("spec") or {}
+    ref = (spec.get("reference") or {}).get("python", "the reference")
+    where = f"{Path(spec.get('spec_file', bundle.path)).name}: [reference].python: {ref}"
+    if len(got) != len(want):
+        raise UsageError(f"{where} returns {len(want)} outputs, the model ({bundle.name}) {len(got)}")
+    for n, (g, w) in enumerate(zip(got, want)):
+        if g.shape != w.shape:
+            raise UsageError(f"{where}: output {n} has shape {list(w.shape)}, the model's ({bundle.name}) "
+                             f"{list(g.shape)}")
 
 
 def compare(got: list[np.ndarray], want: list[np.ndarray], rtol: float, atol: float) -> list[dict[str, Any]]:
@@ -65,7 +137,7 @@ def common_inputs(bundles: list[Bundle]) -> list[np.ndarray]:
             raise UsageError(f"{other.path}: {len(specs)} inputs, {first.path} has {len(inputs)}")
         for i, (spec, array) in enumerate(zip(specs, inputs)):
             if list(spec.get("shape", array.shape)) != list(array.shape) or \
-                    np.dtype(spec.get("dtype", array.dtype)) != array.dtype:
+                    to_dtype(spec.get("dtype", array.dtype.name), f"{other.path}: inputs[{i}]") != array.dtype:
                 raise UsageError(f"{other.path}: inputs[{i}]: {spec.get('shape')} {spec.get('dtype')} differs "
                                  f"from {first.path}: {list(array.shape)} {array.dtype}")
     return inputs
@@ -99,6 +171,7 @@ def verify(sessions: list[Session], inputs: list[np.ndarray],
             checks.append({"variant": s.bundle.name, "against": "reference", "skipped": "reference not stored "
                            "(over 64 MB)", "outputs": []})
         if ref is not None:
+            check_reference_shapes(s.bundle, outputs[s.bundle.name], ref)
             rtol, atol = _tolerance(s.bundle)
             checks.append({"variant": s.bundle.name, "against": "reference", "rtol": rtol, "atol": atol,
                            "outputs": compare(outputs[s.bundle.name], ref, rtol, atol)})

@@ -215,7 +215,7 @@ def test_outputs_differ_exit_1(tmp_path, capsys):
         "mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)\n"
         "def reference(x):\n    return tuple(o + 1 for o in mod.reference(x))\n")
     text = CASE.read_text().replace('source = "graph_tvmscript.py"',
-                                    f'source = "{CASE.parent / "graph_tvmscript.py"}"')
+                                    f'source = "{CASE.parent / "graph_tvmscript.py"}"\nallow_outside_paths = true')
     text = text.replace('python = "reference.py:reference"', 'python = "wrong_reference.py:reference"')
     spec = tmp_path / "variants.toml"
     spec.write_text(text)

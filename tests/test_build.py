@@ -115,7 +115,8 @@ def test_bad_specs_exit_2_with_one_line(env, tmp_path):
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
     assert "holds several variants" in proc.stderr and "off, partial, on, serial" in proc.stderr
     bad = tmp_path / "bad.toml"
-    bad.write_text(SPEC.read_text().replace('source = "graph_tvmscript.py"', f'source = "{CASE}/graph_tvmscript.py"')
+    bad.write_text(SPEC.read_text().replace('source = "graph_tvmscript.py"', f'source = "{CASE}/graph_tvmscript.py"\n'
+                                            'allow_outside_paths = true')
                    .replace('python = "reference.py', f'python = "{CASE}/reference.py')
                    + '\n[variants.bad.tvm]\nskip_passes = ["FuseOp"]\n')
     proc = cli(env, f"{bad}#bad", "--target", "llvm", "--out", tmp_path / "y")

@@ -134,7 +134,7 @@ def test_substituting_a_whole_dump_renames_it(tmp_path):
     iree.build(specs.load(f"{PREFILL}#alone"), alone)
     (tmp_path / "alone.mlir").write_text(configured(alone, ALONE_EXE))
     toml = tmp_path / "s.toml"
-    toml.write_text(f'name = "s"\nfrontend = "iree"\nsource = "{CASE / "prefill_2_8.mlir"}"\ntarget = "cuda:sm_80"\n'
+    toml.write_text(f'name = "s"\nallow_outside_paths = true\nfrontend = "iree"\nsource = "{CASE / "prefill_2_8.mlir"}"\ntarget = "cuda:sm_80"\n'
                     f'entry = "prefill_bs8"\n[iree]\ninput_type = "torch"\n'
                     f'substitute_configurations = {{ "{SHARED}" = "alone.mlir" }}\n')
     out = iree.build(specs.load(toml), tmp_path / "h")
@@ -161,7 +161,7 @@ def test_substituting_a_whole_dump_renames_it(tmp_path):
 ])
 def test_spec_checks_substitutions(tmp_path, value, needle):
     toml = tmp_path / "s.toml"
-    toml.write_text(f'name = "s"\nfrontend = "iree"\nsource = "{CASE / "prefill_8.mlir"}"\ntarget = "cuda:sm_80"\n'
+    toml.write_text(f'name = "s"\nallow_outside_paths = true\nfrontend = "iree"\nsource = "{CASE / "prefill_8.mlir"}"\ntarget = "cuda:sm_80"\n'
                     f'entry = "prefill_bs8"\n[iree]\nsubstitute_configurations = {value}\n')
     with pytest.raises(UsageError, match=re.escape(needle)):
         specs.load(toml)
@@ -181,7 +181,7 @@ def test_analyze_bundle_only_writes_the_hybrids(tmp_path, capsys):
     # the case itself, with inputs cut down: bundles regenerate the 1.25 GiB input otherwise
     text = PREFILL.read_text().replace('"prefill_8.mlir"', f'"{CASE / "prefill_8.mlir"}"').replace(
         '"prefill_2_8.mlir"', f'"{CASE / "prefill_2_8.mlir"}"').replace("[8, 2048, 5120]", "[8, 32, 5120]")
-    toml.write_text(text.replace("[5120, 131072]", "[8, 8]"))
+    toml.write_text(text.replace("[5120, 131072]", "[8, 8]").replace("[base]\n", "[base]\nallow_outside_paths = true\n", 1))
     out = tmp_path / "o"
     assert cli.main(["analyze", f"{toml}#alone", f"{toml}#dedup", "--bundle-only", "--target", "cuda:sm_80",
                      "--out", str(out)]) == 0

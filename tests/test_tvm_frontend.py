@@ -178,7 +178,8 @@ def test_bytes_moved_is_the_sum_of_parameter_buffers(bundles):
 
 def _bad(tmp_path, tvm_table, target="llvm"):
     text = (CASE / "variants.toml").read_text()
-    text = text.replace('source = "graph_tvmscript.py"', f'source = "{CASE / "graph_tvmscript.py"}"')
+    text = text.replace('source = "graph_tvmscript.py"', f'source = "{CASE / "graph_tvmscript.py"}"\n'
+                        'allow_outside_paths = true')
     text = text.replace('python = "reference.py:reference"', f'python = "{CASE / "reference.py"}:reference"')
     text += f"\n[variants.bad.tvm]\n{tvm_table}\n"
     path = tmp_path / "bad.toml"

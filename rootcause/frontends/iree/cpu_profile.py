@@ -9,12 +9,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
 from rootcause.artifacts.bundle import bundle_inputs, read_bundle
 from rootcause.errors import UsageError
 from rootcause.fileio import write_atomic
 from rootcause.frontends.base import profile_name
+from rootcause.frontends.iree.runtime import tool_input
 
 
 def iree_tool(name: str) -> Path:
@@ -35,10 +35,7 @@ def capture(bundle_dir: Path, out_dir: Path, calls: int) -> dict[str, Any]:
     bundle = read_bundle(bundle_dir)
     out_file = Path(out_dir) / profile_name(bundle.name, ".iree-dispatch.jsonl")
     with tempfile.TemporaryDirectory() as tmp:
-        inputs = []
-        for i, array in enumerate(bundle_inputs(bundle)):
-            np.save(Path(tmp) / f"{i}.npy", array)
-            inputs.append(f"--input=@{Path(tmp) / f'{i}.npy'}")
+        inputs = [f"--input={tool_input(array, Path(tmp) / str(i))}" for i, array in enumerate(bundle_inputs(bundle))]
         prof = Path(tmp) / "capture.ireeprof"
         cmd = [str(iree_tool("iree-benchmark-module")), f"--module={bundle.module_path}",
                "--device=local-task", f"--function={bundle.entry}", *inputs,

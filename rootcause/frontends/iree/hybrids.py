@@ -104,7 +104,9 @@ def flag_hybrids(spec_a: VariantSpec, spec_b: VariantSpec) -> list[Hybrid]:
         removed = {f for op, f in subset if op == "remove"}
         flags = [f for f in fa if f not in removed] + [f for op, f in subset if op == "add"]
         words = " and ".join(f"{'removing' if op == 'remove' else 'adding'} {f}" for op, f in subset)
-        edited = dataclasses.replace(spec_a, iree=dataclasses.replace(spec_a.iree, flags=flags))
+        unchecked = [f for f in flags if f in spec_a.iree.unchecked_flags or f in spec_b.iree.unchecked_flags]
+        edited = dataclasses.replace(spec_a, iree=dataclasses.replace(spec_a.iree, flags=flags,
+                                                                      unchecked_flags=unchecked))
         out.append(Hybrid("", "a", "flags", {"flags": flags, "toggled": [list(x) for x in subset]},
                           f"{words} as B does", [], [], edited))
     return out

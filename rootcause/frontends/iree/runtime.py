@@ -11,6 +11,7 @@ cross-check. `benchmark()` is the other timer: iree-benchmark-module, the tool I
 """
 from __future__ import annotations
 
+import re
 import tempfile
 import time
 from pathlib import Path
@@ -20,6 +21,7 @@ import numpy as np
 
 from rootcause.errors import UsageError
 from rootcause.artifacts.bundle import Bundle
+from rootcause.inputs import LOW_PRECISION, mlir_name
 
 DRIVERS = {"cuda": "cuda", "rocm": "hip", "hip": "hip", "cpu": "local-task", "local-task": "local-task"}
 
@@ -68,7 +70,14 @@ class IreeSession:
         self._inputs = [self.ireert.asdevicearray(self.config.device, a) for a in self._host_inputs]
 
     def call(self) -> None:
-        self._result = self.function(*self._inputs)
+        try:
+            self._result = self.function(*self._inputs)
+        except ValueError as err:  # hal.buffer_view.assert checks each argument against the signature
+            match = re.search(r"input\d+ (element type|shape|rank)[^;]*mismatch[^;]*(;[^;]*)?", str(err))
+            if match is None:
+                raise
+            raise UsageError(f"{self.bundle.path}: {self.entry} refused the bundle's inputs (spec [inputs] "
+                             f"differ from the model's parameters): {match.group(0)}") from None
 
     def outputs(self) -> list[np.ndarray]:
         if self._result is None:
@@ -101,10 +110,7 @@ class IreeSession:
         from iree.runtime.benchmark import BenchmarkToolError, benchmark_module
 
         with tempfile.TemporaryDirectory() as tmp:
-            files = []
-            for i, array in enumerate(self._host_inputs):
-                np.save(Path(tmp) / f"{i}.npy", array)
-                files.append(f"@{Path(tmp) / f'{i}.npy'}")
+            files = [tool_input(array, Path(tmp) / str(i)) for i, array in enumerate(self._host_inputs)]
             try:
                 rows = benchmark_module(str(self.bundle.module_path), self.entry, files, timeout=timeout,
                                         device=self.driver, benchmark_repetitions=repetitions,
@@ -113,6 +119,18 @@ class IreeSession:
                 raise UsageError(f"{self.bundle.module_path}: iree-benchmark-module failed: "
                                  f"{err.message.strip().splitlines()[-1] if err.message.strip() else err}") from None
         return [_seconds(row.report) for row in rows if row.report.get("run_type") == "iteration"]
+
+
+def tool_input(array: np.ndarray, stem: Path) -> str:
+    """An IREE tool's --input value for an array: '@x.npy', or for bfloat16/fp8 (whose .npy
+    headers IREE's reader does not know) raw bytes typed by MLIR name: '16x32xbf16=@x.bin'."""
+    if array.dtype.name in LOW_PRECISION:
+        path = stem.with_suffix(".bin")
+        np.ascontiguousarray(array).tofile(path)
+        return f"{'x'.join(map(str, array.shape))}{'x' if array.shape else ''}{mlir_name(array.dtype)}=@{path}"
+    path = stem.with_suffix(".npy")
+    np.save(path, array)
+    return f"@{path}"
 
 
 _UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}

@@ -113,6 +113,7 @@ def _build_in_process(spec: VariantSpec, out_dir: Path) -> dict[str, Any]:
     ir_dir = out_dir / "ir"
     ir_dir.mkdir(parents=True, exist_ok=True)
     mod = load_source(spec)
+    _check_inputs(spec, mod)
     ir_files = [_save_ir(ir_dir / "00_input.py", mod)]
     notes: list[str] = []
     with target, tvm.transform.PassContext(opt_level=spec.tvm.opt_level):
@@ -192,6 +193,22 @@ def _check_skips(spec: VariantSpec, names: list[str]) -> None:
         if name not in names:
             raise UsageError(f"{spec.where('tvm', 'skip_passes')}[{i}]: unknown pass \"{name}\" in the "
                              f"{spec.target} pipeline; valid: {', '.join(names)}")
+
+
+def _check_inputs(spec: VariantSpec, mod: Any) -> None:
+    """The spec's inputs against the entry function's parameters (count, dtype, static shape),
+    before anything is built: a float32 graph fed int32 is one line at build, not an error at run."""
+    from rootcause import spec as spec_mod
+
+    if spec.entry not in [gv.name_hint for gv in mod.get_global_vars()]:
+        return  # load_source names the entry's absence itself
+    params = []
+    for p in mod[spec.entry].params:
+        ty = getattr(p, "ty", None) or getattr(p, "struct_info", None)
+        shape = getattr(ty, "shape", None)
+        dims = [int(d) if hasattr(d, "value") else str(d) for d in shape] if shape is not None else None
+        params.append((dims, str(getattr(ty, "dtype", ""))))
+    spec_mod.check_signature(spec, params)
 
 
 def _save_ir(path: Path, mod: Any) -> Path:

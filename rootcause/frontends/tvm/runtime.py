@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import glob
 import os
+import re
 import sys
 from typing import Callable
 
@@ -90,7 +91,17 @@ class TvmSession:
         self.dev.sync()
 
     def call(self) -> None:
-        self.vm.invoke_stateful(self.entry)
+        try:
+            self.vm.invoke_stateful(self.entry)
+        except (ValueError, RuntimeError) as err:  # the VM checks each argument against the parameters
+            line = next((x for x in str(err).splitlines() if "ErrorContext(fn=" in x), "")
+            param = re.search(r"loc=(param\[\d+\])", line)
+            if param is None:
+                raise
+            detail = re.search(r'annotation=.*?"\)\)\s*(.*)', line)
+            raise UsageError(f"{self.bundle.path}: {self.entry} refused the bundle's inputs (spec [inputs] "
+                             f"differ from the model's parameters): {param.group(1)}: "
+                             f"{(detail.group(1) if detail else line).strip()}") from None
         self.dev.sync()
 
     def outputs(self) -> list[np.ndarray]:
