@@ -311,8 +311,12 @@ def _assemble(per, alignment, whole_a, whole_b, labels, notes, environment) -> A
                       "and excludes host time before the first launch")
     min_effect = MIN_EFFECT_SHARE * abs(whole["a"].median)
 
-    def significant(x: Interval) -> bool:
-        return x.excludes_zero() and abs(x.median) >= min_effect
+    # One profiled call a side has no spread: its zero-width intervals prove nothing.
+    spread = min(per["a"]["n"], per["b"]["n"]) >= 2
+    whole_spread = spread if whole_a is None else min(whole_a.samples or 2, whole_b.samples or 2) >= 2
+
+    def significant(x: Interval, enough: bool = spread) -> bool:
+        return enough and x.excludes_zero() and abs(x.median) >= min_effect
 
     launches_med = {v: np.median(per[v]["launches"], axis=0) for v in "ab"}
     unit_rows = []
@@ -334,7 +338,7 @@ def _assemble(per, alignment, whole_a, whole_b, labels, notes, environment) -> A
     overlap = {"a": ia[k + 3], "b": ib[k + 3]}
     overlap_delta = idelta[k + 3]
     closure = ((unit_sum - overlap_delta.median + resid_delta.median) / whole_delta.median
-               if whole_delta.median and significant(whole_delta) else None)
+               if whole_delta.median and significant(whole_delta, whole_spread) else None)
     if closure is None:
         notes.append("closure not computed: the whole-graph delta is not significant")
 
@@ -354,7 +358,7 @@ def _assemble(per, alignment, whole_a, whole_b, labels, notes, environment) -> A
                 "what": "whole-graph time minus kernel busy time: launch overhead, gaps, host"}
     whole_graph = {"source": source, "note": whole_note, "a": _ival(whole["a"]),
                    "b": _ival(whole["b"]), "delta_ns": _ival(whole_delta),
-                   "significant": significant(whole_delta),
+                   "significant": significant(whole_delta, whole_spread),
                    "ratio": whole["b"].median / whole["a"].median if whole["a"].median else None,
                    "unit_delta_sum_ns": unit_sum}
     kernels = pd.concat([per["a"]["stats"], per["b"]["stats"]], ignore_index=True)

@@ -70,7 +70,12 @@ def _prod(t) -> int | None:
     return math.prod(int(x) for x in t) if t is not None else None
 
 
+NAME_LIMIT = 120  # characters of a kernel name in a sentence; the evidence keeps it whole
+
+
 def _finding(ctx: Context | None, rule: str, sentence: str, **evidence) -> dict[str, Any]:
+    sentence = re.sub(r"`([^`]{%d,})`" % (NAME_LIMIT + 1), lambda m: f"`{m.group(1)[:NAME_LIMIT - 1]}\u2026`",
+                      sentence)
     return {"rule": rule, "unit": ctx.unit["unit"] if ctx else None, "sentence": sentence,
             "evidence": evidence}
 
@@ -133,8 +138,8 @@ def launch_config(ctx: Context) -> list[dict[str, Any]]:
     """The slow side's dominant kernel is launched unlike every kernel of the other side;
     waves per SM and tail when the device is known."""
     p = pair(ctx)
-    if p is None or p[1]["grid"] is None:
-        return []
+    if p is None or any(k[c] is None for k in (p[1], p[3]) for c in ("grid", "block")):
+        return []  # a launch the profile does not describe (no grid or block) is not compared
     slow, focus, fast, counterpart = p
     config = (tuple(focus["grid"]), tuple(focus["block"]))
     if any(r.grid is not None and (tuple(r.grid), tuple(r.block)) == config
@@ -195,6 +200,9 @@ def _max_col(side: Side, col: str) -> tuple[int, str | None]:
 
 def shared_memory(ctx: Context) -> list[dict[str, Any]]:
     """Shared memory per block introduced or removed."""
+    for side in (ctx.a, ctx.b):
+        if "shared_bytes" not in side.kernels or side.kernels["shared_bytes"].isna().all():
+            return []  # the profile does not record shared memory: "uses none" would be a guess
     (sa, ka), (sb, kb) = _max_col(ctx.a, "shared_bytes"), _max_col(ctx.b, "shared_bytes")
     if (sa > 0) == (sb > 0):
         return []
@@ -525,7 +533,7 @@ def _limits(att, catalog_a, catalog_b, device) -> list[str]:
                    "(bandwidth vs peak), work (recomputation) and spills cannot be checked")
     if device is None:
         out.append("no --device given: waves per SM, occupancy and bandwidth against peak are not computed")
-    if att.whole_graph["source"] != "measured":
+    if att.whole_graph["source"] == "profiled-span":
         out.append("no measurement given: the whole-graph delta is the profiled span, which includes "
                    "profiler overhead; closure says how well units + residual explain that span, "
                    "not the un-profiled latency")

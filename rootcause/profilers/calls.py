@@ -8,6 +8,9 @@ covers the most launches (ties: the smallest p), so 'add add add concat ...' ins
 (period 1, 5) loses to the whole 19-kernel call that repeats 20 times. Each repetition is one
 call; a segment is one run of identical calls, i.e. one variant signature. A stretch that does
 not repeat becomes a single call of its own segment. Calls are numbered 0..n-1 across the trace.
+When that finds only one-launch calls (a graph that launches one kernel many times a call), the
+gaps decide: calls are cut where the idle time before a launch is GAP_RATIO times every gap
+inside a call, if that gives equal calls of one kernel sequence.
 """
 from __future__ import annotations
 
@@ -37,6 +40,10 @@ def split_calls(events: pd.DataFrame, calls: int | None = None,
     else:
         codes = pd.factorize(ev["kernel"])[0]
         bounds = _auto_segments(codes, max_period)
+        if all(period == 1 for _, period, _ in bounds):
+            # every 'call' one launch: a graph launching one kernel many times per call looks like
+            # that by names alone; the host gaps between calls (far longer than inside one) tell
+            bounds = _gap_calls(ev) or bounds
     call = np.full(n, -1, dtype=np.int64)
     segment = np.full(n, -1, dtype=np.int64)
     signature = np.empty(n, dtype=object)
@@ -101,6 +108,38 @@ def _auto_segments(codes: np.ndarray, max_period: int) -> list[tuple[int, int, i
     if pending is not None:
         out.append((pending, n - pending, 1))
     return out
+
+
+GAP_RATIO = 4.0  # a gap between calls is at least this many times the longest gap inside one
+
+
+def _gap_calls(ev: pd.DataFrame) -> list[tuple[int, int, int]] | None:
+    """Calls cut where the idle time before a launch jumps by GAP_RATIO or more above every
+    smaller gap, when that cuts the trace into two or more calls of one kernel sequence; None
+    when the gaps show no such structure."""
+    n = len(ev)
+    if n < 4:
+        return None
+    start = ev["start_ns"].to_numpy("int64")
+    ends = np.maximum.accumulate(ev["end_ns"].to_numpy("int64"))
+    gaps = np.maximum(start[1:] - ends[:-1], 0).astype("float64")
+    order = np.sort(gaps)
+    lo = np.maximum(order[:-1], 1.0)
+    ratio = order[1:] / lo
+    j = int(np.argmax(ratio))
+    if ratio[j] < GAP_RATIO:
+        return None
+    cuts = np.flatnonzero(gaps > order[j]) + 1  # first launch of each new call
+    edges = np.concatenate([[0], cuts, [n]])
+    lengths = np.diff(edges)
+    if len(lengths) < 2 or len(set(lengths.tolist())) != 1:
+        return None
+    names = ev["kernel"].to_numpy()
+    period = int(lengths[0])
+    first = names[:period]
+    if any(not np.array_equal(names[s:s + period], first) for s in edges[:-1]):
+        return None
+    return [(0, period, len(lengths))]
 
 
 def _best_period(codes: np.ndarray, i: int, max_period: int) -> tuple[int, int]:
