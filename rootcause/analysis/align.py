@@ -13,6 +13,10 @@ the rest go on to the next tier:
    tier placed them: a serial reduction meets its split partial + combine dispatches, a fused
    dispatch the dispatches of the producers it absorbed.
 2. name: the same kernel name in both variants.
+2b. normalized-name: the same name once numbers and hashes are made anonymous (template
+   arguments, renumbered torch.compile suffixes), the key unique on each side.
+2c. cpu-op: the CPU op that launched the kernel (Kineto's External id), when it launches one
+   few (CPU_OP_KERNELS) distinct unmatched kernels on each side (the library picked another GEMM).
 3. dispatch-name: IREE dispatch symbols with the '<entry>$async_dispatch_<n>_' prefix
    removed ('prefill_bs2$async_dispatch_0_matmul_like_..' == 'prefill_bs8$async_..').
 4. fused-name: TVM fused names split into op names ('fused_pool2d_add2' covers 'pool2d'
@@ -44,7 +48,7 @@ UNIT_COLUMNS: dict[str, str] = {
     "kernels_a": "tuple of kernel names of variant A in this unit (may be empty)",
     "kernels_b": "tuple of kernel names of variant B in this unit (may be empty)",
     "source_ops": "tuple of source-op ids (provenance) or op names (fused-name) covered",
-    "method": "weakest tier that joined the unit: provenance, location, name, dispatch-name, "
+    "method": "weakest tier that joined the unit: provenance, location, name, normalized-name, cpu-op, dispatch-name, "
               "fused-name, shape, remainder, unmatched",
     "flagged": "True when the unit has kernels on one side only or was joined by shape",
 }
@@ -60,7 +64,7 @@ KERNEL_COLUMNS: dict[str, str] = {
     "shared_call_sites": "tuple of all call sites of the kernel when it serves more than one",
 }
 
-TIERS = ("provenance", "location", "name", "dispatch-name", "fused-name", "shape", "remainder", "unmatched")
+TIERS = ("provenance", "location", "name", "normalized-name", "cpu-op", "dispatch-name", "fused-name", "shape", "remainder", "unmatched")
 
 _DISPATCH = re.compile(r"^.*?(?:[$_]async)?_dispatch_\d+_(.+)$")
 
@@ -168,6 +172,28 @@ def call_site_ops(k: CatalogKernel, entry: str | None) -> list[str]:
     return ops
 
 
+CPU_OP_KERNELS = 4  # distinct kernels one CPU op may launch on a side and still make one unit
+_NUMBER = re.compile(r"\d+")
+_HASH = re.compile(r"\b[0-9a-f]{8,}\b")
+
+
+def normalized_name(name: str) -> str:
+    """A kernel name with hashes and numbers made anonymous: template arguments ('<4, ...>' vs
+    '<8, ...>') and renumbered suffixes ('triton_poi_fused_add_15' vs '_23') compare equal."""
+    return _NUMBER.sub("#", _HASH.sub("#", name))
+
+
+def _cpu_ops(events: pd.DataFrame) -> dict[str, str]:
+    """kernel -> the CPU op that launched most of its rows (where the trace records it)."""
+    if "cpu_op" not in events.columns:
+        return {}
+    known = events[["kernel", "cpu_op"]].dropna()
+    if known.empty:
+        return {}
+    top = known.groupby("kernel")["cpu_op"].agg(lambda s: s.value_counts().index[0])
+    return {str(k): str(v) for k, v in top.items()}
+
+
 def _kernel_names(events: pd.DataFrame) -> list[str]:
     return [str(k) for k in pd.unique(events["kernel"].to_numpy())]  # first-seen order
 
@@ -248,6 +274,27 @@ def align(events_a: pd.DataFrame, events_b: pd.DataFrame,
     # 2. identical names
     left = pending()
     link_through({f"{v}:{n}": [n] for v in "ab" for n in left[v]}, "name", "name")
+    # 2b. names that differ only in numbers (template arguments, renumbered suffixes) or hashes,
+    # the key unique on each side
+    left = pending()
+    keys = {}
+    for v in "ab":
+        counts = pd.Series([normalized_name(n) for n in left[v]], dtype=object).value_counts()
+        for n in left[v]:
+            if counts.get(normalized_name(n)) == 1:
+                keys[f"{v}:{n}"] = [normalized_name(n)]
+    link_through(keys, "normalized-name", "norm")
+    # 2c. the CPU op that launched the kernel (traces that say, e.g. Kineto's External id), when
+    # the op launches a few distinct kernels still unmatched on each side (cuBLAS picking another
+    # GEMM, with or without its workspace memset)
+    left = pending()
+    ops = {"a": _cpu_ops(events_a), "b": _cpu_ops(events_b)}
+    keys = {}
+    for v in "ab":
+        mine = {n: ops[v].get(n) for n in left[v] if ops[v].get(n)}
+        counts = pd.Series(list(mine.values()), dtype=object).value_counts()
+        keys.update({f"{v}:{n}": [op] for n, op in mine.items() if counts.get(op) <= CPU_OP_KERNELS})
+    link_through(keys, "cpu-op", "cpuop")
     # 3. IREE dispatch names without entry and ordinal, unique on each side
     left = pending()
     keys = {}

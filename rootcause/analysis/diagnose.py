@@ -74,8 +74,9 @@ NAME_LIMIT = 120  # characters of a kernel name in a sentence; the evidence keep
 
 
 def _finding(ctx: Context | None, rule: str, sentence: str, **evidence) -> dict[str, Any]:
-    sentence = re.sub(r"`([^`]{%d,})`" % (NAME_LIMIT + 1), lambda m: f"`{m.group(1)[:NAME_LIMIT - 1]}\u2026`",
-                      sentence)
+    parts = sentence.split("`")  # odd parts are the names between backticks
+    sentence = "`".join(p[:NAME_LIMIT - 1] + "\u2026" if i % 2 and len(p) > NAME_LIMIT else p
+                        for i, p in enumerate(parts))
     return {"rule": rule, "unit": ctx.unit["unit"] if ctx else None, "sentence": sentence,
             "evidence": evidence}
 
@@ -271,7 +272,7 @@ def bandwidth(ctx: Context) -> list[dict[str, Any]]:
 
 # Alignment tiers whose pairing is evidence that two kernels compute the same ops: rules that
 # compare work across the pair (recomputation) need one of these, never a shape-only pairing.
-OP_EVIDENCE_TIERS = ("provenance", "location", "name", "dispatch-name", "fused-name")
+OP_EVIDENCE_TIERS = ("provenance", "location", "name", "normalized-name", "cpu-op", "dispatch-name", "fused-name")
 
 
 def _ops(side: Side, kernel: str) -> set[str]:
