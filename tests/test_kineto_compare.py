@@ -64,3 +64,17 @@ def test_unmarked_trace_splits_on_its_gaps(tmp_path):
         assert doc["variants"][s]["calls"] * doc["variants"][s]["launches_per_call"] == t["expect"]["kernel_events"]
     assert doc["variants"]["a"]["launches_per_call"] == 32
     assert "slower" in printed.splitlines()[0] and doc["whole_graph"]["significant"]
+
+
+def test_null_pair_is_not_significant(tmp_path):
+    """The same GPU-bound training step in two processes (truth: 32.13 vs 32.12 ms)."""
+    doc, printed = _compare("null", tmp_path)
+    assert doc["whole_graph"]["significant"] is False and not any(u["significant"] for u in doc["units"])
+    assert printed.startswith("No significant whole-graph difference")
+
+
+def test_ambiguous_calls_are_said(tmp_path):
+    """32 launches from Python per call, no markers, no gap structure: the per-launch times are
+    not per-call times, and the output says so instead of passing them off as calls."""
+    doc, _ = _compare("nomarkerhost", tmp_path)
+    assert any("taken as one call" in n and "--calls" in n for n in doc["cannot_conclude"])

@@ -268,6 +268,13 @@ def attribute(events_a: pd.DataFrame, events_b: pd.DataFrame, alignment: Alignme
                          "intervals are that one call's values (no spread to bound them); profile more calls")
     att = _assemble(per, alignment, whole_a, whole_b, labels, notes, environment)
     att.timeline = {v: per[v]["timeline"] for v in "ab"}
+    for i, v in enumerate("ab"):
+        if per[v]["n"] > 1 and per[v]["count"].max() == 1 and ("call" not in (events_a, events_b)[i].columns
+                                                                or ((events_a, events_b)[i]["call"] < 0).all()):
+            att.cannot_conclude.append(
+                f"variant {labels[i]}: the trace has no call markers and its launches neither repeat in a longer "
+                f"sequence nor leave gaps between calls, so each of its {per[v]['n']} launches was taken as one "
+                "call: per-call times are per-launch times; give --calls N (or profile with ProfilerStep markers)")
     return att
 
 
