@@ -203,13 +203,14 @@ def test_low_precision_model_built_run_verified(env, tmp_path, variant, dtypes, 
     assert all(o["ok"] for o in check["outputs"])
     # independently: the stored inputs, widened by ml_dtypes, multiplied in float32 by NumPy,
     # against the model's output read back through the runner
-    from rootcause import runners
+    from rootcause.artifacts.bundle import bundle_inputs
+    from rootcause.sessions import load_session
 
     stored = [np.load(bundle / row["file"]).view(np.dtype(getattr(ml_dtypes, row["dtype"], row["dtype"])))
               for row in manifest["inputs"]]
     want = stored[0].astype(np.float32) @ stored[1].astype(np.float32)
-    session = runners.load(bundle, "cpu")
-    session.set_inputs(runners.bundle_inputs(session.bundle))
+    session = load_session(bundle, "cpu")
+    session.set_inputs(bundle_inputs(session.bundle))
     session.call()
     got, = session.outputs()
     assert got.dtype == np.dtype(getattr(ml_dtypes, out_dtype, out_dtype))
