@@ -35,7 +35,13 @@ TVM_KEYS = ("opt_level", "skip_passes", "dataflow_boundaries_after", "schedule_o
 IREE_KEYS = ("flags", "unchecked_flags", "input_type", "function", "substitute_configurations")
 # dtypes each frontend's runtime takes at its boundary (tvm.runtime.tensor, iree.runtime
 # asdevicearray both accept ml_dtypes arrays, tested in tests/test_dtypes.py)
-SUPPORTED_DTYPES = {"tvm": inputs_mod.DTYPES, "iree": inputs_mod.DTYPES}
+
+
+def supported_dtypes(frontend: str) -> tuple[str, ...]:
+    """The input dtypes a frontend's compiler and runtime take (its `dtypes`; all by default)."""
+    return tuple(getattr(frontends.get(frontend), "dtypes", None) or inputs_mod.DTYPES)
+
+
 # iree-compile option families that only steer code generation. Within them, an option whose
 # name has one of the _UNSAFE_WORDS reads, writes, loads or runs something outside the compile.
 IREE_FLAG_FAMILIES = ("--iree-", "--mlir-elide-", "--mlir-print-", "--mlir-disable-threading",
@@ -309,9 +315,9 @@ def _number(d: dict[str, Any], key: str, default: float, where: str) -> float:
 def _dtype(item: dict[str, Any], where: str, frontend: str, default: str | None) -> str:
     value = item.get("dtype", default)
     name = inputs_mod.dtype_name(value)
-    if name is None or name not in SUPPORTED_DTYPES[frontend]:
+    if name is None or name not in supported_dtypes(frontend):
         raise UsageError(f"{where}.dtype: unknown dtype {value!r}; valid for {frontend}: "
-                         f"{', '.join(SUPPORTED_DTYPES[frontend])} (MLIR names such as bf16, f8E4M3FNUZ too)")
+                         f"{', '.join(supported_dtypes(frontend))} (MLIR names such as bf16, f8E4M3FNUZ too)")
     return name
 
 
@@ -365,7 +371,7 @@ def _file_input(item: dict[str, Any], files: _Files, where: str, frontend: str) 
     shape, stored = inputs_mod.shape_dtype({"file": str(path), "dtype": dtype}, where=f"{where}.file")
     if inputs_mod.dtype_name(stored) is None:
         raise UsageError(f"{where}.file: {item['file']} holds {stored}; valid dtypes: "
-                         f"{', '.join(SUPPORTED_DTYPES[frontend])} (bfloat16/fp8 files: give dtype)")
+                         f"{', '.join(supported_dtypes(frontend))} (bfloat16/fp8 files: give dtype)")
     if dtype is not None and inputs_mod.dtype_name(stored) != dtype:
         raise UsageError(f"{where}.dtype: {dtype}, but {item['file']} holds {stored}")
     if "shape" in item and list(_shape(item, where)) != list(shape):

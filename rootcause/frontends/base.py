@@ -39,6 +39,8 @@ class Frontend(Protocol):
     # Catalog schedule keys that name the scheduling choice (rule, pipeline, ...), in the order
     # the report and the schedule rule show them.
     schedule_keys: tuple[str, ...]
+    # Input dtypes its compiler and runtime take (rootcause.inputs names); absent: all of them.
+    dtypes: tuple[str, ...]
 
     def check_options(self, table: dict[str, Any], where: Callable[[str | None], str]) -> dict[str, Any]:
         """The spec's [NAME] table checked (built-in frontends are checked by rootcause.spec)."""
