@@ -82,7 +82,10 @@ def frame(columns: dict[str, Any], source: str,
     out["duration_ns"] = end - start if dur is None else np.asarray(dur, dtype=np.int64)
     for name in OPTIONAL_INT_COLUMNS:
         values = columns.get(name)
-        out[name] = pd.array([pd.NA] * n if values is None else _ints(values), dtype="Int64")
+        if values is None:  # all NA, built without a million-element list
+            out[name] = pd.arrays.IntegerArray(np.zeros(n, dtype=np.int64), np.ones(n, dtype=bool))
+        else:
+            out[name] = pd.array(_ints(values), dtype="Int64")
     out["call"] = np.full(n, -1, dtype=np.int64)
     out["source"] = pd.array([source] * n, dtype=object)
     kind = columns.get("kind")
@@ -175,6 +178,11 @@ def int_column(values: list, labels: list[int], unit: str, file: str, column: st
     import numpy as np
     import pandas as pd
 
+    if values and set(map(type, values)) == {int}:  # the common case, ~2x faster than np.array
+        try:
+            return np.fromiter(values, dtype=np.int64, count=len(values))
+        except OverflowError:  # past int64: the walk below names it
+            pass
     try:  # a huge int or an odd object falls to the walk below, which names it
         arr = np.array(values) if values else np.zeros(0, dtype=np.int64)
     except (OverflowError, ValueError, TypeError):
