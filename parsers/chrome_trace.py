@@ -27,6 +27,8 @@ import io
 import math
 import os
 import re
+from itertools import chain
+from operator import attrgetter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -122,7 +124,7 @@ _Args = msgspec.defstruct("_Args", [
     ("bytes", Any, None), ("kernel_details", Any, None),
 ], gc=False)
 _Event = msgspec.defstruct("_Event", [
-    ("ph", Any, ""), ("cat", Any, ""), ("name", Any, None), ("pid", Any, None), ("tid", Any, None),
+    ("ph", str, ""), ("cat", str, ""), ("name", Any, None), ("pid", Any, None), ("tid", Any, None),
     ("ts", Any, None), ("dur", Any, None), ("args", _Args | None, None),
 ], gc=False)
 _Document = msgspec.defstruct("_Document", [
@@ -219,40 +221,59 @@ class _ViewStream(io.RawIOBase):
 
 
 class _Accumulator:
-    """What the chunks leave: GPU rows, cpu ops and runtime calls for the launch linkage, steps."""
+    """What the chunks leave: GPU rows, cpu ops and runtime calls for the launch linkage, steps.
+
+    Events are sorted by the role of their cat once per distinct cat in a chunk (a trace has
+    a few dozen cats and a million events), not event by event."""
 
     def __init__(self) -> None:
         self.rows: list[tuple[int, str, Any, Any, Any]] = []  # (index, kind, event, ts, dur)
         self.open_b: dict[tuple, list[tuple[int, Any, str | None]]] = {}
-        self.ops: list[tuple[Any, Any, Any, Any, Any, Any]] = []  # (pid, tid, ts, dur, name, external id)
-        self.calls: list[tuple[Any, Any, Any, Any]] = []  # runtime: (correlation, pid, tid, ts)
+        self.ops: list[Any] = []  # cpu_op events
+        self.calls: list[Any] = []  # runtime calls (cuda_runtime, cuda_driver)
         self.step_rows: list[tuple[int, Any]] = []
 
     def add(self, numbers, recs, file: str) -> None:
-        rows, ops, calls = self.rows, self.ops, self.calls
-        for i, ev in zip(numbers, recs):
-            ph, cat = ev.ph, ev.cat
-            if type(cat) is not str:
-                cat = str(cat)
+        phs = list(map(_PH, recs))
+        seen = set(phs)
+        if "B" in seen or "E" in seen:  # 'B'/'E' pairs (rare): one by one, in order
+            self._add_slow(numbers, recs, phs, file)
+            return
+        if seen != {"X"}:  # metadata, flow, instant and counter events are not spans
+            keep = [k for k, ph in enumerate(phs) if ph == "X"]
+            numbers, recs = [numbers[k] for k in keep], [recs[k] for k in keep]
+        by_cat: dict[str, list[int]] = {}
+        for k, cat in enumerate(map(_CAT, recs)):
+            by_cat.setdefault(cat, []).append(k)
+        for cat, ks in by_cat.items():
+            role = _role(cat)
+            if role in _KIND_OF_ROLE:
+                evs = [recs[k] for k in ks]
+                self.rows.extend(zip([numbers[k] for k in ks], [role] * len(ks), evs, map(_TS, evs), map(_DUR, evs)))
+            elif role == "maybe":  # an unknown cat: a kernel if its args describe a launch
+                for k in ks:
+                    if _launch_args(recs[k].args):
+                        self.rows.append((numbers[k], "kernel", recs[k], recs[k].ts, recs[k].dur))
+            elif role == "cpu_op":
+                self.ops.extend(recs[k] for k in ks)
+            elif role == "runtime":
+                self.calls.extend(recs[k] for k in ks)
+            if cat in STEP_CATS:
+                self.step_rows.extend((numbers[k], recs[k]) for k in ks if _is_step(recs[k].name))
+
+    def _add_slow(self, numbers, recs, phs, file: str) -> None:
+        for i, ev, ph in zip(numbers, recs, phs):
             if ph == "X":
-                kind = _kind(cat, ev)
-                if kind is not None:
-                    rows.append((i, kind, ev, ev.ts, ev.dur))
-                elif cat in CPU_OP_CATS:
-                    ops.append((ev.pid, ev.tid, ev.ts, ev.dur, ev.name, ev.args.external_id if ev.args else None))
-                elif cat in RUNTIME_CATS and ev.args is not None and ev.args.correlation is not None:
-                    calls.append((ev.args.correlation, ev.pid, ev.tid, ev.ts))
-                if cat in STEP_CATS and type(ev.name) is str and ev.name.startswith(STEP_PREFIX):
-                    self.step_rows.append((i, ev))
+                self.add([i], [ev], file)
             elif ph == "B":  # every 'B' is stacked (B/E nest per thread), GPU rows are flagged
-                self.open_b.setdefault(_thread(ev, file, i), []).append((i, ev, _kind(cat, ev)))
+                self.open_b.setdefault(_thread(ev, file, i), []).append((i, ev, _kind(ev)))
             elif ph == "E":
                 stack = self.open_b.get(_thread(ev, file, i))
                 if not stack:
                     raise ParseError(file, f"event {i}", "'E' event without a matching 'B'")
                 j, begin, kind = stack.pop()
                 if kind is not None:
-                    rows.append((j, kind, begin, begin.ts, _minus(ev.ts, begin.ts, file, i)))
+                    self.rows.append((j, kind, begin, begin.ts, _minus(ev.ts, begin.ts, file, i)))
 
     def finish(self, file: str) -> None:
         for stack in self.open_b.values():
@@ -280,38 +301,18 @@ class _Accumulator:
             raise ParseError(file, f"event {labels[i]}", "column 'dur': ts + dur is beyond the int64 ns range")
         out["end_ns"] = end
         for prefix, key in (("grid", "grid"), ("block", "block")):
-            triples = _triples([getattr(a, key) for a in args], labels, file, key)
+            triples = _triples(list(map(attrgetter(key), args)), labels, file, key)
             for n, axis in enumerate("xyz"):
                 out[f"{prefix}_{axis}"] = int_column(triples[n], labels, "event", file, f"args.{key}")
         for col, key, name in (("registers", "registers", "registers per thread"), ("shared_bytes", "shared", "shared memory"),
                                ("stream", "stream", "stream"), ("correlation_id", "correlation", "correlation"),
                                ("external_id", "external_id", "External id"), ("bytes", "bytes", "bytes")):
-            out[col] = int_column([getattr(a, key) for a in args], labels, "event", file, f"args.{name}")
+            out[col] = int_column(list(map(attrgetter(key), args)), labels, "event", file, f"args.{name}")
         device = [a.device if a.device is not None else _int_or_none(r[2].pid) for a, r in zip(args, rows)]
         out["device"] = int_column(device, labels, "event", file, "args.device")
         out["kind"] = [r[1] for r in rows]
-        out["cpu_op"] = self._launching_ops(out["external_id"], out["correlation_id"], file)
+        out["cpu_op"] = _launching_ops(self.ops, self.calls, out["external_id"], out["correlation_id"])
         return check_intervals(frame(out, SOURCE), file, "event", labels)
-
-    def _launching_ops(self, external_ids, correlations, file: str) -> list:
-        """Name of the cpu_op that launched each row (None when the trace does not say)."""
-        by_external = {}
-        for op in self.ops:
-            ext = op[5]
-            if type(ext) is int and type(op[4]) is str:
-                by_external.setdefault(ext, op[4])
-        names: list = [None] * len(external_ids)
-        todo = []
-        for k, (ext, corr) in enumerate(zip(external_ids.tolist(), correlations.tolist())):
-            name = by_external.get(ext) if ext is not None else None
-            if name is not None:
-                names[k] = name
-            elif corr is not None:
-                todo.append((k, corr))
-        if todo:
-            for k, name in _enclosing_ops(self.ops, self.calls, todo).items():
-                names[k] = name
-        return names
 
     def step_table(self) -> "pd.DataFrame":
         import numpy as np
@@ -334,19 +335,36 @@ class _Accumulator:
 
 _NO_ARGS = _Args()
 _MAX_US = 2.0 ** 63 / 1000  # microseconds whose ns still fit int64
+_PH, _CAT, _TS, _DUR = attrgetter("ph"), attrgetter("cat"), attrgetter("ts"), attrgetter("dur")
+_KIND_OF_ROLE = {"kernel", "memcpy", "memset"}
 
 
-def _kind(cat: str, ev: Any) -> str | None:
-    kind = GPU_KINDS.get(cat)
-    if kind is not None:
-        return kind
+def _role(cat: str) -> str:
+    """kernel / memcpy / memset (GPU rows), cpu_op, runtime, host, or maybe (a kernel when its
+    args describe a launch, as JAX writes)."""
     low = cat.lower()
     if low in GPU_KINDS:
         return GPU_KINDS[low]
-    if low in HOST_CATS:
-        return None
-    args = ev.args
-    return "kernel" if args is not None and (args.grid is not None or args.kernel_details is not None) else None
+    if low in CPU_OP_CATS:
+        return "cpu_op"
+    if low in RUNTIME_CATS:
+        return "runtime"
+    return "host" if low in HOST_CATS else "maybe"
+
+
+def _kind(ev: Any) -> str | None:
+    role = _role(ev.cat)
+    if role in _KIND_OF_ROLE:
+        return role
+    return "kernel" if role == "maybe" and _launch_args(ev.args) else None
+
+
+def _launch_args(args: Any) -> bool:
+    return args is not None and (args.grid is not None or args.kernel_details is not None)
+
+
+def _is_step(name: Any) -> bool:
+    return type(name) is str and name.startswith(STEP_PREFIX)
 
 
 def _thread(ev: Any, file: str, index: int) -> tuple:
@@ -358,53 +376,158 @@ def _thread(ev: Any, file: str, index: int) -> tuple:
     return key
 
 
-def _enclosing_ops(ops: list, calls: list, todo: list[tuple[int, int]]) -> dict[int, str]:
-    """For rows (k, correlation): the innermost cpu_op around the runtime call with that
-    correlation, on the call's (pid, tid); a sweep per thread over ops and calls by time."""
-    call_at = {}
-    for corr, pid, tid, ts in calls:
-        if type(corr) is int and _finite(ts) and _plain(pid) and _plain(tid):
-            call_at.setdefault(corr, (pid, tid, ts))
-    wanted: dict[tuple, list[tuple[float, int]]] = {}
-    for k, corr in todo:
-        at = call_at.get(corr)
-        if at is not None:
-            wanted.setdefault((at[0], at[1]), []).append((at[2], k))
-    if not wanted:
-        return {}
-    by_thread: dict[tuple, list[tuple[float, float, str]]] = {}
-    for pid, tid, ts, dur, name, _ in ops:
-        if _plain(pid) and _plain(tid) and (pid, tid) in wanted and _finite(ts) and _finite(dur) and type(name) is str:
-            by_thread.setdefault((pid, tid), []).append((ts, -dur, name))
-    found: dict[int, str] = {}
-    for thread, queries in wanted.items():
-        spans = sorted(by_thread.get(thread, ()))
-        queries.sort()
-        stack: list[tuple[float, str]] = []  # (end, name) of the ops open at the sweep point
-        j = 0
-        for t, k in queries:
-            while j < len(spans) and spans[j][0] <= t:
-                start, neg, name = spans[j]
-                while stack and stack[-1][0] < start:
-                    stack.pop()
-                stack.append((start - neg, name))
-                j += 1
-            while stack and stack[-1][0] < t:
-                stack.pop()
-            if stack:
-                found[k] = stack[-1][1]
-    return found
+def _launching_ops(ops: list, calls: list, external_ids, correlations) -> list:
+    """Name of the cpu_op that launched each row (None when the trace does not say): the op
+    with the row's External id, else the innermost op around the runtime call with the row's
+    correlation, on that call's thread."""
+    import numpy as np
+    import pandas as pd
+
+    n = len(external_ids)
+    names = np.full(n, None, dtype=object)
+    if not n or not ops:
+        return names.tolist()
+    op_ext = pd.array([_int_or_none(a.external_id) if a is not None else None for a in map(_ARGS, ops)], dtype="Int64")
+    op_name = np.array([name if type(name) is str else None for name in map(_NAME, ops)], dtype=object)
+    by_ext = pd.Series(op_name, index=op_ext).loc[lambda s: s.index.notna() & s.notna()]
+    by_ext = by_ext[~by_ext.index.duplicated()]
+    ext = pd.array(external_ids, dtype="Int64")
+    hit = pd.Series(ext).map(by_ext).to_numpy(dtype=object, na_value=None)
+    names[:] = hit
+    todo = np.flatnonzero(pd.isna(hit) & ~pd.isna(pd.array(correlations, dtype="Int64")))
+    if todo.size and calls:
+        found = _enclosing_ops(ops, op_name, calls, pd.array(correlations, dtype="Int64")[todo])
+        names[todo] = found
+    return names.tolist()
+
+
+_ARGS, _NAME = attrgetter("args"), attrgetter("name")
+
+
+def _times(events: list) -> tuple:
+    """(start us, end us, ok) float arrays of events' ts and ts + dur; ok: both finite numbers."""
+    import numpy as np
+
+    ts = _floats(list(map(attrgetter("ts"), events)))
+    dur = _floats(list(map(attrgetter("dur"), events)))
+    ok = np.isfinite(ts) & np.isfinite(dur) & (dur >= 0) & (np.abs(ts) < _MAX_US)
+    return ts, ts + np.where(ok, dur, 0), ok
+
+
+def _floats(values: list) -> Any:
+    """Numbers as float64, NaN where a value is not an int or float (a bool, a string...)."""
+    import numpy as np
+
+    if set(map(type, values)) <= {int, float}:
+        try:
+            return np.array(values, dtype=float)
+        except OverflowError:  # an int past a float's range
+            pass
+    return np.array([v if type(v) in (int, float) and abs(v) < _MAX_US else np.nan for v in values], dtype=float)
+
+
+def _thread_codes(events: list) -> Any:
+    """One int64 per event naming its (pid, tid) (equal pairs, equal codes; pairs of odd
+    values, as a mutated file may hold, share -1)."""
+    import numpy as np
+    import pandas as pd
+
+    pids, tids = list(map(attrgetter("pid"), events)), list(map(attrgetter("tid"), events))
+    if not set(map(type, pids)) | set(map(type, tids)) <= {int, str, float, type(None)}:
+        plain = [_plain(p) and _plain(t) for p, t in zip(pids, tids)]
+        pids = [p if ok else None for p, ok in zip(pids, plain)]
+        tids = [t if ok else None for t, ok in zip(tids, plain)]
+    p_codes, p_uniques = pd.factorize(np.array(pids, dtype=object), use_na_sentinel=False)
+    t_codes, t_uniques = pd.factorize(np.array(tids, dtype=object), use_na_sentinel=False)
+    return p_codes.astype(np.int64) * (len(t_uniques) + 1) + t_codes
+
+
+def _enclosing_ops(ops: list, op_name, calls: list, wanted_corr) -> list:
+    """For each wanted correlation: the innermost cpu_op around the runtime call with that
+    correlation, on the call's (pid, tid), or None. Ops on a thread nest, so the innermost
+    around time t is the last op starting at or before t, or the nearest ancestor of it that
+    still runs at t (parents found once by a sweep)."""
+    import numpy as np
+    import pandas as pd
+
+    call_corr = pd.array([_int_or_none(a.correlation) if a is not None else None for a in map(_ARGS, calls)], dtype="Int64")
+    call_ts, _, call_ok = _times([c if type(c.dur) in (int, float) else _WithDur(c) for c in calls])
+    usable = ~pd.isna(call_corr) & call_ok
+    first = pd.Series(np.flatnonzero(usable), index=call_corr[usable])
+    first = first[~first.index.duplicated()]
+    which = pd.Series(pd.array(wanted_corr, dtype="Int64")).map(first).to_numpy(dtype=float, na_value=np.nan)
+    out = np.full(len(which), None, dtype=object)
+    found = ~np.isnan(which)
+    if not found.any():
+        return out.tolist()
+    call_of = which[found].astype(np.int64)
+    codes = _thread_codes(ops + [calls[k] for k in call_of.tolist()])
+    op_code, query_code = codes[:len(ops)], codes[len(ops):]
+    query_t = call_ts[call_of]
+    query_at = np.flatnonzero(found)
+    op_start, op_end, op_ok = _times(ops)
+    op_ok &= np.array([n is not None for n in op_name.tolist()], dtype=bool)
+    for code in np.unique(query_code):
+        mine = np.flatnonzero((op_code == code) & op_ok)
+        if not mine.size:
+            continue
+        order = mine[np.lexsort((-op_end[mine], op_start[mine]))]  # by start, outer first on ties
+        starts, ends = op_start[order], op_end[order]
+        parent = _parents(starts, ends)
+        q = np.flatnonzero(query_code == code)
+        t = query_t[q]
+        j = np.searchsorted(starts, t, side="right") - 1
+        for _ in range(64):  # walk up while the op ended before t (nesting depth bounds it)
+            up = (j >= 0) & (ends[np.maximum(j, 0)] < t)
+            if not up.any():
+                break
+            j = np.where(up, parent[np.maximum(j, 0)], j)
+        good = j >= 0
+        out[query_at[q[good]]] = op_name[order[j[good]]]
+    return out.tolist()
+
+
+class _WithDur:
+    """A runtime call seen as a zero-length span (its dur may be missing)."""
+
+    def __init__(self, ev: Any):
+        self.ts, self.dur, self.pid, self.tid, self.args = ev.ts, 0, ev.pid, ev.tid, ev.args
+
+
+def _parents(starts, ends) -> Any:
+    """Index of each span's enclosing span (-1 at top level); spans sorted by start, outer
+    first on ties."""
+    import numpy as np
+
+    parent = [-1] * len(starts)
+    stack: list[int] = []
+    end_of = ends.tolist()
+    for i, (s, e) in enumerate(zip(starts.tolist(), end_of)):
+        while stack and end_of[stack[-1]] < s:
+            stack.pop()
+        if stack and e <= end_of[stack[-1]]:
+            parent[i] = stack[-1]
+        stack.append(i)
+    return np.array(parent, dtype=np.int64)
 
 
 def _ns_column(values: list, labels: list, file: str, key: str):
     """Microseconds (ints or floats) -> int64 ns, the first bad value named."""
     import numpy as np
 
+    types = set(map(type, values))
+    if types == {int}:  # whole microseconds: exact in int64
+        try:
+            us = np.array(values, dtype=np.int64)
+        except OverflowError:
+            us = None
+        if us is not None and (np.abs(us) < _MAX_US - 1).all():
+            return us * 1000
     try:
         us = np.array(values, dtype=float) if values else np.zeros(0)
     except (OverflowError, TypeError, ValueError):  # an int past a float's range, a string...
         us = None
-    if us is not None and all(type(v) is int or type(v) is float for v in values):
+    if us is not None and types <= {int, float}:
         if np.isfinite(us).all() and (np.abs(us) < _MAX_US - 1).all():
             # whole microseconds times 1000 exactly, plus the fraction's ns: a float's
             # product (us * 1000) would lose up to 128 ns at today's epoch times
@@ -451,12 +574,10 @@ def _triples(values: list, labels: list, file: str, key: str) -> list[list]:
     """[xs, ys, zs] of [x, y, z] values (None: all three NA)."""
     import numpy as np
 
-    try:
-        arr = np.array(values) if values else np.zeros((0, 3), dtype=np.int64)
-    except (ValueError, OverflowError, TypeError):
-        arr = np.zeros(0, dtype=object)
-    if arr.dtype.kind == "i" and arr.ndim == 2 and arr.shape[1] == 3:
-        return [arr[:, 0].tolist(), arr[:, 1].tolist(), arr[:, 2].tolist()]
+    if values and set(map(type, values)) == {list} and set(map(len, values)) == {3}:
+        flat = list(chain.from_iterable(values))  # a flat list converts far faster than nested ones
+        if set(map(type, flat)) == {int}:
+            return [flat[0::3], flat[1::3], flat[2::3]]
     out: list[list] = [[], [], []]
     for label, value in zip(labels, values):
         if value is None:

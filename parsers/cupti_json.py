@@ -71,7 +71,7 @@ def read_stream(stream: BinaryIO, file: str) -> "pd.DataFrame":
     getters = None
     for numbers, recs in batches:
         kinds = list(map(attrgetter("kind"), recs))
-        if any(kind not in KERNEL_KINDS for kind in kinds):  # memcpy, memset...: keep kernel records only
+        if not set(map(type, kinds)) <= {int} or not set(kinds) <= set(KERNEL_KINDS):  # memcpy, memset...: kernels only
             keep = [i for i, kind in enumerate(kinds) if type(kind) is int and kind in KERNEL_KINDS]
             numbers, recs = [numbers[i] for i in keep], [recs[i] for i in keep]
         if not recs:

@@ -49,6 +49,9 @@ OPTIONAL_INT_COLUMNS = (
     "shared_bytes", "local_bytes", "stream", "device", "correlation_id", "external_id", "bytes",
 )
 KINDS = ("kernel", "memcpy", "memset")
+# The least value a launch can have: CUDA and HIP refuse a zero grid or block dimension.
+LEAST = {**{f"{p}_{a}": 1 for p in ("grid", "block") for a in "xyz"},
+         "registers": 0, "shared_bytes": 0, "local_bytes": 0, "bytes": 0}
 
 
 def empty() -> pd.DataFrame:
@@ -82,7 +85,10 @@ def frame(columns: dict[str, Any], source: str,
     out["duration_ns"] = end - start if dur is None else np.asarray(dur, dtype=np.int64)
     for name in OPTIONAL_INT_COLUMNS:
         values = columns.get(name)
-        out[name] = pd.array([pd.NA] * n if values is None else _ints(values), dtype="Int64")
+        if values is None:  # all NA, built without a million-element list
+            out[name] = pd.arrays.IntegerArray(np.zeros(n, dtype=np.int64), np.ones(n, dtype=bool))
+        else:
+            out[name] = pd.array(_ints(values), dtype="Int64")
     out["call"] = np.full(n, -1, dtype=np.int64)
     out["source"] = pd.array([source] * n, dtype=object)
     kind = columns.get("kind")
@@ -155,13 +161,22 @@ def require_columns(present: Iterable[str], required: Iterable[str], file: str, 
 
 def check_intervals(df: pd.DataFrame, file: str, unit: str = "record",
                     labels: Sequence[int] | None = None) -> pd.DataFrame:
-    """end >= start for every row; the first bad row is named (labels[i] when given)."""
+    """end >= start for every row, and launch values a launch can have (grid and block
+    dimensions >= 1, registers and byte counts >= 0, where known); the first bad row is named
+    (labels[i] when given)."""
     import numpy as np
 
     bad = np.flatnonzero(df["end_ns"].to_numpy() < df["start_ns"].to_numpy())
     if bad.size:
         i = int(bad[0])
         raise ParseError(file, f"{unit} {labels[i] if labels is not None else i}", f"end {df['end_ns'].iat[i]} before start {df['start_ns'].iat[i]}")
+    for column, least in LEAST.items():
+        values = df[column].array
+        low = np.flatnonzero(~values.isna() & (values.fillna(least).to_numpy() < least))
+        if low.size:
+            i = int(low[0])
+            raise ParseError(file, f"{unit} {labels[i] if labels is not None else i}",
+                             f"column {column!r}: {values[i]} (a launch has at least {least})")
     return df
 
 
@@ -175,6 +190,11 @@ def int_column(values: list, labels: list[int], unit: str, file: str, column: st
     import numpy as np
     import pandas as pd
 
+    if values and set(map(type, values)) == {int}:  # the common case, ~2x faster than np.array
+        try:
+            return np.fromiter(values, dtype=np.int64, count=len(values))
+        except OverflowError:  # past int64: the walk below names it
+            pass
     try:  # a huge int or an odd object falls to the walk below, which names it
         arr = np.array(values) if values else np.zeros(0, dtype=np.int64)
     except (OverflowError, ValueError, TypeError):

@@ -14,18 +14,21 @@ Rows with valid == false are skipped (IREE marks events it could not time). Devi
 from __future__ import annotations
 
 import io
-import json
 import os
+from itertools import chain
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from parsers.base import ParseError
 from parsers.events import check_intervals, frame, int_column, str_column
+from parsers.jsonstream import iter_batches
 
 if TYPE_CHECKING:
     import pandas as pd
 
 SOURCE = "iree-profile"
-_DISPATCH_TYPES = {("type", "host_dispatch_event"), ("record_type", "host_execution_event")}
 
 
 def matches(data: bytes) -> bool:
@@ -43,61 +46,72 @@ def events(data: bytes, file: str = "<bytes>") -> "pd.DataFrame":
     return _read(io.BytesIO(data), file)
 
 
+# The keys read from each row; the other ~15 are skipped unbuilt (parsers.jsonstream).
+_Row = msgspec.defstruct("_Row", [(k, Any, None) for k in (
+    "type", "record_type", "op", "valid", "key", "start_host_time_ns", "end_host_time_ns", "workgroup_count",
+    "workgroup_size", "stream_id", "physical_device_ordinal", "event_id")], gc=False)
+
+
 def _read(stream, file: str) -> "pd.DataFrame":
-    cols: dict[str, list] = {k: [] for k in ("kernel", "start_ns", "end_ns", "wg", "ws", "stream", "device", "id")}
-    labels: list[int] = []
+    _, batches = iter_batches(stream, file, _Row)
+    kept: list = []
+    labels: list = []
     device_rows = 0
-    for lineno, raw in enumerate(stream, 1):
-        if not raw.strip():
-            continue
-        try:
-            row = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise ParseError(file, f"line {lineno}", f"bad JSON Lines record: {getattr(err, 'msg', err)}") from None
-        except RecursionError:
-            raise ParseError(file, f"line {lineno}", "bad JSON Lines record: nested too deeply") from None
-        if not isinstance(row, dict):
-            raise ParseError(file, f"line {lineno}", f"expected an object, got {type(row).__name__}")
-        kind = ("type", row["type"]) if "type" in row else ("record_type", row.get("record_type"))
-        if not isinstance(kind[1], (str, type(None))):
-            raise ParseError(file, f"line {lineno}", f"column {kind[0]!r}: expected a string, got {kind[1]!r}")
-        if kind[1] == "dispatch_event":
-            device_rows += 1
-            continue
-        if kind not in _DISPATCH_TYPES or (kind[0] == "record_type" and row.get("op") != "dispatch"):
-            continue
-        if row.get("valid") is False:
-            continue
-        labels.append(lineno)
-        cols["kernel"].append(row.get("key"))
-        cols["start_ns"].append(row.get("start_host_time_ns"))
-        cols["end_ns"].append(row.get("end_host_time_ns"))
-        cols["wg"].append(_triple(row, "workgroup_count", file, lineno))
-        cols["ws"].append(_triple(row, "workgroup_size", file, lineno))
-        cols["stream"].append(row.get("stream_id"))
-        cols["device"].append(row.get("physical_device_ordinal"))
-        cols["id"].append(row.get("event_id"))
+    for numbers, rows in batches:
+        types, record_types = list(map(_TYPE, rows)), list(map(_RECORD_TYPE, rows))
+        if not set(map(type, types)) | set(map(type, record_types)) <= {str, type(None)}:
+            _first_odd_type(numbers, types, record_types, file)
+        seen = set(types) | set(record_types)
+        device_rows += types.count("dispatch_event") + record_types.count("dispatch_event")
+        if "host_dispatch_event" in seen or "host_execution_event" in seen:
+            valids, ops = list(map(_VALID, rows)), list(map(_OP, rows))
+            keep = [k for k, (t, r, v, op) in enumerate(zip(types, record_types, valids, ops))
+                    if v is not False and (t == "host_dispatch_event" or (t is None and r == "host_execution_event"
+                                                                         and op == "dispatch"))]
+            kept.extend(rows[k] for k in keep)
+            labels.extend(numbers[k] for k in keep)
     if device_rows and not labels:
         raise ParseError(file, "line 1", f"{device_rows} device-timestamped dispatch_event rows: not supported "
                                          "(host-execution profiles only)")
+    get = lambda key: list(map(attrgetter(key), kept))  # noqa: E731
     out: dict[str, Any] = {
-        "kernel": str_column(cols["kernel"], labels, "line", file, "key"),
-        "start_ns": int_column(cols["start_ns"], labels, "line", file, "start_host_time_ns", optional=False),
-        "end_ns": int_column(cols["end_ns"], labels, "line", file, "end_host_time_ns", optional=False),
-        "stream": int_column(cols["stream"], labels, "line", file, "stream_id"),
-        "device": int_column(cols["device"], labels, "line", file, "physical_device_ordinal"),
-        "correlation_id": int_column(cols["id"], labels, "line", file, "event_id"),
+        "kernel": str_column(get("key"), labels, "line", file, "key"),
+        "start_ns": int_column(get("start_host_time_ns"), labels, "line", file, "start_host_time_ns", optional=False),
+        "end_ns": int_column(get("end_host_time_ns"), labels, "line", file, "end_host_time_ns", optional=False),
+        "stream": int_column(get("stream_id"), labels, "line", file, "stream_id"),
+        "device": int_column(get("physical_device_ordinal"), labels, "line", file, "physical_device_ordinal"),
+        "correlation_id": int_column(get("event_id"), labels, "line", file, "event_id"),
     }
-    for prefix, key, name in (("grid", "wg", "workgroup_count"), ("block", "ws", "workgroup_size")):
+    for prefix, key in (("grid", "workgroup_count"), ("block", "workgroup_size")):
+        triples = _triples(get(key), labels, file, key)
         for k, axis in enumerate("xyz"):
-            out[f"{prefix}_{axis}"] = int_column([t[k] for t in cols[key]], labels, "line", file, name)
+            out[f"{prefix}_{axis}"] = int_column(triples[k], labels, "line", file, key)
     return check_intervals(frame(out, SOURCE), file, "line", labels)
 
 
-def _triple(row: dict, key: str, file: str, lineno: int) -> list:
-    value = row.get(key)
-    if value is None:
-        return [None, None, None]
-    if not isinstance(value, list) or len(value) != 3:
-        raise ParseError(file, f"line {lineno}", f"column {key!r}: expected [x, y, z], got {value!r}")
-    return value
+_TYPE, _RECORD_TYPE, _VALID, _OP = (attrgetter(k) for k in ("type", "record_type", "valid", "op"))
+
+
+def _first_odd_type(numbers, types: list, record_types: list, file: str) -> None:
+    for lineno, t, r in zip(numbers, types, record_types):
+        col, kind = ("type", t) if t is not None else ("record_type", r)
+        if not isinstance(kind, (str, type(None))):
+            raise ParseError(file, f"line {lineno}", f"column {col!r}: expected a string, got {kind!r}")
+
+
+def _triples(values: list, labels: list, file: str, key: str) -> list[list]:
+    """[xs, ys, zs] of [x, y, z] values (None: all three NA), the first bad one named."""
+    if values and set(map(type, values)) == {list} and set(map(len, values)) == {3}:
+        flat = list(chain.from_iterable(values))
+        return [flat[0::3], flat[1::3], flat[2::3]]
+    out: list[list] = [[], [], []]
+    for lineno, value in zip(labels, values):
+        if value is None:
+            value = (None, None, None)
+        elif not isinstance(value, list) or len(value) != 3:
+            raise ParseError(file, f"line {lineno}", f"column {key!r}: expected [x, y, z], got {value!r}")
+        for n in range(3):
+            out[n].append(value[n])
+    return out
+
+

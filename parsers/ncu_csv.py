@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable
 
 from parsers.base import ParseError
-from parsers.events import check_int64, frame
+from parsers.events import check_int64, check_intervals, frame
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -237,7 +237,7 @@ def _events(table: "pd.DataFrame", duration, cols: dict, file: str, first: int) 
     dur = dur.astype(np.int64)
     end = np.cumsum(dur)
     cols.update(kernel=names.tolist(), start_ns=end - dur, end_ns=end, duration_ns=dur)
-    return frame(cols, SOURCE, (file, "line", lines))
+    return check_intervals(frame(cols, SOURCE, (file, "line", lines)), file, "line", lines)
 
 
 def _numeric(table: "pd.DataFrame", column: str, file: str, first: int, required: bool = False):

@@ -114,8 +114,8 @@ def _ints(table: "pd.DataFrame", column: str, file: str, lines, required: bool =
     import pandas as pd
 
     col = table[column]
-    if col.dtype.kind == "i":
-        return col.to_numpy(dtype=np.int64) if required else col.to_numpy(dtype=float)
+    if col.dtype.kind == "i":  # no empty field: int64 as it is (nothing to check)
+        return col.to_numpy(dtype=np.int64)
     if col.dtype.kind == "u":
         check_int64(col.to_numpy(), file, "line", lines, column)
         return col.to_numpy(dtype=np.int64) if required else col.to_numpy(dtype=float)

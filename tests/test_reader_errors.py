@@ -104,10 +104,25 @@ def test_nsys_foreign_and_bad_text(tmp_path):
     con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET gridX = 1e300 WHERE rowid = 2")
     con.commit()
     con.close()
-    with pytest.raises(ParseError, match=r"rowid 2: column 'grid_x': 1e\+300 is beyond the int64 range"):
+    with pytest.raises(ParseError, match=r"rowid 2: column 'gridX': not an integer: 1e\+300"):
         nsys_sqlite.read_path(db)
 
 
 def test_messages_stay_on_one_line():
     err = ParseError("f", "line 3", "got 'a\nb'" + "x" * 5000)
     assert "\n" not in str(err) and len(str(err)) < 500
+
+
+def test_zero_block_is_refused():
+    """A launch with a block dimension of 0 (CUDA refuses one) once reached the occupancy
+    calculator through `compare` and ended in a ValueError traceback (fuzz campaign)."""
+    rows = list(csv.reader(NCU_SAMPLE.read_text().splitlines()))
+    head = next(i for i, r in enumerate(rows) if r and r[0] == "ID")
+    rows[head + 4][rows[head].index("launch__block_dim_x")] = "0"
+    text = "\n".join(",".join(f'"{v}"' for v in r) for r in rows)
+    with pytest.raises(ParseError, match=rf"^n\.csv: line {head + 5}: column 'block_x': 0 \(a launch has at least 1\)"):
+        ncu_csv.events(text.encode(), "n.csv")
+    records = json.loads(CUPTI_SAMPLE.read_text())
+    records[1]["registers_per_thread"] = -3
+    with pytest.raises(ParseError, match=r"^c\.json: record 1: column 'registers': -3"):
+        cupti_json.events(json.dumps(records).encode(), "c.json")

@@ -140,3 +140,20 @@ def test_bad_documents(tmp_path):
         chrome_trace.events(b'{"traceEvents": [1]}', "t.json")
     with pytest.raises(ParseError, match=r"^t\.json: line 2, column 13: bad JSON"):
         chrome_trace.events(b'{"traceEvents":\n [{"ts": 1, x}]}', "t.json")
+
+
+def test_compare_rocm_kernels_without_grid(tmp_path, doc):
+    """Issue 12: a ROCm kernel without 'grid' crashed `compare` (TypeError, exit 1)."""
+    import subprocess
+    import sys
+
+    rocm = dict(doc, traceEvents=[e for e in doc["traceEvents"] if e.get("cat") != "kernel" or "grid" not in e["args"]])
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(rocm))
+    b.write_text(json.dumps(doc))
+    root = Path(__file__).resolve().parent.parent
+    res = subprocess.run([sys.executable, "-m", "rootcause", "compare", str(a), str(b), "--device", "H200",
+                          "--out", str(tmp_path / "out")], capture_output=True, text=True, cwd=root,
+                         env={**__import__("os").environ, "PYTHONPATH": str(root)})
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "out" / "attribution.json").is_file()
