@@ -177,7 +177,7 @@ def campaign(formats: list[str], n: int, seed: int, use_exec: bool = False, keep
     """n mutants per format; returns the tally per format."""
     if not use_exec:  # import once in the parent, so each forked child starts warm
         import rootcause.cli  # noqa: F401
-        import rootcause.compare  # noqa: F401
+        import rootcause.commands.compare  # noqa: F401
         import rootcause.inspect  # noqa: F401
     tallies: dict[str, Tally] = defaultdict(Tally)
     with tempfile.TemporaryDirectory(prefix="fuzz_cli_") as tmp_name:

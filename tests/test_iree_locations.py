@@ -55,7 +55,7 @@ def test_serial_and_split_align_as_one_unit(tmp_path):
     from rootcause.frontends.iree.build import build
 
     toml = tmp_path / "v.toml"
-    toml.write_text(f'[base]\nname = "rsum"\nfrontend = "iree"\nsource = "{SOURCE}"\ntarget = "cuda:sm_80"\n'
+    toml.write_text(f'[base]\nallow_outside_paths = true\nname = "rsum"\nfrontend = "iree"\nsource = "{SOURCE}"\ntarget = "cuda:sm_80"\n'
                     f'entry = "rsum"\n[variants.serial.iree]\nflags = []\n[variants.split.iree]\n'
                     f'flags = ["{SPLIT}"]\n')
     cats = {v: build(specs.load(f"{toml}#{v}"), tmp_path / v).kernels for v in ("serial", "split")}

@@ -152,8 +152,12 @@ def test_compare_rocm_kernels_without_grid(tmp_path, doc):
     a.write_text(json.dumps(rocm))
     b.write_text(json.dumps(doc))
     root = Path(__file__).resolve().parent.parent
-    res = subprocess.run([sys.executable, "-m", "rootcause", "compare", str(a), str(b), "--device", "H200",
-                          "--out", str(tmp_path / "out")], capture_output=True, text=True, cwd=root,
-                         env={**__import__("os").environ, "PYTHONPATH": str(root)})
+    argv = [sys.executable, "-m", "rootcause", "compare", str(a), str(b), "--device", "H200",
+            "--out", str(tmp_path / "out")]
+    env = {**__import__("os").environ, "PYTHONPATH": str(root)}
+    # the trace holds a kernel on GPU 1 too: never merged silently, one line naming the way out
+    res = subprocess.run(argv, capture_output=True, text=True, cwd=root, env=env)
+    assert res.returncode == 2 and "--device-id" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    res = subprocess.run(argv + ["--device-id", "0"], capture_output=True, text=True, cwd=root, env=env)
     assert res.returncode == 0, res.stderr
     assert (tmp_path / "out" / "attribution.json").is_file()
