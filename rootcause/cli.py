@@ -10,7 +10,6 @@ import argparse
 import importlib
 import sys
 
-from parsers import ParseError
 from rootcause.errors import OutputsDiffer, UsageError
 
 # name -> (module, one-line help). Modules are imported only when their command runs, so
@@ -48,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser(command if command in COMMANDS else None).parse_args(argv)
     try:
         return int(args._run(args) or 0)
-    except (ParseError, UsageError) as err:
+    except _bad_input() as err:
         print(f"rootcause {args.command}: {err}", file=sys.stderr)
         return 2
     except OutputsDiffer as err:
@@ -61,6 +60,17 @@ def main(argv: list[str] | None = None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+
+
+def _bad_input() -> tuple[type[Exception], ...]:
+    """The errors that mean bad input (exit status 2).
+
+    Called only while an exception is being matched, so that `--help` and commands that
+    never parse a file do not import parsers (and its dataclasses) at start-up.
+    """
+    from parsers import ParseError
+
+    return ParseError, UsageError
 
 
 if __name__ == "__main__":
