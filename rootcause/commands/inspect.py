@@ -52,12 +52,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_notes(notes: list[str], ptx_skipped: str) -> None:
-    """Notes on stderr; the two kinds a directory repeats per file are counted instead when
-    there are several (skipped files, PTX entries a cubin makes redundant)."""
+    """Notes on stderr. The two kinds a directory repeats per file are counted when there are
+    several: files with no kernel format, PTX entries that a cubin beside them makes redundant."""
     no_format = [n for n in notes if n.endswith("(no kernel format)")]
     redundant = [n for n in notes if n.endswith(ptx_skipped)]
-    shown = [n for n in notes if not n.endswith("(no kernel format)") and (len(redundant) == 1 or n not in redundant)]
-    for note in dict.fromkeys(shown):
+    counted = set(no_format) | (set(redundant) if len(redundant) > 1 else set())
+    for note in dict.fromkeys(n for n in notes if n not in counted):
         print(f"rootcause inspect: note: {note}", file=sys.stderr)
     if no_format:
         print(f"rootcause inspect: note: skipped {len(no_format)} file(s) with no kernel format", file=sys.stderr)
