@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from rootcause.errors import OutputsDiffer, UsageError
@@ -30,15 +31,30 @@ def _parser(command: str | None) -> argparse.ArgumentParser:
     Importing every command for --help would make one broken or heavy module (TVM, IREE)
     cost every other command.
     """
-    parser = argparse.ArgumentParser(prog="rootcause", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="rootcause", description=__doc__.splitlines()[0],
+                                     formatter_class=_formatter)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
-        p = sub.add_parser(name, help=help_text, description=help_text)
+        p = sub.add_parser(name, help=help_text, description=help_text, formatter_class=_formatter)
         if name == command:
             module = importlib.import_module(module_name)
             module.add_arguments(p)
             p.set_defaults(_run=module.run)
     return parser
+
+
+def _formatter(prog: str) -> argparse.HelpFormatter:
+    """argparse's help formatter at the terminal's width (COLUMNS, else the terminal, else 80),
+    found through os: argparse's own shutil.get_terminal_size imports shutil and with it bz2,
+    lzma and zlib, a tenth of a command's start-up."""
+    columns = os.environ.get("COLUMNS", "")
+    width = int(columns) if columns.isdigit() else 0
+    if width <= 0:
+        try:
+            width = os.get_terminal_size(sys.__stdout__.fileno()).columns or 80
+        except (AttributeError, ValueError, OSError):  # no stdout, or not a terminal
+            width = 80
+    return argparse.HelpFormatter(prog, width=width - 2)
 
 
 def main(argv: list[str] | None = None) -> int:
