@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
-from parsers import ParseError
 from rootcause.errors import OutputsDiffer, UsageError
 
 # name -> (module, one-line help). Modules are imported only when their command runs, so
@@ -31,15 +31,30 @@ def _parser(command: str | None) -> argparse.ArgumentParser:
     Importing every command for --help would make one broken or heavy module (TVM, IREE)
     cost every other command.
     """
-    parser = argparse.ArgumentParser(prog="rootcause", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="rootcause", description=__doc__.splitlines()[0],
+                                     formatter_class=_formatter)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
-        p = sub.add_parser(name, help=help_text, description=help_text)
+        p = sub.add_parser(name, help=help_text, description=help_text, formatter_class=_formatter)
         if name == command:
             module = importlib.import_module(module_name)
             module.add_arguments(p)
             p.set_defaults(_run=module.run)
     return parser
+
+
+def _formatter(prog: str) -> argparse.HelpFormatter:
+    """argparse's help formatter at the terminal's width (COLUMNS, else the terminal, else 80),
+    found through os: argparse's own shutil.get_terminal_size imports shutil and with it bz2,
+    lzma and zlib, a tenth of a command's start-up."""
+    columns = os.environ.get("COLUMNS", "")
+    width = int(columns) if columns.isdigit() else 0
+    if width <= 0:
+        try:
+            width = os.get_terminal_size(sys.__stdout__.fileno()).columns or 80
+        except (AttributeError, ValueError, OSError):  # no stdout, or not a terminal
+            width = 80
+    return argparse.HelpFormatter(prog, width=width - 2)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser(command if command in COMMANDS else None).parse_args(argv)
     try:
         return int(args._run(args) or 0)
-    except (ParseError, UsageError) as err:
+    except _bad_input() as err:
         print(f"rootcause {args.command}: {err}", file=sys.stderr)
         return 2
     except OutputsDiffer as err:
@@ -61,6 +76,17 @@ def main(argv: list[str] | None = None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+
+
+def _bad_input() -> tuple[type[Exception], ...]:
+    """The errors that mean bad input (exit status 2).
+
+    Called only while an exception is being matched, so that `--help` and commands that
+    never parse a file do not import parsers (and its dataclasses) at start-up.
+    """
+    from parsers import ParseError
+
+    return ParseError, UsageError
 
 
 if __name__ == "__main__":

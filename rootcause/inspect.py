@@ -5,24 +5,29 @@ an embedded .nv_fatbin), TVM exported libraries, IREE .vmfb, directories and roo
 Formats are told apart by magic bytes, never by file name. Containers recurse into their inner
 blobs; a row's `format` names the path taken ('tvm-so/fatbin/cubin') and its `file` the outer
 file. Rows that know their block size get a theoretical occupancy (rootcause.gpus).
+
+A PTX entry is not assembled when a cubin of the same arch sits in the same fatbin container
+(nvcc -gencode arch=compute_90,code=[sm_90,compute_90] builds that cubin from this PTX): its
+rows would repeat the cubin's, the driver loads the cubin, and cuobjdump reports only the cubin.
+
+Imports that only some formats or options need (the readers, rootcause.gpus, the toolchain)
+happen where they are used, so a run pays only for the formats it meets.
 """
 from __future__ import annotations
 
-import argparse
 import csv
 import functools
 import importlib
 import io
 import json
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from parsers import KernelRecord, ParseError, elf
-from rootcause import gpus, toolchain
-from rootcause.errors import UsageError
-from rootcause.fileio import write_atomic
+from parsers import KernelRecord, ParseError
+
+if TYPE_CHECKING:
+    from rootcause import gpus
 
 # The keys of one output row, in order (JSON, CSV, table and Markdown columns).
 ROW_KEYS = ("name", "file", "format", "arch", "registers", "sgpr", "agpr", "shared_bytes",
@@ -155,14 +160,27 @@ def _fatbin(data: bytes, file: str, arch, notes, prefix: str) -> list[KernelReco
     return _fatbin_rows(_reader("fatbin").entries(data, file), file, arch, notes, prefix)
 
 
+# The end of the note for a PTX entry that a cubin makes redundant (the CLI counts them).
+PTX_SKIPPED = "PTX not assembled: the cubin of the same arch in this container holds its kernels"
+
+
 def _fatbin_rows(entries: list, file: str, arch, notes, prefix: str, within: str = "") -> list[KernelRecord]:
     entries = _select_entries(entries, arch, file, notes)
     here = f"{prefix}/fatbin" if prefix else "fatbin"
+    cubins = {(e.container, e.arch) for e in entries if e.kind == "cubin"}
+    skipped = {(e.container, e.arch): e.offset for e in entries
+               if e.kind == "ptx" and (e.container, e.arch) in cubins}
     rows: list[KernelRecord] = []
     for e in entries:
         where = f"{file} [{within}fatbin entry {e.kind} {e.arch} @ offset {e.offset}]"
         if e.kind == "cubin":
-            rows += _with_file(_cubin(e.data, where, arch, notes, here), file)
+            inner = _with_file(_cubin(e.data, where, arch, notes, here), file)
+            if (e.container, e.arch) in skipped:
+                for r in inner:
+                    r.extra["ptx_skipped"] = f"PTX entry {e.arch} @ offset {skipped[e.container, e.arch]}"
+            rows += inner
+        elif e.kind == "ptx" and (e.container, e.arch) in skipped:
+            notes.append(f"{where}: {PTX_SKIPPED}")
         elif e.kind == "ptx":
             rows += _with_file(_ptx(e.data, where, arch or _cubin_arch(e.arch), notes, here), file)
     return rows
@@ -177,6 +195,8 @@ def _sm(arch: str | None) -> tuple[int, bool] | None:
     """'sm_90a' / 'compute_90' / '90' -> (90, arch-specific); None for a non-NVIDIA arch."""
     if not arch or arch.strip().lower().startswith("gfx"):
         return None
+    from rootcause import gpus
+
     num = gpus.normalize_arch(arch)[3:]
     return (int(num), arch.strip().lower().endswith("a")) if num.isdigit() else None
 
@@ -233,6 +253,8 @@ def _ptx(data: bytes | str, file: str, arch, notes, prefix: str) -> list[KernelR
     text = data.decode("utf-8", errors="replace") if isinstance(data, (bytes, bytearray)) else data
     ptx_rows = _ptx_declared(text, file)
     here = f"{prefix}/ptx->ptxas" if prefix else "ptx->ptxas"
+    from rootcause import toolchain  # here: only PTX inputs pay for it (and for ptxas)
+
     if toolchain.find_tool("ptxas") is None:
         note = "ptxas not found: install rootcause[cuda-tools] (PyPI nvidia-cuda-nvcc)"
         notes.append(f"{file}: {note}")
@@ -241,7 +263,7 @@ def _ptx(data: bytes | str, file: str, arch, notes, prefix: str) -> list[KernelR
             r.registers = None
             r.extra["note"] = note
         return ptx_rows
-    from rootcause import ptxas  # imported here: only PTX inputs pay for it
+    from rootcause import ptxas
 
     result = ptxas.compile_ptx(text, _ptxas_arch(arch), file)
     rows = _cubin(result.cubin, file, result.arch, notes, "")
@@ -265,7 +287,11 @@ def _ptxas_arch(arch: str | None) -> str | None:
     if not arch or arch.startswith("gfx"):
         return None
     a = arch.strip().lower()
-    return a if a.startswith("sm_") else f"sm_{gpus.normalize_arch(a)[3:]}"
+    if a.startswith("sm_"):
+        return a
+    from rootcause import gpus
+
+    return f"sm_{gpus.normalize_arch(a)[3:]}"
 
 
 def _ptx_declared(text: str, file: str) -> list[KernelRecord]:
@@ -275,7 +301,7 @@ def _ptx_declared(text: str, file: str) -> list[KernelRecord]:
 
 def _host_fatbin(data: bytes, file: str, arch, notes, prefix: str) -> list[KernelRecord]:
     """A host object or executable that embeds CUDA kernels in a .nv_fatbin section."""
-    image = elf.Elf(data, file)
+    image = _reader("elf").Elf(data, file)
     section = image.section(".nv_fatbin")
     if section is None:  # the name appeared elsewhere in the file: a plain host ELF
         return _host_elf(data, file, arch, notes, prefix)
@@ -451,12 +477,16 @@ def _apply_launches(records: list[KernelRecord], launches: dict[str, Any]) -> No
 
 def row(record: KernelRecord) -> dict[str, Any]:
     """The output row of one record: ROW_KEYS, with occupancy where the block is known."""
-    d = {k: getattr(record, k) for k in ROW_KEYS if k not in ("occupancy", "occupancy_limiter")}
-    d["block"] = list(record.block) if record.block is not None else None
-    d["occupancy"], d["occupancy_limiter"] = _occupancy_cells(
-        record.arch, tuple(record.block) if record.block is not None else None, record.registers, record.shared_bytes, record.max_threads_per_block,
+    d = {k: getattr(record, k) for k in _RECORD_KEYS}
+    block = tuple(record.block) if record.block is not None else None
+    d["block"] = list(block) if block is not None else None
+    d["occupancy"], d["occupancy_limiter"] = (None, None) if block is None else _occupancy_cells(
+        record.arch, block, record.registers, record.shared_bytes, record.max_threads_per_block,
         record.sgpr, record.agpr)
-    return {k: d[k] for k in ROW_KEYS}
+    return d
+
+
+_RECORD_KEYS = ROW_KEYS[:ROW_KEYS.index("occupancy")]  # the keys a KernelRecord holds, in row order
 
 
 @functools.lru_cache(maxsize=4096)
@@ -473,6 +503,8 @@ def kernel_occupancy(record: KernelRecord) -> gpus.Occupancy | None:
     """Theoretical occupancy of a record on its arch, or None when something is unknown."""
     if record.block is None or record.registers is None or not record.arch:
         return None
+    from rootcause import gpus  # here: rows without a block size need no occupancy model
+
     try:
         lim = gpus.limits(record.arch)
     except KeyError:
@@ -506,7 +538,8 @@ _SHORT = {"registers": "regs", "shared_bytes": "shared", "local_bytes": "local",
 
 def render(rows: list[dict[str, Any]], fmt: str) -> str:
     if fmt == "json":
-        return json.dumps(rows, indent=2) + "\n"
+        # One row a line: json.dumps with indent runs the pure-Python encoder (about 2x slower).
+        return "[\n" + ",\n".join("  " + json.dumps(r) for r in rows) + "\n]\n" if rows else "[]\n"
     if fmt == "csv":
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")

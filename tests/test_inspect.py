@@ -84,6 +84,14 @@ def cuobjdump_resources(path: Path, arch: str | None = None) -> dict[tuple[str, 
     return res
 
 
+def cuobjdump_listing(path: Path) -> list[tuple[str, str]]:
+    """The code objects cuobjdump lists in a fatbin or host object: ('ELF'|'PTX', arch), in order."""
+    out = subprocess.run([str(CUOBJDUMP), "--list-elf", "--list-ptx", str(path)], capture_output=True,
+                         text=True, check=True).stdout
+    return [(m.group(1), m.group(2)) for m in re.finditer(r"^(ELF|PTX) file\s+\d+: \S*?\.(sm_\d+a?)\.(?:cubin|ptx)$",
+                                                            out, re.M)]
+
+
 def ptxas_v(ptx: Path, arch: str) -> dict[str, dict[str, int]]:
     out = subprocess.run([str(PTXAS), "-v", f"-arch={arch}", str(ptx), "-o", os.devnull],
                          capture_output=True, text=True, check=True)
@@ -170,12 +178,38 @@ def test_fatbin_has_every_entry_and_arch_filter(cuda):
     for r in cubin_rows:
         assert r["registers"] == truth[(r["arch"], r["name"])]["REG"]
         assert r["file"] == str(cuda["k.fatbin"])
-    assert {r["name"] for r in rows if r["format"] == "fatbin/ptx->ptxas"} == MANGLED
     only90 = rows_of(cuda["k.fatbin"], "--arch", "sm_90", "--block", "128")
     assert {(r["format"], r["arch"]) for r in only90} == {("fatbin/cubin", "sm_90")}
     rev = next(r for r in only90 if r["name"] == "_Z7reversePf")
     occ = gpus.occupancy("sm_90", 128, truth[("sm_90", "_Z7reversePf")]["REG"], rev["shared_bytes"])
     assert rev["block"] == [128, 1, 1] and rev["occupancy"] == round(occ.occupancy, 4)
+
+
+def test_ptx_beside_a_cubin_of_its_arch_is_not_assembled(cuda, tmp_path):
+    # k.fatbin: code=sm_80, code=[sm_90,compute_90]. cuobjdump lists an sm_90 ELF and an sm_90
+    # PTX: the PTX is what the sm_90 cubin was built from, so rows come from the cubins only,
+    # the very set cuobjdump --dump-resource-usage reports.
+    listing = cuobjdump_listing(cuda["k.fatbin"])
+    assert sorted(listing) == [("ELF", "sm_80"), ("ELF", "sm_90"), ("PTX", "sm_90")]
+    proc = run_inspect(cuda["k.fatbin"], "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)
+    assert {(r["arch"], r["name"]) for r in rows} == set(cuobjdump_resources(cuda["k.fatbin"]))
+    assert all(r["format"] == "fatbin/cubin" for r in rows)
+    (note,) = [line for line in proc.stderr.splitlines() if "PTX not assembled" in line]
+    assert "fatbin entry ptx sm_90 @ offset" in note
+    from rootcause.inspect import inspect_paths
+    skipped = {(r.arch, r.name) for r in inspect_paths([cuda["k.fatbin"]]).records if "ptx_skipped" in r.extra}
+    assert skipped == {("sm_90", n) for n in MANGLED}
+
+    # PTX for an arch no cubin covers (compute_90 beside an sm_80 cubin) is still assembled.
+    subprocess.run([str(NVCC), "-fatbin", "-gencode", "arch=compute_80,code=sm_80", "-gencode",
+                    "arch=compute_90,code=compute_90", str(cuda["k.cu"]), "-o", "p.fatbin"],
+                   check=True, capture_output=True, cwd=tmp_path)
+    assert sorted(cuobjdump_listing(tmp_path / "p.fatbin")) == [("ELF", "sm_80"), ("PTX", "sm_90")]
+    rows = rows_of(tmp_path / "p.fatbin")
+    assert {(r["format"], r["arch"], r["name"]) for r in rows} == (
+        {("fatbin/cubin", "sm_80", n) for n in MANGLED} | {("fatbin/ptx->ptxas", "sm_90", n) for n in MANGLED})
 
 
 def test_host_object_with_nv_fatbin(cuda):
@@ -230,8 +264,11 @@ def test_nv_fatbin_section_with_several_containers(linked, tmp_path):
     assert cubins.keys() == truth.keys()
     for key, r in cubins.items():
         assert (r["registers"], r["stack_bytes"]) == (truth[key]["REG"], truth[key]["STACK"]), key
-    ptx = {(r["arch"], r["name"]) for r in rows if r["format"] == "host-elf/fatbin/ptx->ptxas"}
-    assert ptx == {("sm_90", "magic_kernel"), ("sm_80", "other_kernel")}
+    # Each container's PTX has a cubin of its arch beside it (cuobjdump lists both): not assembled.
+    assert sorted(cuobjdump_listing(linked)) == [("ELF", "sm_80"), ("ELF", "sm_90"), ("PTX", "sm_80"), ("PTX", "sm_90")]
+    assert len(rows) == len(cubins)
+    proc = run_inspect(linked)
+    assert "2 PTX entries not assembled" in proc.stderr
 
     # --arch sm_90: per container, what the driver loads: magic's cubin, other's PTX JIT-compiled.
     subprocess.run([str(CUOBJDUMP), "-xptx", "all", str(linked)], check=True, capture_output=True, cwd=tmp_path)

@@ -5,8 +5,6 @@ import argparse
 import sys
 
 from rootcause.errors import UsageError
-from rootcause.fileio import write_atomic
-from rootcause.inspect import inspect_paths, render, row
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,24 +30,40 @@ def parse_block(text: str | None) -> tuple[int, int, int] | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # The library is imported here, not at the top: `inspect --help` pays for argparse alone.
+    from rootcause.inspect import PTX_SKIPPED, inspect_paths, render, row
+
     block = parse_block(args.block)
     if args.arch:
         _check_arch(args.arch)
     result = inspect_paths(args.paths, args.arch, block)
     text = render([row(r) for r in result.records], args.format)
     if args.out:
+        from rootcause.fileio import write_atomic
+
         write_atomic(args.out, text)
     else:
         sys.stdout.write(text)
         sys.stdout.flush()
-    for note in dict.fromkeys(n for n in result.notes if not n.endswith("(no kernel format)")):
-        print(f"rootcause inspect: note: {note}", file=sys.stderr)
-    skipped = sum(n.endswith("(no kernel format)") for n in result.notes)
-    if skipped:
-        print(f"rootcause inspect: note: skipped {skipped} file(s) with no kernel format", file=sys.stderr)
+    _print_notes(result.notes, PTX_SKIPPED)
     for err in result.errors:
         print(f"rootcause inspect: {err}", file=sys.stderr)
     return 2 if result.errors else 0
+
+
+def _print_notes(notes: list[str], ptx_skipped: str) -> None:
+    """Notes on stderr. The two kinds a directory repeats per file are counted when there are
+    several: files with no kernel format, PTX entries that a cubin beside them makes redundant."""
+    no_format = [n for n in notes if n.endswith("(no kernel format)")]
+    redundant = [n for n in notes if n.endswith(ptx_skipped)]
+    counted = set(no_format) | (set(redundant) if len(redundant) > 1 else set())
+    for note in dict.fromkeys(n for n in notes if n not in counted):
+        print(f"rootcause inspect: note: {note}", file=sys.stderr)
+    if no_format:
+        print(f"rootcause inspect: note: skipped {len(no_format)} file(s) with no kernel format", file=sys.stderr)
+    if len(redundant) > 1:
+        print(f"rootcause inspect: note: {len(redundant)} PTX entries not assembled: the cubin of the same "
+              "arch in their container holds their kernels", file=sys.stderr)
 
 
 def _check_arch(arch: str) -> None:
