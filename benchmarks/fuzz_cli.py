@@ -61,10 +61,8 @@ class Tally:
     codes: Counter = field(default_factory=Counter)
     tracebacks: int = 0
     multiline: int = 0
+    broken: int = 0  # runs that broke the contract (a traceback, another exit, a multi-line error)
     signatures: Counter = field(default_factory=Counter)
-
-    def broken(self) -> int:
-        return self.tracebacks + self.multiline + sum(n for c, n in self.codes.items() if c not in (0, 2))
 
 
 def samples(tmp: Path) -> dict[str, list[Path]]:
@@ -153,6 +151,12 @@ def run_fork(argv: list[str], timeout: float, scratch: Path) -> tuple[int, str]:
 
 def judge(tally: Tally, code: int, stderr: str) -> bool:
     """Count one run; True when it broke the contract."""
+    broke = _judge(tally, code, stderr)
+    tally.broken += broke
+    return broke
+
+
+def _judge(tally: Tally, code: int, stderr: str) -> bool:
     tally.runs += 1
     tally.codes[code] += 1
     lines = [line for line in stderr.splitlines() if line.strip()]
@@ -202,7 +206,7 @@ def campaign(formats: list[str], n: int, seed: int, use_exec: bool = False, keep
                 shutil.rmtree(scratch, ignore_errors=True)
             t = tallies[fmt]
             log(f"{fmt:13s} {t.runs:4d} mutants  exit codes {dict(sorted(t.codes.items()))}  tracebacks {t.tracebacks}  "
-                f"multi-line {t.multiline}  ({time.perf_counter() - t0:.0f} s)")
+                f"multi-line {t.multiline}  broke {t.broken}  ({time.perf_counter() - t0:.0f} s)")
             for sig, count in t.signatures.most_common(8):
                 log(f"    {count:4d} x {sig}")
     return tallies
@@ -223,12 +227,12 @@ def main() -> int:
         p.error(f"unknown format(s): {', '.join(unknown)}")
     tallies = campaign(formats, args.n, args.seed, args.exec, args.keep)
     total = sum(t.runs for t in tallies.values())
-    broken = sum(t.broken() for t in tallies.values())
+    broken = sum(t.broken for t in tallies.values())
     print(f"total {total} mutants, {broken} broke the contract "
           f"({sum(t.tracebacks for t in tallies.values())} tracebacks)")
     if args.json:
         args.json.write_text(json.dumps({f: {"runs": t.runs, "codes": dict(t.codes), "tracebacks": t.tracebacks,
-                                             "multiline": t.multiline, "signatures": dict(t.signatures)}
+                                             "multiline": t.multiline, "broken": t.broken, "signatures": dict(t.signatures)}
                                          for f, t in tallies.items()}, indent=1))
     return 1 if broken else 0
 

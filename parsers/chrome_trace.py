@@ -97,10 +97,6 @@ def read_path(path: str | os.PathLike) -> "pd.DataFrame":
     return read_trace_path(path).events
 
 
-def read_stream(stream, file: str) -> "pd.DataFrame":
-    return read_trace(stream.read(), file).events
-
-
 def steps(data: bytes, file: str = "<bytes>") -> "pd.DataFrame":
     """The ProfilerStep#N spans of a trace (STEP_COLUMNS), in file order."""
     return read_trace(data, file).steps

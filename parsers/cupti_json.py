@@ -81,7 +81,8 @@ def read_stream(stream: BinaryIO, file: str) -> "pd.DataFrame":
             camel = first.name is not None and first.gridX is not None and first.grid_x is None
             getters = {"kernel": "name", "start_ns": "start", "end_ns": "end",
                        **{col: pair[1] if camel else pair[0] for col, pair in _FIELDS.items()}}
-        labels.append(np.asarray(numbers, dtype=np.int64))
+        labels.append(np.arange(numbers.start, numbers.stop) if isinstance(numbers, range)
+                      else np.asarray(numbers, dtype=np.int64))
         for col, key in getters.items():
             cols[col].extend(map(attrgetter(key), recs))
     labels = np.concatenate(labels) if labels else np.zeros(0, dtype=np.int64)

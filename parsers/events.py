@@ -34,7 +34,7 @@ EVENT_COLUMNS: dict[str, str] = {
     "call": "graph call index (0..n-1) after splitting into graph calls, -1 when not split",
     "source": "which importer produced the row: cupti, ncu, rocprof, nsys, chrome, iree-profile",
     # Added for traces that hold more than kernels (Kineto): the rows above keep their meaning.
-    "kind": "kernel, memcpy or memset (copies and fills are GPU rows too; only Chrome/Kineto reads them so far)",
+    "kind": "kernel, memcpy or memset (categorical; copies and fills are GPU rows too, read from Chrome/Kineto so far)",
     "external_id": "Kineto 'External id' linking the row to its CPU op, NA when absent",
     "bytes": "bytes copied or set (memcpy / memset rows), NA for kernels",
     "cpu_op": "name of the CPU op that launched the row (Kineto), missing (None/NaN) when the trace does not say",
@@ -92,7 +92,10 @@ def frame(columns: dict[str, Any], source: str,
     out["call"] = np.full(n, -1, dtype=np.int64)
     out["source"] = pd.array([source] * n, dtype=object)
     kind = columns.get("kind")
-    out["kind"] = pd.array(["kernel"] * n if kind is None else kind, dtype=object)
+    codes = np.zeros(n, dtype=np.int8) if kind is None else pd.Categorical(kind, categories=KINDS).codes
+    if (codes < 0).any():
+        raise ValueError(f"kind: not one of {KINDS}")  # a reader's own bug, not the input's
+    out["kind"] = pd.Categorical.from_codes(codes, categories=KINDS)  # a byte a row, not an object
     op = columns.get("cpu_op")
     out["cpu_op"] = pd.array([None] * n if op is None else op, dtype=object)
     return pd.DataFrame(out, columns=list(EVENT_COLUMNS), copy=False)  # readers hand over arrays they do not reuse

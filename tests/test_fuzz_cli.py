@@ -20,4 +20,4 @@ N = int(os.environ.get("FUZZ_CLI_N", "10"))
 def test_cli_contract_on_mutants(fmt):
     tally = fuzz_cli.campaign([fmt], N, seed=0, log=lambda line: None)[fmt]
     assert tally.runs == N
-    assert tally.broken() == 0, dict(tally.signatures)
+    assert tally.broken == 0, dict(tally.signatures)

@@ -161,3 +161,17 @@ def test_compare_rocm_kernels_without_grid(tmp_path, doc):
     res = subprocess.run(argv + ["--device-id", "0"], capture_output=True, text=True, cwd=root, env=env)
     assert res.returncode == 0, res.stderr
     assert (tmp_path / "out" / "attribution.json").is_file()
+
+
+def test_metadata_and_flow_events_are_not_rows(tmp_path, doc):
+    """Kineto also writes 'M' (process/thread names) and 's'/'f' flow events (ac2g links);
+    they are neither rows nor a reason to leave the fast path."""
+    extra = [{"name": "process_name", "ph": "M", "ts": T0, "pid": 0, "tid": 0, "args": {"name": "python"}},
+             {"ph": "s", "id": 2131433, "pid": 3914, "tid": 24922, "ts": 1666149715364374, "cat": "ac2g", "name": "ac2g"},
+             {"ph": "f", "id": 2131433, "pid": 0, "tid": 7, "ts": T0, "cat": "ac2g", "name": "ac2g", "bp": "e"}]
+    path = tmp_path / "flows.json"
+    path.write_text(json.dumps(dict(doc, traceEvents=extra + doc["traceEvents"])))
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps(doc))
+    assert load(path, kinds=None).drop(columns="cpu_op").equals(load(plain, kinds=None).drop(columns="cpu_op"))
+    assert load(path, kinds=None)["cpu_op"].tolist() == load(plain, kinds=None)["cpu_op"].tolist()

@@ -117,7 +117,8 @@ def load_capture(path: str | os.PathLike, format: str = "auto") -> Capture:
             events = reader.events(path.read_bytes(), str(path))
         capture = Capture(events, _no_steps())
     capture.format, capture.codec = fmt, codec
-    capture.events = capture.events.sort_values("start_ns", kind="stable").reset_index(drop=True)
+    if not capture.events["start_ns"].is_monotonic_increasing:
+        capture.events = capture.events.sort_values("start_ns", kind="stable").reset_index(drop=True)
     return capture
 
 
