@@ -87,7 +87,8 @@ def _is_na(x) -> bool:
 
 def _waves(ctx: Context, row: pd.Series) -> dict[str, Any] | None:
     """Waves of resident blocks on the device, from gpus.occupancy and the SM count."""
-    if ctx.arch is None or ctx.sms is None or _is_na(row.get("registers")) or row["block"] is None:
+    if ctx.arch is None or ctx.sms is None or _is_na(row.get("registers")) or row["block"] is None \
+            or not _prod(row["block"]) or row["grid"] is None:
         return None
     occ = gpus.occupancy(ctx.arch, _prod(row["block"]), int(row["registers"]),
                          int(0 if _is_na(row.get("shared_bytes")) else row["shared_bytes"]))
