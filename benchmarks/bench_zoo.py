@@ -16,6 +16,8 @@ attribution.json is read (the layout rootcause/report/view.py reads). Columns:
 - false: findings of a must_not_fire rule anywhere; on a null case, every finding
 - closure: attribution.json's closure (units + residual over the whole-graph delta)
 - hybrids: confirmed / built counterfactual hybrids
+- B/A: the capture's measured whole-graph medians (measurement.json), read without analyze, and
+  whether the expected slower side is the measured one (a check of the zoo, not of the tool)
 
 Only the CLI is used (no rootcause imports): the modules are moving, the commands are not.
 """
@@ -61,6 +63,18 @@ def analyze(case: Path, out: Path) -> tuple[dict | None, str]:
     if proc.returncode != 0 or not path.is_file():
         return None, (proc.stderr.strip().splitlines() or ["no output"])[-1]
     return json.loads(path.read_text()), ""
+
+
+def measured(case: Path) -> dict:
+    """The capture's own whole-graph medians (measurement.json): B/A, independent of analyze."""
+    exp = expected(case)
+    plan = json.loads((case / "capture" / "analyze" / "plan.json").read_text())
+    doc = json.loads((case / "capture" / "run" / "measurement.json").read_text())
+    med = {k: doc["measurement"]["variants"][plan[k]]["median_s"] for k in ("a", "b")}
+    ratio = med["b"] / med["a"]
+    side = "B" if ratio > 1 else "A"
+    return {"a_us": med["a"] * 1e6, "b_us": med["b"] * 1e6, "ratio": ratio,
+            "as_expected": side == exp["slower"] if exp["slower"] != "none" else None}
 
 
 def top_unit(att: dict) -> dict | None:
@@ -122,18 +136,22 @@ def main(argv: list[str] | None = None) -> int:
             exp = expected(case)
             t0 = time.perf_counter()
             att, err = analyze(case, Path(tmp) / case.name)
-            row = {"case": case.name, "class": exp["class"], "seconds": time.perf_counter() - t0}
+            row = {"case": case.name, "class": exp["class"], "seconds": time.perf_counter() - t0,
+                   "measured": measured(case)}
             row.update(score(att, exp) if att else {"error": err})
             rows.append(row)
-    head = f"{'case':26} {'class':21} {'slower':6} {'top':4} {'cause':5} {'false':5} {'closure':8} {'hybrids':8} rules"
+    head = (f"{'case':26} {'class':21} {'B/A':>14} {'slower':6} {'top':4} {'cause':5} {'false':5} {'closure':8} "
+            f"{'hybrids':8} rules")
     print(head)
     print("-" * len(head))
     for r in rows:
+        m = r["measured"]
+        ba = f"{m['ratio']:.2f}x" + ("" if m["as_expected"] is None else " ok" if m["as_expected"] else " NOT")
         if "error" in r:
-            print(f"{r['case']:26} {r['class']:21} analyze failed: {r['error']}")
+            print(f"{r['case']:26} {r['class']:21} {ba:>14} analyze failed: {r['error']}")
             continue
         closure = f"{r['closure']:.0%}" if isinstance(r["closure"], (int, float)) else "n/a"
-        print(f"{r['case']:26} {r['class']:21} {_mark(r['slower']):6} {_mark(r['top']):4} {_mark(r['cause']):5} "
+        print(f"{r['case']:26} {r['class']:21} {ba:>14} {_mark(r['slower']):6} {_mark(r['top']):4} {_mark(r['cause']):5} "
               f"{r['false']:<5} {closure:8} {r['confirmed']}/{r['hybrids']:<6} {', '.join(r['rules'])}")
     ok = [r for r in rows if "error" not in r]
     real = [r for r in ok if r["class"] != "null"]
@@ -141,6 +159,9 @@ def main(argv: list[str] | None = None) -> int:
     within = sum(1 for r in gpu_closure if 0.95 <= r["closure"] <= 1.05)
     pct = lambda n, d: f"{n}/{d} ({n / d:.0%})" if d else "0/0"
     print("-" * len(head))
+    expect = [r for r in rows if r["measured"]["as_expected"] is not None]
+    print(f"measured slower side as expected in {pct(sum(r['measured']['as_expected'] for r in expect), len(expect))} "
+          f"non-null cases (measurement.json, without analyze)")
     print(f"cases scored {len(ok)} of {len(rows)}; slower right {pct(sum(r['slower'] for r in ok), len(ok))}; "
           f"top unit right {pct(sum(r['top'] for r in real), len(real))}; "
           f"cause right {pct(sum(bool(r['cause']) for r in real), len(real))}; "
