@@ -159,7 +159,8 @@ def judge(tally: Tally, code: int, stderr: str) -> bool:
 def _judge(tally: Tally, code: int, stderr: str) -> bool:
     tally.runs += 1
     tally.codes[code] += 1
-    lines = [line for line in stderr.splitlines() if line.strip()]
+    # notes (": note: ") say what a command did with the good parts; the contract is on errors
+    lines = [line for line in stderr.splitlines() if line.strip() and ": note: " not in line]
     if "Traceback (most recent call last)" in stderr:
         tally.tracebacks += 1
         frames = _LAST_FRAME.findall(stderr)
