@@ -18,9 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from rootcause.artifacts.bundle import bundle_inputs, read_bundle
+from rootcause.artifacts.bundle import bundle_inputs
 from rootcause.sessions import load_session
-from rootcause.inputs import make_input
 
 SOURCE = """
 func.func @main(%a: tensor<{n}x{n}xf32>, %b: tensor<{n}x{n}xf32>) -> tensor<{n}x{n}xf32> {{

@@ -568,8 +568,6 @@ def _int_or_none(value: Any) -> int | None:
 
 def _triples(values: list, labels: list, file: str, key: str) -> list[list]:
     """[xs, ys, zs] of [x, y, z] values (None: all three NA)."""
-    import numpy as np
-
     if values and set(map(type, values)) == {list} and set(map(len, values)) == {3}:
         flat = list(chain.from_iterable(values))  # a flat list converts far faster than nested ones
         if set(map(type, flat)) == {int}:

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import msgspec
 
-from parsers.base import ParseError
 from parsers.events import check_intervals, frame, int_column, str_column
 from parsers.jsonstream import iter_batches
 

@@ -138,8 +138,6 @@ def _read_csv(source, lineno: int, file: str, skip_units: bool,
 
 def _raw(source, offset: int, lineno: int, header: list[str], file: str,
          metrics: "bool | Iterable[str]", units_line: bytes) -> NcuReport:
-    import pandas as pd
-
     missing = [c for c in RAW_REQUIRED if c not in header]
     if missing:
         raise ParseError(file, f"line {lineno}", f"missing required column(s): {', '.join(missing)}")

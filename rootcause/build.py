@@ -17,8 +17,6 @@ from importlib import metadata
 from pathlib import Path
 
 import rootcause
-import numpy as np
-
 from rootcause import frontends
 from rootcause.artifacts.bundle import write_bundle
 from rootcause.errors import UsageError

@@ -39,7 +39,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rootcause.errors import UsageError
 from rootcause.model import Hybrid
 from rootcause.stats import LEVEL, bootstrap_medians, percentile_interval
 

@@ -108,7 +108,7 @@ def migrate_v1(doc: dict[str, Any], base: Path, file: str) -> dict[str, Any]:
             raise UsageError(f"{file}: key '{key}': missing (schema 1 written before rootcause recorded it); "
                              "run `rootcause compare` again to write a current attribution")
     doc = dict(doc, schema_version=SCHEMA_VERSION)
-    doc["catalogs"] = {v: catalog_section(_get(doc, f"variants.{v}.catalog"), base) for v in "ab"}
+    doc["catalogs"] = {v: catalog_section(get(doc, f"variants.{v}.catalog"), base) for v in "ab"}
     if not doc.get("environment"):
         doc["environment"] = _environment_beside(doc, base)
     return doc
@@ -132,10 +132,11 @@ def catalog_section(path: str | None, base: Path | None = None) -> dict[str, Any
     return entry
 
 
-def _get(doc: Any, path: str) -> Any:
+def get(doc: Any, path: str, default: Any = None) -> Any:
+    """doc['a']['b'] for path 'a.b', or default when any step is missing."""
     for key in path.split("."):
         if not isinstance(doc, dict) or key not in doc:
-            return None
+            return default
         doc = doc[key]
     return doc
 
@@ -150,7 +151,7 @@ def _found(path: str, base: Path | None) -> Path:
 
 def _environment_beside(doc: dict[str, Any], base: Path) -> dict[str, Any] | None:
     for v in "ab":
-        profile = _get(doc, f"variants.{v}.profile")
+        profile = get(doc, f"variants.{v}.profile")
         if not isinstance(profile, str):
             continue
         folder = _found(profile.partition("#")[0], base).parent

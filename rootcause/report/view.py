@@ -11,14 +11,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from rootcause.artifacts.attribution import get
 
-def get(doc: Any, path: str, default: Any = None) -> Any:
-    """doc['a']['b'] for path 'a.b', or default when any step is missing."""
-    for key in path.split("."):
-        if not isinstance(doc, dict) or key not in doc:
-            return default
-        doc = doc[key]
-    return doc
+
 
 
 
