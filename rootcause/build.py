@@ -20,6 +20,7 @@ import rootcause
 from rootcause import frontends
 from rootcause.artifacts.bundle import write_bundle
 from rootcause.errors import UsageError
+from rootcause.fileio import locked
 from rootcause.spec import VariantSpec
 from rootcause.verify import reference_outputs
 
@@ -65,24 +66,35 @@ def _compiler_versions(spec: VariantSpec) -> dict[str, str | None]:
 
 
 def build_bundle(spec: VariantSpec, out: Path, use_cache: bool = True) -> Path:
-    """Build (or reuse) the variant, then write the bundle at `out`."""
+    """Build (or reuse) the variant, then publish the bundle at `out`.
+
+    Concurrent builds take turns: one lock per cache entry (a second build of the same spec
+    waits, then reuses the first's), and one per output folder."""
     key = cache_key(spec)
     cached = cache_dir() / "builds" / key
-    if use_cache and (cached / "manifest.json").is_file():
-        print(f"reused cached build {key}", file=sys.stderr)
-    else:
-        staging = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=_mkdir(cache_dir() / "builds")))
-        try:
-            built = frontends.get(spec.frontend).build(spec, staging / "build")
-            write_bundle(spec, built, staging / "build", staging / "bundle", key, reference_outputs)
-            shutil.rmtree(cached, ignore_errors=True)
-            os.replace(staging / "bundle", cached)  # atomic: a half build is never 'cached'
-        except UsageError as err:
-            raise _keep_logs(err, staging / "build", key) from None
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-    _publish(cached, Path(out))
-    return Path(out)
+    out = Path(out)
+    with locked(cache_dir() / "locks" / f"{key}.lock"):
+        if use_cache and (cached / "manifest.json").is_file():
+            print(f"reused cached build {key}", file=sys.stderr)
+        else:
+            _build_into(spec, key, cached)
+        out_key = hashlib.sha256(str(out.absolute()).encode()).hexdigest()[:16]
+        with locked(cache_dir() / "locks" / f"out-{out_key}.lock"):
+            _publish(cached, out)
+    return out
+
+
+def _build_into(spec: VariantSpec, key: str, cached: Path) -> None:
+    staging = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=_mkdir(cache_dir() / "builds")))
+    try:
+        built = frontends.get(spec.frontend).build(spec, staging / "build")
+        write_bundle(spec, built, staging / "build", staging / "bundle", key, reference_outputs)
+        shutil.rmtree(cached, ignore_errors=True)
+        os.replace(staging / "bundle", cached)  # atomic: a half build is never 'cached'
+    except UsageError as err:
+        raise _keep_logs(err, staging / "build", key) from None
+    finally:  # also on SIGTERM (cli turns it into an exception) and ^C
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def _mkdir(path: Path) -> Path:
@@ -91,11 +103,23 @@ def _mkdir(path: Path) -> Path:
 
 
 def _publish(cached: Path, out: Path) -> None:
-    if out.exists():
-        if not (out / "manifest.json").is_file() and any(out.iterdir()):
-            raise UsageError(f"{out}: exists and is not a bundle; refusing to overwrite it")
-        shutil.rmtree(out)
-    shutil.copytree(cached, out)
+    """Copy the cached bundle to a hidden folder beside out, then rename it into place: an
+    interrupted copy never leaves `out` half a bundle (or a bundle without its manifest)."""
+    if out.exists() and not (out / "manifest.json").is_file() and (not out.is_dir() or any(out.iterdir())):
+        raise UsageError(f"{out}: exists and is not a bundle; refusing to overwrite it")
+    try:
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=_mkdir(out.parent)))
+    except OSError as err:
+        raise UsageError(f"{out.parent}: cannot write the bundle here: {err.strerror or err}") from None
+    try:
+        shutil.copytree(cached, staging / "bundle")
+        if out.exists():
+            os.replace(out, staging / "old")  # a kill between the renames leaves no bundle, never half of one
+        os.replace(staging / "bundle", out)
+    except OSError as err:
+        raise UsageError(f"{out}: cannot write the bundle: {err.strerror or err}") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def _keep_logs(err: UsageError, build_dir: Path, key: str) -> UsageError:

@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
+import threading
 
 from rootcause.errors import OutputsDiffer, UsageError
 
@@ -61,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     command = next((a for a in argv if not a.startswith("-")), None)
     args = _parser(command if command in COMMANDS else None).parse_args(argv)
+    previous = _on_sigterm(_terminate)
     try:
         return int(args._run(args) or 0)
     except _bad_input() as err:
@@ -71,11 +74,33 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except Terminated:
+        return 128 + signal.SIGTERM
     except BrokenPipeError:  # `rootcause ... | head`: the reader left; say nothing more
         import os
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    finally:
+        _on_sigterm(previous)
+
+
+class Terminated(BaseException):
+    """SIGTERM as an exception, so that what is running unwinds as on ^C: subprocess.run kills
+    its child (a TVM build, iree-compile, a measuring child) and `finally` blocks remove
+    staging folders. Python's default for SIGTERM is to die at once, skipping both."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
+def _on_sigterm(handler):
+    """Install handler for SIGTERM; the previous one. Only the main thread may (main() called
+    from another thread keeps Python's default)."""
+    if handler is None or threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, handler)
 
 
 def _bad_input() -> tuple[type[Exception], ...]:

@@ -29,7 +29,7 @@ from rootcause.analysis.attribute import attribute
 from rootcause.analysis.diagnose import diagnose
 from rootcause.artifacts import attribution, bundle as bundles, plan as plans, rundir
 from rootcause.errors import OutputsDiffer, UsageError
-from rootcause.fileio import read_json, write_atomic, write_json
+from rootcause.fileio import read_json, write_json, write_set
 from rootcause.model import CatalogKernel, Hybrid, WholeGraph
 from rootcause.profilers.selection import profile_events
 from rootcause.spec import VariantSpec
@@ -93,13 +93,14 @@ def attribute_pair(a: Side, b: Side, ctx: Context) -> dict[str, Any]:
 
 
 def write_reports(doc: dict[str, Any], out_dir: Path, title: str | None = None) -> list[Path]:
-    """attribution.json, then report.html and report.md beside it, each atomically."""
+    """attribution.json, report.html and report.md into out_dir as one set (fileio.write_set):
+    all three are rendered and staged before any replaces the previous run's."""
     from rootcause.report import render_html, render_markdown
 
-    written = [attribution.write(Path(out_dir) / "attribution.json", doc)]
+    files = {"attribution.json": attribution.dumps(doc, Path(out_dir) / "attribution.json")}
     for name, render in (("report.html", render_html), ("report.md", render_markdown)):
-        written.append(write_atomic(Path(out_dir) / name, render(doc, device=doc.get("device"), title=title)))
-    return written
+        files[name] = render(doc, device=doc.get("device"), title=title)
+    return write_set(out_dir, files)
 
 
 # ---- hybrids ---------------------------------------------------------------------------------

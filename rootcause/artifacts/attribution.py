@@ -24,7 +24,7 @@ from typing import Any
 
 from rootcause.artifacts import bundle, rundir
 from rootcause.errors import UsageError
-from rootcause.fileio import read_json, write_json
+from rootcause.fileio import json_text, read_json
 
 SCHEMA_VERSION = 2
 SUPPORTED_SCHEMAS = (1, 2)  # 1 is migrated to 2 on load
@@ -96,9 +96,10 @@ def load(path: str | Path) -> dict[str, Any]:
     return doc
 
 
-def write(path: Path, doc: dict[str, Any]) -> Path:
+def dumps(doc: dict[str, Any], path: Path) -> str:
+    """The checked document as the text of attribution.json (path names it in errors)."""
     check(doc, str(path))
-    return write_json(path, doc)
+    return json_text(doc)
 
 
 def migrate_v1(doc: dict[str, Any], base: Path, file: str) -> dict[str, Any]:

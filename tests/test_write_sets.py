@@ -1,0 +1,141 @@
+"""Outputs written as a set (fileio.write_set): a compare or analyze that dies or cannot write
+leaves the previous attribution.json, report.html and report.md whole and consistent, with one
+line and exit status 2 for a write it could not make.
+
+The runs are real `rootcause compare`s of the shared H200 capture (tests/captures.py) in child
+processes: one under RLIMIT_FSIZE (the kernel refuses the 4.8 MB report.html with EFBIG), and
+ones killed with SIGKILL the moment their staging folder appears (inotify), or a little later.
+A set is consistent when its three files carry one title: compare records --title in
+attribution.json's command line and renders it into both reports."""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import hashlib
+import os
+import resource
+import select
+import signal
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.captures import CAPTURE, CATALOGS, ROOT, compare_shared
+
+SET = ("attribution.json", "report.html", "report.md")
+
+
+def _compare_argv(out: Path, title: str) -> list[str]:
+    return [sys.executable, "-m", "rootcause", "compare", f"{CAPTURE}#1", f"{CAPTURE}#0",
+            "--catalog-a", str(CATALOGS / "pool_fusion_off.manifest.json"),
+            "--catalog-b", str(CATALOGS / "pool_fusion_on.manifest.json"), "--title", title, "--out", str(out)]
+
+
+def _digests(out: Path) -> dict[str, str]:
+    return {name: hashlib.sha256((out / name).read_bytes()).hexdigest() for name in SET}
+
+
+def _titles(out: Path) -> set[str]:
+    """The titles each file of the set carries (OLD-SET / NEW-SET)."""
+    found = set()
+    for name in SET:
+        text = (out / name).read_text(encoding="utf-8")
+        here = {t for t in ("OLD-SET", "NEW-SET") if t in text}
+        assert len(here) == 1, f"{name}: titles {here}"
+        found |= here
+    return found
+
+
+@pytest.fixture()
+def previous(tmp_path) -> tuple[Path, dict[str, str]]:
+    out = tmp_path / "out"
+    compare_shared(out, "--title", "OLD-SET")
+    return out, _digests(out)
+
+
+def _limit_file_size(limit: int):
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return apply
+
+
+def test_file_size_limit_keeps_the_previous_set(previous):
+    out, before = previous
+    assert (out / "report.html").stat().st_size > 1 << 20  # the limit below cuts this file
+    r = subprocess.run(_compare_argv(out, "NEW-SET"), capture_output=True, text=True, cwd=ROOT,
+                       preexec_fn=_limit_file_size(1 << 20))
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "report.html" in lines[0] and "File too large" in lines[0], r.stderr
+    assert _digests(out) == before
+    assert sorted(p.name for p in out.iterdir()) == sorted(SET)  # no staging folder left
+
+
+def test_out_naming_a_file_is_one_line(tmp_path):
+    target = tmp_path / "file"
+    target.write_text("keep me\n")
+    r = subprocess.run(_compare_argv(target, "NEW-SET"), capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert str(target) in r.stderr and target.read_text() == "keep me\n"
+
+
+def test_report_out_naming_a_folder_is_one_line(previous, tmp_path):
+    out, before = previous
+    r = subprocess.run([sys.executable, "-m", "rootcause", "report", str(out / "attribution.json"),
+                        "--format", "markdown", "--out", str(out)], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "is a directory" in r.stderr and _digests(out) == before
+
+
+IN_CREATE = 0x100
+
+
+def _watch(folder: Path) -> int:
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+    assert fd >= 0 and libc.inotify_add_watch(fd, str(folder).encode(), IN_CREATE) >= 0
+    return fd
+
+
+def _wait_created(fd: int, prefix: str, deadline: float) -> bool:
+    """Block until an entry starting with prefix is created in the watched folder."""
+    while time.monotonic() < deadline:
+        if not select.select([fd], [], [], 0.05)[0]:
+            continue
+        buf = os.read(fd, 65536)
+        i = 0
+        while i < len(buf):
+            _, _, _, size = struct.unpack_from("iIII", buf, i)
+            name = buf[i + 16:i + 16 + size].rstrip(b"\0").decode()
+            if name.startswith(prefix):
+                return True
+            i += 16 + size
+    return False
+
+
+@pytest.mark.parametrize("delay_ms", [0, 0.5, 1, 2, 4, 8])
+def test_sigkill_while_writing_leaves_one_whole_set(previous, delay_ms):
+    """Killed as it stages the new set: the folder holds the previous set or, if the kill came
+    after the renames, the new one; never files of both."""
+    out, before = previous
+    fd = _watch(out)
+    try:
+        proc = subprocess.Popen(_compare_argv(out, "NEW-SET"), cwd=ROOT,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        seen = _wait_created(fd, ".rootcause-staging-", time.monotonic() + 60)
+        time.sleep(delay_ms / 1000)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    finally:
+        os.close(fd)
+    assert seen
+    titles = _titles(out)
+    assert len(titles) == 1, f"a mixed set: {titles}"
+    leftover = [p.name for p in out.iterdir() if p.name.startswith(".rootcause-staging-")]
+    if titles == {"OLD-SET"}:
+        assert _digests(out) == before
+    print(f"delay {delay_ms} ms: set {titles.pop()}, staging folder left: {bool(leftover)}")
