@@ -91,11 +91,12 @@ def _merge_runs(ev: pd.DataFrame, bounds: list[tuple[int, int, int]]) -> list[tu
 def _auto_segments(codes: np.ndarray, max_period: int) -> list[tuple[int, int, int]]:
     """[(start, period, repeats)] covering codes[0:n] in order."""
     n = len(codes)
+    finder = _PeriodFinder(codes, max_period)
     out: list[tuple[int, int, int]] = []
     i = 0
     pending = None  # start of a stretch that does not repeat
     while i < n:
-        period, repeats = _best_period(codes, i, max_period)
+        period, repeats = finder.best(i)
         if repeats < 2:
             pending = i if pending is None else pending
             i += 1
@@ -108,6 +109,147 @@ def _auto_segments(codes: np.ndarray, max_period: int) -> list[tuple[int, int, i
     if pending is not None:
         out.append((pending, n - pending, 1))
     return out
+
+
+class _PeriodFinder:
+    """The period starting at i whose back-to-back repeats cover most launches (ties: the
+    smallest), for i increasing.
+
+    Two exact searches. Directly: every p <= max_period with codes[i + p] == codes[i], each
+    extended by comparing slices; in traces of repeated calls few positions are searched
+    (each found repetition is skipped whole), so this is fast. But a kernel common to many
+    calls between launches that do not repeat (8,000 of them took 157 s) makes every position
+    try thousands of p: once the direct search has tried as many candidates as the trace has
+    launches (each costs about what the runs cost a launch), the runs of the trace are computed (O(n log n) per doubling level, see _runs) and each
+    position is answered from the O(log n) runs that hold a square starting there."""
+
+    DIRECT_PER_LAUNCH: float = 1.0  # candidates the direct search may try, per launch
+
+    def __init__(self, codes: np.ndarray, max_period: int) -> None:
+        self.codes, self.max_period = codes, max_period
+        self.tried, self.budget = 0, self.DIRECT_PER_LAUNCH * len(codes)
+        self.runs: list[list[int]] | None = None
+        self.active: list[list[int]] = []
+        self.next_run = 0
+
+    def best(self, i: int) -> tuple[int, int]:
+        if self.runs is None and self.tried < self.budget:
+            return self._direct(i)
+        if self.runs is None:
+            self.runs = _runs(self.codes, self.max_period).tolist()
+        while self.next_run < len(self.runs) and self.runs[self.next_run][0] <= i:
+            self.active.append(self.runs[self.next_run])
+            self.next_run += 1
+        self.active = [r for r in self.active if r[1] - 2 * r[2] >= i]
+        best = (1, 1, 1)  # coverage, period, repeats
+        for _, end, p in self.active:  # a multiple of a run's period covers no more than it
+            repeats = (end - i) // p
+            if p * repeats > best[0] or (p * repeats == best[0] and p < best[1]):
+                best = (p * repeats, p, repeats)
+        return best[1], best[2]
+
+    def _direct(self, i: int) -> tuple[int, int]:
+        codes = self.codes
+        limit = min(self.max_period, (len(codes) - i) // 2)
+        window = codes[i + 1:i + limit + 1]
+        best = (1, 1, 1)  # coverage, period, repeats
+        candidates = (np.flatnonzero(window == codes[i]) + 1).tolist()
+        self.tried += len(candidates)
+        for p in candidates:
+            repeats = 1 + _match_run(codes, i, p) // p
+            if repeats >= 2 and p * repeats > best[0]:
+                best = (p * repeats, p, repeats)
+        return best[1], best[2]
+
+
+def _match_run(codes: np.ndarray, i: int, p: int) -> int:
+    """How many t >= 0 in a row have codes[i+t] == codes[i+p+t]."""
+    n = len(codes)
+    run, step = 0, max(64, 4 * p)
+    while i + p + run < n:
+        stop = min(n - p - i, run + step)
+        eq = codes[i + run:i + stop] == codes[i + p + run:i + p + stop]
+        if not eq.all():
+            return run + int(np.argmin(eq))
+        run, step = stop, step * 2
+    return run
+
+
+# ---- runs: maximal repetitions, found from Lyndon roots (Bannai et al., "The Runs Theorem",
+# SIAM J. Comput. 2017). Every run of period p contains, for one of the two letter orders, a
+# Lyndon word of length p that is the longest Lyndon word starting at its position; so the
+# candidates are (i, lyndon[i]) for both orders, each extended both ways by a longest common
+# extension. Suffix ranks and common extensions come from one prefix-doubling table:
+# O(n log n) per level, log(longest repeat) levels, all in NumPy.
+
+def _runs(codes: np.ndarray, max_period: int) -> np.ndarray:
+    """Rows (start, end, period), sorted by start: every run codes[start:end] of smallest
+    period `period` <= max_period and length >= 2 * period."""
+    n = len(codes)
+    if n < 2:
+        return np.empty((0, 3), dtype=np.int64)
+    levels = _levels(codes)
+    found = []
+    for rank in (levels[-1], _levels(codes.max() - codes)[-1]):  # the two letter orders
+        i = np.arange(n, dtype=np.int64)
+        p = _next_smaller(rank) - i  # the longest Lyndon word at i
+        keep = (p <= max_period) & (i + p < n)
+        i, p = i[keep], p[keep]
+        ahead = _extension(levels, i, i + p, n, forward=True)
+        behind = _extension(levels, i, i + p, n, forward=False)
+        square = ahead + behind >= p
+        found.append(np.stack([i - behind, i + p + ahead, p], axis=1)[square])
+    rows = np.unique(np.concatenate(found), axis=0)  # sorted by start
+    return rows
+
+
+def _levels(codes: np.ndarray) -> list[np.ndarray]:
+    """levels[k][i]: the rank of codes[i:i + 2**k] among those slices (a slice cut short by the
+    end ranks below every longer one), up to the first level at which all ranks differ; that
+    last level is the rank of each suffix."""
+    n = len(codes)
+    kind = np.int32 if n < 2**31 else np.int64
+    _, rank = np.unique(codes, return_inverse=True)
+    levels = [rank.astype(kind)]
+    h, distinct = 1, int(rank.max()) + 1
+    while distinct < n:
+        after = np.zeros(n, dtype=np.int64)  # 0: past the end
+        after[:n - h] = rank[h:] + 1
+        keys, rank = np.unique(rank.astype(np.int64) * (n + 1) + after, return_inverse=True)
+        distinct = len(keys)
+        levels.append(rank.astype(kind))
+        h *= 2
+    return levels
+
+
+def _next_smaller(rank: np.ndarray) -> np.ndarray:
+    """For each i the first j > i with rank[j] < rank[i], else n."""
+    r = rank.tolist()
+    n = len(r)
+    out = [n] * n
+    stack: list[int] = []
+    for i in range(n - 1, -1, -1):
+        while stack and r[stack[-1]] > r[i]:
+            stack.pop()
+        if stack:
+            out[i] = stack[-1]
+        stack.append(i)
+    return np.asarray(out, dtype=np.int64)
+
+
+def _extension(levels: list[np.ndarray], i: np.ndarray, j: np.ndarray, n: int, forward: bool) -> np.ndarray:
+    """Longest common extension of the positions pairs (i, j), i != j: forward, how many
+    codes[i + t] == codes[j + t] in a row; backward, codes[i - 1 - t] == codes[j - 1 - t].
+    Greedy over the levels, longest first (no two slices of the last level's length are equal)."""
+    length = np.zeros(len(i), dtype=np.int64)
+    for k in range(len(levels) - 2, -1, -1):
+        h = 1 << k
+        a, b = (i + length, j + length) if forward else (i - length - h, j - length - h)
+        ok = (np.maximum(a, b) + h <= n) if forward else (np.minimum(a, b) >= 0)
+        ids = levels[k]
+        ok[ok] = ids[a[ok]] == ids[b[ok]]
+        length += h * ok
+    return length
 
 
 GAP_RATIO = 4.0  # a gap between calls is at least this many times the longest gap inside one
@@ -140,33 +282,6 @@ def _gap_calls(ev: pd.DataFrame) -> list[tuple[int, int, int]] | None:
     if any(not np.array_equal(names[s:s + period], first) for s in edges[:-1]):
         return None
     return [(0, period, len(lengths))]
-
-
-def _best_period(codes: np.ndarray, i: int, max_period: int) -> tuple[int, int]:
-    """The period starting at i whose back-to-back repeats cover most launches."""
-    n = len(codes)
-    limit = min(max_period, (n - i) // 2)
-    window = codes[i + 1:i + limit + 1]
-    best = (1, 1, 1)  # coverage, period, repeats
-    for p in (np.flatnonzero(window == codes[i]) + 1).tolist():
-        run = _match_run(codes, i, p)
-        repeats = 1 + run // p
-        if repeats >= 2 and p * repeats > best[0]:
-            best = (p * repeats, p, repeats)
-    return best[1], best[2]
-
-
-def _match_run(codes: np.ndarray, i: int, p: int) -> int:
-    """How many t >= 0 in a row have codes[i+t] == codes[i+p+t]."""
-    n = len(codes)
-    run, step = 0, max(64, 4 * p)
-    while i + p + run < n:
-        stop = min(n - p - i, run + step)
-        eq = codes[i + run:i + stop] == codes[i + p + run:i + p + stop]
-        if not eq.all():
-            return run + int(np.argmin(eq))
-        run, step = stop, step * 2
-    return run
 
 
 def _signature(names: pd.Series) -> str:
