@@ -1,0 +1,106 @@
+"""`rootcause build` as processes: a signal ends the TVM build child and removes the staging
+folder; builds racing into one --out each finish and leave one whole bundle.
+
+Real TVM builds of the pool_fusion case for llvm (fixtures/cases/pool_fusion), in their own
+cache folder. A bundle is whole when its files are, byte for byte, those of the cache entry its
+manifest names (the build publishes copies of that entry)."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SPEC = ROOT / "fixtures" / "cases" / "pool_fusion" / "variants.toml"
+WORKER = "rootcause.frontends.tvm.build"
+
+
+def _env(cache: Path) -> dict[str, str]:
+    path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return {**os.environ, "ROOTCAUSE_CACHE": str(cache), "PYTHONPATH": path}
+
+
+def _build(cache: Path, variant: str, out: Path, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "rootcause", "build", f"{SPEC}#{variant}", "--target", "llvm",
+                             "--out", str(out), *extra], env=_env(cache), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _children(pid: int) -> list[int]:
+    """Processes whose parent is pid, from /proc."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.parametrize("sig,status", [(signal.SIGTERM, 128 + signal.SIGTERM), (signal.SIGINT, 130)])
+def test_signal_ends_the_tvm_build_child_and_cleans_staging(tmp_path, sig, status):
+    cache, out = tmp_path / "cache", tmp_path / "bundle"
+    proc = _build(cache, "on", out, "--no-cache")
+    deadline = time.monotonic() + 120
+    worker = None
+    while worker is None and time.monotonic() < deadline and proc.poll() is None:
+        worker = next((c for c in _children(proc.pid) if WORKER in _cmdline(c)), None)
+        time.sleep(0.05)
+    assert worker is not None, "the TVM build child never started"
+    staging = [p for p in (cache / "builds").iterdir() if p.name.startswith(".")]
+    assert staging and (staging[0] / "build" / "build_request.json").is_file()
+    time.sleep(1.0)  # into the build: TVM imported, passes running
+    assert _alive(worker)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == status, err
+    assert "Traceback" not in err
+    assert not _alive(worker), f"TVM build child {worker} still running"
+    assert [p.name for p in (cache / "builds").iterdir()] == []  # no staging, no half entry
+    assert not out.exists()
+
+
+def _whole(out: Path, cache: Path) -> str:
+    """The bundle's name, after checking that out holds exactly its cache entry's files."""
+    manifest = json.loads((out / "manifest.json").read_text())
+    entry = cache / "builds" / manifest["cache_key"]
+    files = lambda root: {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    assert files(out) == files(entry)
+    return manifest["name"]
+
+
+@pytest.mark.parametrize("variants,extra", [(("on", "on"), ()), (("on", "off"), ()), (("off", "on"), ()),
+                                           (("on", "on"), ("--no-cache",))])
+def test_two_builds_into_one_out(tmp_path_factory, variants, extra):
+    cache = tmp_path_factory.getbasetemp() / "race-cache"  # shared: the first pair builds, later ones also reuse
+    out = tmp_path_factory.mktemp("race") / "bundle"
+    procs = [_build(cache, v, out, *extra) for v in variants]
+    results = [p.communicate(timeout=600) for p in procs]
+    for p, (_, err) in zip(procs, results):
+        assert p.returncode == 0, err
+    assert _whole(out, cache) in {f"pool_fusion-{v}" for v in variants} | set(variants)
+    assert not [p for p in out.parent.iterdir() if p.name.startswith(".")]  # no publishing leftovers
+    assert not [p for p in (cache / "builds").iterdir() if p.name.startswith(".")]
