@@ -104,3 +104,27 @@ def test_two_builds_into_one_out(tmp_path_factory, variants, extra):
     assert _whole(out, cache) in {f"pool_fusion-{v}" for v in variants} | set(variants)
     assert not [p for p in out.parent.iterdir() if p.name.startswith(".")]  # no publishing leftovers
     assert not [p for p in (cache / "builds").iterdir() if p.name.startswith(".")]
+
+
+@pytest.mark.parametrize("delay_ms", [0, 1, 3])
+def test_sigkill_while_publishing_leaves_a_whole_bundle(tmp_path_factory, delay_ms):
+    """Killed as it copies the cached bundle next to --out: out stays the previous bundle (or,
+    after the renames, the new one), never a folder without its manifest."""
+    from tests.test_write_sets import _wait_created, _watch
+
+    cache = tmp_path_factory.getbasetemp() / "race-cache"
+    out = tmp_path_factory.mktemp("publish") / "bundle"
+    for variant in ("off", "on"):  # both cached; the previous result is 'on'
+        proc = _build(cache, variant, out)
+        assert proc.wait(timeout=600) == 0, proc.stderr.read()
+    fd = _watch(out.parent)
+    try:
+        proc = _build(cache, "off", out)
+        seen = _wait_created(fd, ".bundle.", time.monotonic() + 60)
+        time.sleep(delay_ms / 1000)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    finally:
+        os.close(fd)
+    assert seen
+    assert _whole(out, cache) in {"pool_fusion-on", "pool_fusion-off"}
