@@ -80,6 +80,18 @@ def test_ambiguous_calls_are_said(tmp_path):
     assert any("taken as one call" in n and "--calls" in n for n in doc["cannot_conclude"])
 
 
+def test_launch_bound_pair_without_markers_is_timed_by_its_host(tmp_path):
+    """nomarkerhost: the slow side's kernels are 10x longer, but 32 launches from Python a call
+    keep the GPU idle between launches, so the measured calls are as fast (truth.json: call
+    wall time 0.619 vs 0.595 ms). Taken one launch a call, the time of a call is the interval to
+    the next launch, host included; its ratio is the measured one within 5%."""
+    doc, printed = _compare("nomarkerhost", tmp_path)
+    w, truth = doc["whole_graph"], TRUTH["pairs"]["nomarkerhost"]
+    assert w["source"] == "launch-interval"
+    assert w["b"]["median"] / w["a"]["median"] == pytest.approx(truth["ratio_b_over_a"], rel=0.05)
+    assert "slower" not in printed.splitlines()[0]  # not the GPU-only "10.14x slower" of before
+
+
 def _enclosing_ops(name: str) -> dict[str, set[str]]:
     """kernel name -> names (without 'aten::') of the CPU ops around its launches, from the trace's
     own links (a kernel's External id is its cpu_op's; the ops around it enclose it in time on
