@@ -224,7 +224,7 @@ def _events(table: "pd.DataFrame", duration, cols: dict, file: str, first: int) 
     names = table["Kernel Name"]
     if names.isna().any():
         raise ParseError(file, f"line {first + int(names.isna().to_numpy().argmax())}", "column 'Kernel Name': missing")
-    lines = list(range(first, first + len(table)))
+    lines = range(first, first + len(table))
     dur = np.rint(duration.to_numpy(dtype=float))
     check_int64(dur, file, "line", lines, "duration", required=True)
     if (dur < 0).any():
@@ -234,12 +234,13 @@ def _events(table: "pd.DataFrame", duration, cols: dict, file: str, first: int) 
         raise ParseError(file, f"line {lines[-1]}", "durations sum beyond the int64 ns range")
     dur = dur.astype(np.int64)
     end = np.cumsum(dur)
-    cols.update(kernel=names.tolist(), start_ns=end - dur, end_ns=end, duration_ns=dur)
+    cols.update(kernel=names.to_numpy(dtype=object), start_ns=end - dur, end_ns=end, duration_ns=dur)
     return check_intervals(frame(cols, SOURCE, (file, "line", lines)), file, "line", lines)
 
 
 def _numeric(table: "pd.DataFrame", column: str, file: str, first: int, required: bool = False):
-    """A column as float64 (NaN where empty); a non-number names its line."""
+    """A column as float64 (NaN where empty), or as the integers pandas parsed; a non-number
+    names its line."""
     import pandas as pd
 
     col = table[column]
@@ -253,6 +254,8 @@ def _numeric(table: "pd.DataFrame", column: str, file: str, first: int, required
         col = parsed
     if col.dtype == bool:
         raise ParseError(file, f"line {first}", f"column {column!r}: not a number")
+    if col.dtype.kind in "iu":  # pandas parsed every value as an integer: nothing is missing
+        return col
     if required and col.isna().any():
         i = int(col.isna().to_numpy().argmax())
         raise ParseError(file, f"line {first + i}", f"column {column!r}: missing (truncated row?)")

@@ -22,6 +22,13 @@ the rest go on to the next tier:
 4. fused-name: TVM fused names split into op names ('fused_pool2d_add2' covers 'pool2d'
    and 'add2'), joined through shared op names.
 5. shape: the same launch work size (grid * block threads), when unique on both sides.
+5b. launch-order: in one graph call of each side, the launches of units settled so far are
+   anchors; where the two anchor sequences agree (difflib's matching blocks), the unmatched
+   kernels launched between two consecutive common anchors on one side join those launched
+   between the same anchors on the other (torch.compile's fused Triton kernel against the eager
+   kernels of the ops it fuses, between the same GEMMs). Gaps sharing a kernel of B, or mostly
+   the same kernels of A, are one unit; an A kernel launched in gaps of several units (one
+   eager add for the residual and for the activation) goes with most of its launches, noted.
 6. remainder: when kernels of both sides are still unmatched, they form one unit: both
    variants compute the same entry function (verify checks their outputs), so what the
    matched units leave over computes the same rest, by elimination. This is how a fused
@@ -49,7 +56,7 @@ UNIT_COLUMNS: dict[str, str] = {
     "kernels_b": "tuple of kernel names of variant B in this unit (may be empty)",
     "source_ops": "tuple of source-op ids (provenance) or op names (fused-name) covered",
     "method": "weakest tier that joined the unit: provenance, location, name, normalized-name, cpu-op, dispatch-name, "
-              "fused-name, shape, remainder, unmatched",
+              "fused-name, shape, launch-order, remainder, unmatched",
     "flagged": "True when the unit has kernels on one side only or was joined by shape",
 }
 
@@ -64,7 +71,8 @@ KERNEL_COLUMNS: dict[str, str] = {
     "shared_call_sites": "tuple of all call sites of the kernel when it serves more than one",
 }
 
-TIERS = ("provenance", "location", "name", "normalized-name", "cpu-op", "dispatch-name", "fused-name", "shape", "remainder", "unmatched")
+TIERS = ("provenance", "location", "name", "normalized-name", "cpu-op", "dispatch-name", "fused-name", "shape",
+         "launch-order", "remainder", "unmatched")
 
 _DISPATCH = re.compile(r"^.*?(?:[$_]async)?_dispatch_\d+_(.+)$")
 
@@ -325,6 +333,14 @@ def align(events_a: pd.DataFrame, events_b: pd.DataFrame,
         for n, size in unique.items():
             keys[f"{v}:{n}"] = [str(size)]
     link_through(keys, "shape", "work")
+    # 5b. launch order: between two launches of settled units that come in the same order on
+    # both sides, what each side launches computes the same ops in between (a fused kernel
+    # against the eager kernels it replaces)
+    left = pending()
+    if left["a"] and left["b"]:
+        keys, order_notes = _between_anchors(events_a, events_b, {v: set(left[v]) for v in "ab"}, uf)
+        link_through(keys, "launch-order", "gap")
+        notes.extend(order_notes)
     # 6. by elimination, when both sides have kernels left
     left = pending()
     if left["a"] and left["b"]:
@@ -336,6 +352,86 @@ def align(events_a: pd.DataFrame, events_b: pd.DataFrame,
     place(list(info), "unmatched")
 
     return _tables(names, info, uf, method, fused, notes)
+
+
+def _one_call(events: pd.DataFrame) -> list[str]:
+    """Kernel names of one graph call in launch order: the first call with the modal launch
+    count (all rows when the events are not split into calls)."""
+    ev = events.sort_values("start_ns", kind="stable")
+    if "call" in ev.columns and (ev["call"] >= 0).any():
+        ev = ev[ev["call"] >= 0]
+        sizes = ev.groupby("call").size()
+        call = sizes[sizes == sizes.mode().iloc[0]].index[0]
+        ev = ev[ev["call"] == call]
+    return [str(k) for k in ev["kernel"]]
+
+
+def _between_anchors(events_a: pd.DataFrame, events_b: pd.DataFrame, free: dict[str, set[str]],
+                     uf: _UnionFind) -> tuple[dict[str, list[str]], list[str]]:
+    """(node -> its gap group, notes) for tier 5b. Gaps between the same common anchors pair
+    their unmatched kernels. Gaps sharing a B kernel form one group; groups whose A kernels are
+    mostly the same (at least half of the smaller group's) merge; an A kernel still launched in
+    several groups (one eager add serving the residual and the activation) joins the group with
+    most of its launches, and a note says so."""
+    from collections import Counter
+    from difflib import SequenceMatcher
+
+    seqs = {"a": _one_call(events_a), "b": _one_call(events_b)}
+    # each side's launches as (anchor unit or None, kernel), anchors being settled kernels
+    marks = {v: [(None if k in free[v] else uf.find(f"{v}:{k}"), k) for k in seqs[v]] for v in "ab"}
+    anchors = {v: [i for i, (root, _) in enumerate(marks[v]) if root is not None] for v in "ab"}
+    roots = {v: [marks[v][i][0] for i in anchors[v]] for v in "ab"}
+    matcher = SequenceMatcher(None, roots["a"], roots["b"], autojunk=False)
+    pairs = [(-1, -1)]  # launch positions of the common anchors, the call's start first
+    for block in matcher.get_matching_blocks():
+        pairs += [(anchors["a"][block.a + j], anchors["b"][block.b + j]) for j in range(block.size)]
+    if len(pairs) == 1:  # no common anchor: the whole call is one gap, which is the remainder
+        return {}, []
+    pairs.append((len(seqs["a"]), len(seqs["b"])))
+    gaps = []  # (A kernel launch counts, B kernels) of each gap with unmatched kernels on both sides
+    for (a0, b0), (a1, b1) in zip(pairs, pairs[1:]):
+        in_a = Counter(k for r, k in marks["a"][a0 + 1:a1] if r is None)
+        in_b = {k for r, k in marks["b"][b0 + 1:b1] if r is None}
+        if in_a and in_b:
+            gaps.append((in_a, in_b))
+    by_b = _UnionFind()
+    for g, (_, in_b) in enumerate(gaps):
+        for k in in_b:
+            by_b.union(f"b:{k}", f"gap:{g}")
+    groups: dict[str, list[int]] = {}
+    for g in range(len(gaps)):
+        groups.setdefault(by_b.find(f"gap:{g}"), []).append(g)
+    launches = [sum((gaps[g][0] for g in members), Counter()) for members in groups.values()]
+    kernels_b = [set().union(*(gaps[g][1] for g in members)) for members in groups.values()]
+    merged = True
+    while merged:  # groups of mostly the same A kernels are one group (few groups: quadratic is fine)
+        merged = False
+        for i in range(len(launches)):
+            for j in range(i + 1, len(launches)):
+                shared = launches[i].keys() & launches[j].keys()
+                if 2 * len(shared) >= min(len(launches[i]), len(launches[j])):
+                    launches[i] += launches.pop(j)
+                    kernels_b[i] |= kernels_b.pop(j)
+                    merged = True
+                    break
+            if merged:
+                break
+    if len(kernels_b) < 2:  # one group: no finer than the remainder, which says so itself
+        return {}, []
+    keys: dict[str, list[str]] = {}
+    notes: list[str] = []
+    for g, names_b in enumerate(kernels_b):
+        keys.update({f"b:{k}": [str(g)] for k in names_b})
+    for k in sorted(set().union(*launches)) if launches else []:
+        counts = [c.get(k, 0) for c in launches]
+        best = max(range(len(counts)), key=counts.__getitem__)
+        keys[f"a:{k}"] = [str(best)]
+        others = sum(counts) - counts[best]
+        if others:
+            notes.append(f"launch order: A's `{k[:80]}` runs between different anchors ({counts[best]} launches a "
+                         f"call with B's `{sorted(kernels_b[best])[0][:60]}`, {others} elsewhere); it is placed "
+                         f"with the first, so the other unit's A time lacks those launches")
+    return keys, notes
 
 
 def _tables(names, info, uf, method, fused, notes) -> Alignment:

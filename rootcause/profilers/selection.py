@@ -8,7 +8,8 @@ to the step during which it started; otherwise split_calls finds the repeating s
 
 A trace with steps also gives the whole-graph time of a call: the steps' wall time, host
 included (the data loader, the Python between launches), which is what a user of the trace
-means by "slower". memcpy and memset rows stay in the events: they are units like kernels.
+means by "slower". A trace whose launches can only be taken one a call gives the interval from
+one launch to the next, host included, for the same reason. memcpy and memset rows stay in the events: they are units like kernels.
 A capture holding several GPUs is never merged: one is chosen (device_id) or it is an error.
 """
 from __future__ import annotations
@@ -104,6 +105,23 @@ def steps_whole_graph(steps: pd.DataFrame) -> WholeGraph:
     return WholeGraph(float(np.median(d)), lo, hi, "profiler-steps", len(d))
 
 
+def launch_interval_whole_graph(events: pd.DataFrame) -> WholeGraph | None:
+    """Where split_calls can only take each launch as one call (no markers, no repetition, no gap
+    structure), the whole-graph time of such a call: the interval from one GPU row's start to
+    the next, the host's time between launches included. The kernel's own span would leave out
+    the host that sets the pace of a launch-bound loop (32 launches from Python a call, the GPU
+    idle between them). None where the calls are found."""
+    from rootcause.stats import median_ci
+
+    calls = split_calls(events)["call"].to_numpy("int64")
+    calls = calls[calls >= 0]
+    if len(calls) < 3 or np.bincount(calls).max() > 1:
+        return None
+    d = np.diff(np.sort(events["start_ns"].to_numpy("int64"))).astype("float64")
+    lo, hi = median_ci(d)
+    return WholeGraph(float(np.median(d)), lo, hi, "launch-interval", len(d))
+
+
 def split_into(events: pd.DataFrame, calls: int, where: str) -> pd.DataFrame:
     """Events cut into `calls` equal graph calls (split_calls(calls=...)), errors naming where."""
     try:
@@ -133,7 +151,12 @@ def read_profile(path: str, calls: int | None, notes: list[str], label: str,
                      "is the steps' wall time, host included")
         return Profile(steps_as_calls(events, steps), steps_whole_graph(steps), devices, len(steps))
     if calls is None:
-        return Profile(events, None, devices)
+        whole = launch_interval_whole_graph(events)
+        if whole is not None:
+            notes.append(f"variant {label}: no call markers, and the launches neither repeat in a longer sequence "
+                         f"nor leave gaps between calls: each is one call, and its time is the interval to the next "
+                         f"GPU row's start (median of {whole.samples}), host included, so a host-bound side shows")
+        return Profile(events, whole, devices)
     if calls <= 0:
         raise UsageError(f"{where}: must be > 0, got {calls}")
     notes.append(f"variant {label}: {len(events)} launches split into {calls} graph call(s), the count "
