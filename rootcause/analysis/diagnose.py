@@ -301,7 +301,8 @@ def recomputation(ctx: Context) -> list[dict[str, Any]]:
     """A fused kernel recomputes its producers: it covers the source ops of two or more of the
     other side's kernels (a strict superset of each), its side launches fewer kernels, and its
     work (flops, else bytes moved) is RECOMPUTE_FACTOR or more times theirs. Never on the side
-    with more launches, never across a pairing that is not by ops (shape, remainder)."""
+    with more launches, never on the faster side, never across a pairing that is not by ops
+    (shape, remainder)."""
     la, lb = ctx.unit["launches_a"], ctx.unit["launches_b"]
     if ctx.unit.get("method") not in OP_EVIDENCE_TIERS:
         if la != lb:
@@ -312,6 +313,8 @@ def recomputation(ctx: Context) -> list[dict[str, Any]]:
     if la == lb:
         return []
     fused, other = (ctx.a, ctx.b) if la < lb else (ctx.b, ctx.a)
+    if fused is not (ctx.b if ctx.unit["delta_ns"]["median"] > 0 else ctx.a):
+        return []  # the fused side is the faster one: what it recomputes is not this unit's cost
     top = fused.dominant()
     if top is None or other.kernels.empty:
         return []
@@ -469,7 +472,10 @@ UNIT_RULES: list[Callable[[Context], list[dict[str, Any]]]] = [
 # --- whole-graph rule ------------------------------------------------------------------------
 
 def launch_overhead(att: Attribution) -> list[dict[str, Any]]:
-    """The residual (launch overhead, gaps, host) accounts for much of the delta."""
+    """The residual (launch overhead, gaps, host) accounts for much of the delta. Not when a
+    side's residual is negative (its profile ran slower than its measurement: the residual then
+    measures the profiler), nor when the side that spends more outside the kernels launches
+    fewer of them (then it is not launch overhead); both say so in cannot_conclude."""
     r, wd = att.residual, att.whole_graph["delta_ns"]["median"]
     if not r["significant"]:
         return []
@@ -479,6 +485,20 @@ def launch_overhead(att: Attribution) -> list[dict[str, Any]]:
         return []
     la, lb = r["launches_per_call"]["a"], r["launches_per_call"]["b"]
     A, B = att.variants["a"]["label"], att.variants["b"]["label"]
+    negative = [att.variants[v]["label"] for v in "ab" if r[v]["median"] < 0]
+    if negative:
+        # the profiled kernels outlast the measured call: this residual is the profiler's
+        # slow-down, not time outside the kernels
+        att.cannot_conclude.append(
+            f"residual: negative on {' and '.join(negative)} (its profiled kernels take longer than the measured "
+            f"call), so its {_us(abs(d))} change is not launch overhead or host time: those were not measured")
+        return []
+    if la != lb and (d > 0) != (lb > la):
+        att.cannot_conclude.append(
+            f"residual: {B if d > 0 else A} spends {_us(abs(d))} more outside the kernels while launching fewer "
+            f"kernels ({_n(lb)} vs {_n(la)} per call), so it is not launch overhead; gaps and host time were "
+            "not examined")
+        return []
     verb = "costs" if d > 0 else "saves"
     sentence = (f"Outside the kernels, {B} {verb} {_us(abs(d))} per call against {A} "
                 f"({_us(r['b']['median'])} vs {_us(r['a']['median'])} of launch overhead, gaps and host time), "
