@@ -175,3 +175,28 @@ def test_launch_overhead_not_on_a_negative_residual():
     found, doc = _findings(_side("a", a, host_ns=20000), _side("b", b, host_ns=-5000))
     assert "launch-overhead" not in found
     assert any("negative on b" in c for c in doc["cannot_conclude"])
+
+
+def test_no_comparison_across_a_shape_only_pairing():
+    # Two kernels whose catalogs share no op and whose launches have the same size (64 x 256 =
+    # 256 x 64 threads) are joined by shape alone: their launches, threads and work are not
+    # compared (a different partner would be blamed), and the tool says so.
+    a = [("alpha", ["main/p"], 2000, 64, 256, 1_000)]
+    b = [("beta", ["main/q"], 9000, 256, 64, 1_000_000)]
+    found, doc = _findings(_side("a", a), _side("b", b))
+    (u,) = doc["units"]
+    assert u["method"] == "shape" and u["significant"]
+    assert not found.keys() - {"launch-overhead"}
+    assert any(f"unit {u['unit']} was joined by shape alone" in c for c in doc["cannot_conclude"])
+
+
+def test_no_comparison_on_a_unit_of_one_variant():
+    # A kernel only B launches (three times per call, 4 us each): not "more launches for the same
+    # ops" than A, which has no partner for it.
+    a = [("k", ["main/x"], 3000, 64, 256, 1_000)]
+    b = [("k", ["main/x"], 3000, 64, 256, 1_000)] + [("extra", ["main/z"], 4000, 64, 256, 1_000)] * 3
+    found, doc = _findings(_side("a", a), _side("b", b))
+    (u,) = [u for u in doc["units"] if u["kernels_b"] == ["extra"]]
+    assert u["significant"] and not u["kernels_a"]
+    assert not u["findings"] and "launch-count" not in found
+    assert any(f"unit {u['unit']} has kernels of one variant only" in c for c in doc["cannot_conclude"])

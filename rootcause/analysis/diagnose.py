@@ -353,12 +353,20 @@ def parallelism(ctx: Context) -> list[dict[str, Any]]:
     """The slow side's dominant kernel leaves the device idle: fewer blocks than SMs, or threads
     a small share of the resident thread slots, where the other side's kernels for the same ops
     launch at least PARALLELISM_FACTOR times the threads. Work per thread (flops, else bytes
-    moved, over launched threads) says how long each thread's serial chain is."""
+    moved, over launched threads) says how long each thread's serial chain is. Only on a unit
+    joined by the ops its kernels compute, or by elimination (the remainder: all else matched),
+    which the sentence then says; never on a shape-only pairing."""
     p = pair(ctx)
     if p is None:
         return []
     slow, focus, fast, _ = p
     if focus["grid"] is None or focus["block"] is None:
+        return []
+    method = ctx.unit.get("method")
+    if method not in OP_EVIDENCE_TIERS + ("remainder",):
+        ctx.attribution.cannot_conclude.append(
+            f"unit {ctx.unit['unit']}: joined by {method}, not by the ops its kernels compute: "
+            "whether the other variant spreads the same work over more threads was not checked")
         return []
     blocks, threads = _prod(focus["grid"]), _prod(focus["block"])
     total = blocks * threads
@@ -374,7 +382,7 @@ def parallelism(ctx: Context) -> list[dict[str, Any]]:
     if not starved or other_total < PARALLELISM_FACTOR * total:
         return []
     text = f"{slow.label}'s `{focus['kernel']}` runs {_n(blocks)} block(s) x {_n(threads)} threads = {_n(total)} threads"
-    evidence: dict[str, Any] = {"source": "profiled launches", "kernel": focus["kernel"], "blocks": blocks,
+    evidence: dict[str, Any] = {"source": "profiled launches", "pairing": method, "kernel": focus["kernel"], "blocks": blocks,
                                 "threads_per_block": threads, "threads": total,
                                 "other_kernel": best.kernel, "other_threads": other_total}
     if slots is not None:
@@ -390,7 +398,8 @@ def parallelism(ctx: Context) -> list[dict[str, Any]]:
             break
     else:
         evidence["work_per_thread"] = "not checked: the catalog has no flops or bytes for this kernel"
-    text += (f", where {fast.label} spreads the same ops over {_n(other_total)} threads "
+    same = "the same ops" if method != "remainder" else "the rest of the graph (paired by elimination)"
+    text += (f", where {fast.label} spreads {same} over {_n(other_total)} threads "
              f"(`{best.kernel}`: {_n(_prod(best.grid))} x {_n(_prod(best.block))}"
              + (f", {len(rows)} kernels" if len(rows) > 1 else "") + ")")
     evidence["threads_doing_work"] = "not checked: needs the kernel's IR, not its launch"
@@ -467,6 +476,21 @@ UNIT_RULES: list[Callable[[Context], list[dict[str, Any]]]] = [
     launch_config, launch_count, parallelism, occupancy_limiter, shared_memory, local_memory, bandwidth,
     recomputation, shared_executable, schedule_rule,
 ]
+# Rules about one side's kernels alone; every other rule compares the two sides as computing the
+# same ops, which a unit with one side, or joined by launch size alone, gives no ground for.
+ONE_SIDE_RULES = (shared_executable,)
+WEAK_TIERS = ("shape", "unmatched")
+
+
+def _unit_rules(unit: dict[str, Any], att: Attribution) -> list[Callable[[Context], list[dict[str, Any]]]]:
+    """The rules a unit's pairing supports; what it does not support goes to cannot_conclude."""
+    if unit["kernels_a"] and unit["kernels_b"] and unit.get("method") not in WEAK_TIERS:
+        return UNIT_RULES
+    why = ("has kernels of one variant only" if not (unit["kernels_a"] and unit["kernels_b"])
+           else f"was joined by {unit.get('method')} alone, not by the ops its kernels compute")
+    att.cannot_conclude.append(f"unit {unit['unit']} {why}: its kernels were not compared with the other "
+                               "variant's (launches, occupancy, memory, work, schedule not checked)")
+    return [r for r in UNIT_RULES if r in ONE_SIDE_RULES]
 
 
 # --- whole-graph rule ------------------------------------------------------------------------
@@ -537,7 +561,7 @@ def diagnose(att: Attribution, alignment: Alignment, catalog_a: list[CatalogKern
             rows = att.kernels[(att.kernels.variant == v) & (att.kernels.unit == unit["unit"])]
             sides[v] = Side(att.variants[v]["label"], rows, cats[v], shared[v], entries[v])
         ctx = Context(unit, sides["a"], sides["b"], gpus.find_device(device) if device else None, arch, sms, att)
-        for rule in UNIT_RULES:
+        for rule in _unit_rules(unit, att):
             found = rule(ctx)
             unit["findings"].extend(found)
             findings.extend(found)
