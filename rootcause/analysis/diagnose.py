@@ -496,10 +496,11 @@ def _unit_rules(unit: dict[str, Any], att: Attribution) -> list[Callable[[Contex
 # --- whole-graph rule ------------------------------------------------------------------------
 
 def launch_overhead(att: Attribution) -> list[dict[str, Any]]:
-    """The residual (launch overhead, gaps, host) accounts for much of the delta. Not when a
-    side's residual is negative (its profile ran slower than its measurement: the residual then
-    measures the profiler), nor when the side that spends more outside the kernels launches
-    fewer of them (then it is not launch overhead); both say so in cannot_conclude."""
+    """The residual (launch overhead, gaps, host) accounts for much of the delta. Not when its
+    change is within the profiler's excess (a side's negative residual: its profiled kernels
+    outlast its measured call by that much), nor when the side that spends more outside the
+    kernels launches fewer of them (then it is not launch overhead); both say so in
+    cannot_conclude."""
     r, wd = att.residual, att.whole_graph["delta_ns"]["median"]
     if not r["significant"]:
         return []
@@ -509,13 +510,15 @@ def launch_overhead(att: Attribution) -> list[dict[str, Any]]:
         return []
     la, lb = r["launches_per_call"]["a"], r["launches_per_call"]["b"]
     A, B = att.variants["a"]["label"], att.variants["b"]["label"]
-    negative = [att.variants[v]["label"] for v in "ab" if r[v]["median"] < 0]
-    if negative:
-        # the profiled kernels outlast the measured call: this residual is the profiler's
-        # slow-down, not time outside the kernels
+    negative = [v for v in "ab" if r[v]["median"] < 0]
+    # A negative residual: the side's profiled kernels outlast its measured call, so its profile
+    # overstates kernel time by at least that much; a change within that excess is the profiler's.
+    excess = sum(-r[v]["median"] for v in negative)
+    if negative and abs(d) <= excess:
         att.cannot_conclude.append(
-            f"residual: negative on {' and '.join(negative)} (its profiled kernels take longer than the measured "
-            f"call), so its {_us(abs(d))} change is not launch overhead or host time: those were not measured")
+            f"residual: negative on {' and '.join(att.variants[v]['label'] for v in negative)} (profiled kernels "
+            f"{_us(excess)} longer than the measured call), more than its {_us(abs(d))} change: launch overhead "
+            "and host time were not measured")
         return []
     if la != lb and (d > 0) != (lb > la):
         att.cannot_conclude.append(
@@ -531,7 +534,7 @@ def launch_overhead(att: Attribution) -> list[dict[str, Any]]:
         sentence += f"; that is {d / wd:+.0%} of the whole-graph delta"
     return [_finding(None, "launch-overhead", sentence + ".", source=att.whole_graph["source"],
                      residual_a_ns=r["a"], residual_b_ns=r["b"], delta_ns=r["delta_ns"],
-                     launches_per_call={"a": la, "b": lb})]
+                     launches_per_call={"a": la, "b": lb}, profiler_excess_ns=excess)]
 
 
 def _device(device: str | None) -> tuple[str | None, int | None]:
