@@ -312,6 +312,9 @@ def substitution_report(log: str) -> tuple[set[str], set[str]]:
 
 _LOC_ALIAS = re.compile(r"^(#loc\d*)\s*=\s*loc\((.*)\)\s*$", re.M)
 _FILE_LOC = re.compile(r'"([^"]*)":(\d+):(\d+)')
+# A bare name location, loc("chain"): a quoted string followed neither by ':line' (a file
+# location) nor by '(' (a name with a child location, as importers write op kinds: "aten::mm").
+_NAME_LOC = re.compile(r'"([^"]+)"(?![:(])')
 _ALIAS_REF = re.compile(r"#loc\d*")
 _DISPATCH_FUNC = re.compile(r"^\s+func\.func\s+(" + _SYM + r")\(", re.M)
 # The ops that carry an input op's work into a dispatch. Fills, yields and index ops are cloned
@@ -327,13 +330,15 @@ def _loc_aliases(text: str) -> dict[str, str]:
 
 
 def _resolve_loc(body: str, aliases: dict[str, str], depth: int = 0) -> list[str]:
-    """'file:line:col' of the input ops a location names: aliases followed, a callsite's callee
-    (the part before ' at ') taken, every member of a fused location kept."""
+    """'file:line:col' of the input ops a location names, and 'name:NAME' for each bare name location
+    (names an input gives its ops, which identify an op across two source files): aliases followed,
+    a callsite's callee (the part before ' at ') taken, every member of a fused location kept."""
     if depth > 32:  # an alias chain this long is a cycle
         return []
     if body.startswith("callsite(") and " at " in body:
         body = body[len("callsite("):].split(" at ", 1)[0]
     out = [f"{PurePosixPath(f).name}:{line}:{col}" for f, line, col in _FILE_LOC.findall(body)]
+    out += [f"name:{n}" for n in _NAME_LOC.findall(_FILE_LOC.sub("", body))]
     for ref in _ALIAS_REF.findall(body):
         if ref in aliases:
             out += _resolve_loc(aliases[ref], aliases, depth + 1)

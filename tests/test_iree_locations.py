@@ -86,3 +86,48 @@ def test_mutated_located_dumps_raise_only_parse_errors(flows, data):
         iree_ir.dispatch_locations(text[:i] + junk + text[i + cut:], "mutated.mlir")
     except ParseError:
         pass
+
+
+def test_named_locations_tell_ops_of_two_source_files_apart(tmp_path):
+    """The zoo's broadcast-recompute sources (fixtures/zoo/iree_broadcast_recompute): two files
+    whose lines differ, every op named loc("chain") or loc("add") by gen_mlir.py. Compiled for
+    real to the flow phase, IREE's own dispatch formation fuses the chain into the add in one and
+    keeps it apart in the other; the names, not the lines, say which dispatch computes which op."""
+    from rootcause.frontends.iree.compile import iree_compile_path
+
+    case = ROOT / "fixtures/zoo/iree_broadcast_recompute"
+    names = {}
+    for source in ("chain_then_add.mlir", "split.mlir"):
+        path = tmp_path / f"{source}.flow.mlir"
+        subprocess.run([str(iree_compile_path()), str(case / source), "--iree-hal-target-device=cuda",
+                        "--iree-cuda-target=sm_80", "--compile-to=flow", "--mlir-print-debuginfo",
+                        "-o", str(path)], check=True, capture_output=True)
+        locs = iree_ir.dispatch_locations(path.read_text(), source)
+        names[source] = sorted(sorted(x for x in found if x.startswith("name:")) for found in locs.values())
+    assert names["chain_then_add.mlir"] == [["name:add", "name:chain"]]
+    assert names["split.mlir"] == [["name:add"], ["name:chain"]]
+
+
+def test_a_name_with_a_child_location_is_not_an_op_name(tmp_path):
+    """Importers write op kinds as names over a file location (loc("aten::exp"("model.py":3:4))):
+    many ops share such a name, so only a bare loc("NAME") is taken as one op's name. Two
+    elementwise ops in one input, one of each kind, compiled for real."""
+    from rootcause.frontends.iree.compile import iree_compile_path
+
+    src = tmp_path / "two.mlir"
+    maps = "indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = [\"parallel\"]"
+
+    def generic(result: str, arg: str, op: str, loc: str) -> str:
+        return (f"  {result} = linalg.generic {{{maps}}} ins({arg} : tensor<64xf32>) outs(%e : tensor<64xf32>) {{\n"
+                f"  ^bb0(%i: f32, %o: f32):\n    %r = {op} %i : f32 {loc}\n    linalg.yield %r : f32\n"
+                f"  }} -> tensor<64xf32> {loc}\n")
+
+    src.write_text("func.func @f(%x: tensor<64xf32>) -> tensor<64xf32> {\n  %e = tensor.empty() : tensor<64xf32>\n"
+                   + generic("%n", "%x", "math.exp", 'loc("aten::exp"("model.py":3:4))')
+                   + generic("%a", "%n", "math.absf", 'loc("mine")')
+                   + "  return %a : tensor<64xf32>\n}\n")
+    out = tmp_path / "two.flow.mlir"
+    subprocess.run([str(iree_compile_path()), str(src), "--iree-hal-target-device=cuda", "--iree-cuda-target=sm_80",
+                    "--compile-to=flow", "--mlir-print-debuginfo", "-o", str(out)], check=True, capture_output=True)
+    found = sorted({x for locs in iree_ir.dispatch_locations(out.read_text(), "two").values() for x in locs})
+    assert found == ["model.py:3:4", "name:mine"]

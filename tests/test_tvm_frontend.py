@@ -295,3 +295,60 @@ dtype = "float32"
     assert sum(kk.flops for kk in out.kernels) == 2 * m * n * k + 2 * m * n
     fused = [kk for kk in out.kernels if "matmul" in kk.function]
     assert len(fused) == 1 and fused[0].flops >= 2 * m * n * k
+
+
+@pytest.mark.parametrize("n, m", [(64, 32), (3, 5)])
+def test_flops_count_the_recomputation_scheduling_creates(tmp_path, n, m):
+    """apache/tvm#20342's graph, small: z = exp(x - 0.5 z) DEPTH times on x [N, 1], then b [N, M] + z.
+    Built for CUDA, DLight inlines the fused chain into the broadcast add, so every one of the
+    N*M outputs recomputes it: N*M*(3*DEPTH + 1) flops (mul, sub, exp per step, one add), where
+    the same chain kept in its own kernel (a dataflow boundary after its last exp) does
+    N*3*DEPTH and the add N*M. Counted here by hand from the graph, not from the catalog code.
+    3 x 5 outputs pad the kernels' thread loops (T.where): padding is no work."""
+    from rootcause.frontends.tvm import build as frontend
+
+    depth = 4
+    (tmp_path / "graph.py").write_text(f'''from tvm import relax
+from tvm.script import relax as R
+
+
+def make_module():
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", R.Tensor(({n}, 1), "float32"))
+    b = relax.Var("b", R.Tensor(({n}, {m}), "float32"))
+    half = relax.const(0.5, "float32")
+    with bb.function("main", [x, b]):
+        with bb.dataflow():
+            z = x
+            for i in range({depth}):
+                z = bb.emit(relax.op.exp(relax.op.subtract(x, relax.op.multiply(half, z))),
+                            name_hint="chain" if i == {depth} - 1 else "")
+            y = bb.emit_output(relax.op.add(b, z))
+        bb.emit_func_output(y)
+    return relax.transform.LegalizeOps()(bb.get())
+''')
+    (tmp_path / "v.toml").write_text(f'''[base]
+name = "chain"
+frontend = "tvm"
+source = "graph.py"
+target = "cuda:sm_90"
+entry = "main"
+[[base.inputs]]
+shape = [{n}, 1]
+dtype = "float32"
+[[base.inputs]]
+shape = [{n}, {m}]
+dtype = "float32"
+[variants.on]
+name = "chain-on"
+[variants.partial]
+name = "chain-partial"
+[variants.partial.tvm]
+dataflow_boundaries_after = ["chain"]
+''')
+    on = frontend.build(spec_mod.load(f"{tmp_path / 'v.toml'}#on"), tmp_path / "on")
+    partial = frontend.build(spec_mod.load(f"{tmp_path / 'v.toml'}#partial"), tmp_path / "partial")
+    (fused,) = on.kernels
+    assert fused.flops == n * m * (3 * depth + 1)
+    by_role = {("add" if k.function == "add" else "chain"): k.flops for k in partial.kernels}
+    assert by_role == {"chain": n * 3 * depth, "add": n * m}

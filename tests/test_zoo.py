@@ -25,17 +25,7 @@ CASES = bench.cases()
 
 # What the current tool gets wrong, per case (the reason of the strict xfail). Filled from the
 # 'before' scoreboard; remove an entry when diagnosis is fixed (the strict xfail then fails).
-KNOWN_WRONG: dict[str, str] = {
-    "tvm_exp_recompute_d32": "recomputation not found: the TVM catalog's flops count the fused kernel's exp chain "
-                             "once (34.3 M, as if not recomputed: work is counted before DLight inlines the chain "
-                             "into the broadcast), so the rule has no evidence of grown work and stays silent",
-    "tvm_exp_recompute_d8": "same as d32 (flops counted before scheduling), and a 3% effect: the residual's "
-                            "launch-overhead finding, which must not fire here, fires",
-    "tvm_layernorm_unfused": "top unit: OFF's mean_kernel is one PrimFunc serving both means (two bindings), so "
-                             "provenance joins ON's two fused kernels into one unit with all seven unfused ones, "
-                             "where the expected unit is the second fused kernel alone against its parts",
-    "iree_broadcast_recompute": "no regression on the H200 (0.98x), so the expected cause cannot be the top unit's",
-}
+KNOWN_WRONG: dict[str, str] = {}
 
 
 def _plan(case: Path) -> dict:
@@ -94,10 +84,7 @@ def test_capture_measured(case: Path):
 
 
 SMALL_EFFECT = {"tvm_exp_recompute_d8": "in f32 on the H200 the depth-8 chain costs 3% (on 131.7 us against "
-                                        "partial 127.6 us): the right side, under the 5% asked here",
-                "iree_broadcast_recompute": "on the H200 (2026-12-03 run) fused 706 us against split 724 us: at "
-                                            "depth 32 the recompute is still hidden by the 262,144-workgroup grid, "
-                                            "so the case does not reproduce its regression there"}
+                                        "partial 127.6 us): the right side, under the 5% asked here"}
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, id=c.name, marks=[pytest.mark.xfail(strict=True, reason=SMALL_EFFECT[c.name])]

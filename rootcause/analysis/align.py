@@ -36,6 +36,12 @@ the rest go on to the next tier:
    'elementwise' + 'matmul_like'): their source ops are dispatch names, which differ.
 7. what is left (kernels of one side only) is its own unit, flagged.
 
+One kernel, several call sites (the layernorm_unfused case: the unfused `mean` PrimFunc serves
+two bindings, the mean of x and the mean of the squares): when every profiled call launches it
+once per source op of its catalog entry, each launch is its own node, the i-th launch of a call
+computing the i-th source op (the VM runs bindings in order), so two independent ops one
+executable serves land in the units of their own partners instead of joining them.
+
 Dedup (the prefill_dedup case): a catalog kernel with several call_sites keeps only the source ops of
 the entry function being measured, so the bs8 call of an executable shared with bs2 aligns
 with the bs8 executable of the other build; `shared_call_sites` keeps the full list.
@@ -69,12 +75,21 @@ KERNEL_COLUMNS: dict[str, str] = {
     "catalog": "True when a catalog entry was found for the kernel",
     "source_ops": "tuple of source-op ids used (after the call-site split)",
     "shared_call_sites": "tuple of all call sites of the kernel when it serves more than one",
+    "instance": "launch ordinal within a graph call this row covers (a kernel split per source op), "
+                "else None (every launch)",
 }
 
 TIERS = ("provenance", "location", "name", "normalized-name", "cpu-op", "dispatch-name", "fused-name", "shape",
          "launch-order", "remainder", "unmatched")
 
 _DISPATCH = re.compile(r"^.*?(?:[$_]async)?_dispatch_\d+_(.+)$")
+INSTANCE = "#@"  # node name of the i-th launch of a split kernel: KERNEL#@i
+
+
+def base_kernel(name: str) -> tuple[str, int | None]:
+    """(kernel, launch ordinal) of an alignment node name; ordinal None for a whole kernel."""
+    kernel, sep, i = name.rpartition(INSTANCE)
+    return (kernel, int(i)) if sep and i.isdigit() else (name, None)
 
 
 @dataclass
@@ -217,6 +232,32 @@ def _work_sizes(events: pd.DataFrame) -> dict[str, int]:
     return dict(zip(dims["kernel"].astype(str), work.astype("int64")))
 
 
+def _launches_per_call(events: pd.DataFrame, kernel: str) -> set[int]:
+    """Distinct launch counts of `kernel` per graph call (empty without call numbers)."""
+    if "call" not in events.columns:
+        return set()
+    ev = events[events["call"] >= 0]
+    counts = ev[ev["kernel"] == kernel].groupby("call").size().reindex(pd.unique(ev["call"]), fill_value=0)
+    return set(int(c) for c in counts)
+
+
+def _split_per_op(v: str, names: dict[str, list[str]], info: dict[str, dict], events: pd.DataFrame) -> None:
+    """Replace a kernel that serves several source ops, launched once per op in every call, by one
+    node per launch ordinal carrying that op (module doc)."""
+    out = []
+    for n in names[v]:
+        node = f"{v}:{n}"
+        ops = info[node]["source_ops"]
+        if len(ops) < 2 or len(set(ops)) != len(ops) or _launches_per_call(events, n) != {len(ops)}:
+            out.append(n)
+            continue
+        row = info.pop(node)
+        for i, op in enumerate(ops):
+            out.append(f"{n}{INSTANCE}{i}")
+            info[f"{v}:{n}{INSTANCE}{i}"] = {**row, "source_ops": (op,)}
+    names[v] = out
+
+
 def align(events_a: pd.DataFrame, events_b: pd.DataFrame,
           catalog_a: list[CatalogKernel] | None = None,
           catalog_b: list[CatalogKernel] | None = None,
@@ -239,6 +280,8 @@ def align(events_a: pd.DataFrame, events_b: pd.DataFrame,
             shared = tuple(k.call_sites) if k and len(k.call_sites) > 1 else ()
             info[node] = {"catalog": k is not None, "source_ops": tuple(ops),
                           "source_locs": tuple(k.source_locs) if k else (), "shared_call_sites": shared}
+        if catalogs["a"] and catalogs["b"]:
+            _split_per_op(v, names, info, events_a if v == "a" else events_b)
         missing = [n for n in names[v] if catalogs[v] and not info[f"{v}:{n}"]["catalog"]]
         if missing:
             notes.append(f"variant {v}: {len(missing)} launched kernel(s) not in the catalog "
@@ -452,14 +495,15 @@ def _tables(names, info, uf, method, fused, notes) -> Alignment:
             src = info[n]["source_ops"] if method[n] in ("provenance", "location") else (
                 fused.get(n, []) if method[n] == "fused-name" else [])
             ops.extend(op for op in src if op not in ops)
-        ka = tuple(n[2:] for n in nodes if n[0] == "a")
-        kb = tuple(n[2:] for n in nodes if n[0] == "b")
+        ka = tuple(dict.fromkeys(base_kernel(n[2:])[0] for n in nodes if n[0] == "a"))
+        kb = tuple(dict.fromkeys(base_kernel(n[2:])[0] for n in nodes if n[0] == "b"))
         unit_rows.append({"unit": uid, "kernels_a": ka, "kernels_b": kb, "source_ops": tuple(ops),
                           "method": weakest,
                           "flagged": not ka or not kb or weakest in ("shape", "unmatched")})
         for n in nodes:
-            kernel_rows.append({"variant": n[0], "kernel": n[2:], "unit": uid, "method": method[n],
-                                **info[n]})
+            kernel, instance = base_kernel(n[2:])
+            kernel_rows.append({"variant": n[0], "kernel": kernel, "unit": uid, "method": method[n],
+                                **info[n], "instance": instance})
     units = pd.DataFrame(unit_rows, columns=list(UNIT_COLUMNS))
     kernels = pd.DataFrame(kernel_rows, columns=list(KERNEL_COLUMNS))
     return Alignment(units=units, kernels=kernels, notes=notes)

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 import rootcause
-from rootcause.analysis.align import Alignment
+from rootcause.analysis.align import INSTANCE, Alignment
 from rootcause.artifacts.attribution import SCHEMA_VERSION
 from rootcause.model import Interval, WholeGraph
 from rootcause.profilers import split_calls
@@ -178,8 +178,9 @@ def _kernel_stats(ev: pd.DataFrame, variant: str, codes: np.ndarray, names: np.n
     n_k = len(names)
     dur = ev["duration_ns"].to_numpy(dtype="float64")
     per_call = np.bincount(codes * n_calls + call_idx, weights=dur, minlength=n_k * n_calls)
+    base = [k.rpartition(INSTANCE)[0] or k for k in names]
     stats = pd.DataFrame({
-        "variant": variant, "kernel": names, "unit": [unit_of[k] for k in names],
+        "variant": variant, "kernel": base, "unit": [unit_of[k] for k in names],
         "launches_per_call": np.bincount(codes, minlength=n_k) / n_calls,
         "duration_ns": pd.Series(dur).groupby(codes).median().reindex(range(n_k)).to_numpy(),
         "time_per_call_ns": np.median(per_call.reshape(n_k, n_calls), axis=1),
@@ -214,6 +215,27 @@ def _scaled_to(ev: pd.DataFrame, whole: WholeGraph, label: str, notes: list[str]
     return ev.assign(start_ns=start, end_ns=start + dur, duration_ns=dur)
 
 
+def _unit_keys(alignment: Alignment, v: str, ev: pd.DataFrame) -> tuple[dict[str, int], np.ndarray]:
+    """(alignment key -> unit, each event's key): the kernel name, or KERNEL#@i for the i-th
+    launch in its call of a kernel the alignment split per source op."""
+    rows = alignment.kernels[alignment.kernels.variant == v]
+    unit_of: dict[str, int] = {}
+    split: dict[str, int] = {}
+    for kernel, unit, instance in zip(rows.kernel, rows.unit, rows.instance):
+        if instance is None or pd.isna(instance):
+            unit_of[kernel] = unit
+        else:
+            unit_of[f"{kernel}{INSTANCE}{int(instance)}"] = unit
+            split[kernel] = split.get(kernel, 0) + 1
+    keys = ev["kernel"].astype(str).to_numpy(dtype=object)
+    if split:
+        order = ev.sort_values("start_ns", kind="stable").groupby(["call", "kernel"]).cumcount()
+        ordinal = order.reindex(ev.index).to_numpy()
+        keys = np.array([f"{k}{INSTANCE}{o % split[k]}" if k in split else k
+                         for k, o in zip(keys, ordinal)], dtype=object)
+    return unit_of, keys
+
+
 def _ival(x: Interval) -> dict[str, float]:
     return x.to_dict()
 
@@ -239,9 +261,8 @@ def attribute(events_a: pd.DataFrame, events_b: pd.DataFrame, alignment: Alignme
     per = {}
     k = len(unit_ids)
     for v, ev in evs.items():
-        unit_of = dict(zip(alignment.kernels.kernel[alignment.kernels.variant == v],
-                           alignment.kernels.unit[alignment.kernels.variant == v]))
-        codes, names = pd.factorize(ev["kernel"].to_numpy())
+        unit_of, keys = _unit_keys(alignment, v, ev)
+        codes, names = pd.factorize(keys)
         names = np.asarray([str(n) for n in names], dtype=object)
         missing = [n for n in names if n not in unit_of]
         if missing:

@@ -301,7 +301,8 @@ def recomputation(ctx: Context) -> list[dict[str, Any]]:
     """A fused kernel recomputes its producers: it covers the source ops of two or more of the
     other side's kernels (a strict superset of each), its side launches fewer kernels, and its
     work (flops, else bytes moved) is RECOMPUTE_FACTOR or more times theirs. Never on the side
-    with more launches, never across a pairing that is not by ops (shape, remainder)."""
+    with more launches, never on the faster side, never across a pairing that is not by ops
+    (shape, remainder)."""
     la, lb = ctx.unit["launches_a"], ctx.unit["launches_b"]
     if ctx.unit.get("method") not in OP_EVIDENCE_TIERS:
         if la != lb:
@@ -312,6 +313,8 @@ def recomputation(ctx: Context) -> list[dict[str, Any]]:
     if la == lb:
         return []
     fused, other = (ctx.a, ctx.b) if la < lb else (ctx.b, ctx.a)
+    if fused is not (ctx.b if ctx.unit["delta_ns"]["median"] > 0 else ctx.a):
+        return []  # the fused side is the faster one: what it recomputes is not this unit's cost
     top = fused.dominant()
     if top is None or other.kernels.empty:
         return []
@@ -350,12 +353,20 @@ def parallelism(ctx: Context) -> list[dict[str, Any]]:
     """The slow side's dominant kernel leaves the device idle: fewer blocks than SMs, or threads
     a small share of the resident thread slots, where the other side's kernels for the same ops
     launch at least PARALLELISM_FACTOR times the threads. Work per thread (flops, else bytes
-    moved, over launched threads) says how long each thread's serial chain is."""
+    moved, over launched threads) says how long each thread's serial chain is. Only on a unit
+    joined by the ops its kernels compute, or by elimination (the remainder: all else matched),
+    which the sentence then says; never on a shape-only pairing."""
     p = pair(ctx)
     if p is None:
         return []
     slow, focus, fast, _ = p
     if focus["grid"] is None or focus["block"] is None:
+        return []
+    method = ctx.unit.get("method")
+    if method not in OP_EVIDENCE_TIERS + ("remainder",):
+        ctx.attribution.cannot_conclude.append(
+            f"unit {ctx.unit['unit']}: joined by {method}, not by the ops its kernels compute: "
+            "whether the other variant spreads the same work over more threads was not checked")
         return []
     blocks, threads = _prod(focus["grid"]), _prod(focus["block"])
     total = blocks * threads
@@ -371,7 +382,7 @@ def parallelism(ctx: Context) -> list[dict[str, Any]]:
     if not starved or other_total < PARALLELISM_FACTOR * total:
         return []
     text = f"{slow.label}'s `{focus['kernel']}` runs {_n(blocks)} block(s) x {_n(threads)} threads = {_n(total)} threads"
-    evidence: dict[str, Any] = {"source": "profiled launches", "kernel": focus["kernel"], "blocks": blocks,
+    evidence: dict[str, Any] = {"source": "profiled launches", "pairing": method, "kernel": focus["kernel"], "blocks": blocks,
                                 "threads_per_block": threads, "threads": total,
                                 "other_kernel": best.kernel, "other_threads": other_total}
     if slots is not None:
@@ -387,7 +398,8 @@ def parallelism(ctx: Context) -> list[dict[str, Any]]:
             break
     else:
         evidence["work_per_thread"] = "not checked: the catalog has no flops or bytes for this kernel"
-    text += (f", where {fast.label} spreads the same ops over {_n(other_total)} threads "
+    same = "the same ops" if method != "remainder" else "the rest of the graph (paired by elimination)"
+    text += (f", where {fast.label} spreads {same} over {_n(other_total)} threads "
              f"(`{best.kernel}`: {_n(_prod(best.grid))} x {_n(_prod(best.block))}"
              + (f", {len(rows)} kernels" if len(rows) > 1 else "") + ")")
     evidence["threads_doing_work"] = "not checked: needs the kernel's IR, not its launch"
@@ -464,12 +476,31 @@ UNIT_RULES: list[Callable[[Context], list[dict[str, Any]]]] = [
     launch_config, launch_count, parallelism, occupancy_limiter, shared_memory, local_memory, bandwidth,
     recomputation, shared_executable, schedule_rule,
 ]
+# Rules about one side's kernels alone; every other rule compares the two sides as computing the
+# same ops, which a unit with one side, or joined by launch size alone, gives no ground for.
+ONE_SIDE_RULES = (shared_executable,)
+WEAK_TIERS = ("shape", "unmatched")
+
+
+def _unit_rules(unit: dict[str, Any], att: Attribution) -> list[Callable[[Context], list[dict[str, Any]]]]:
+    """The rules a unit's pairing supports; what it does not support goes to cannot_conclude."""
+    if unit["kernels_a"] and unit["kernels_b"] and unit.get("method") not in WEAK_TIERS:
+        return UNIT_RULES
+    why = ("has kernels of one variant only" if not (unit["kernels_a"] and unit["kernels_b"])
+           else f"was joined by {unit.get('method')} alone, not by the ops its kernels compute")
+    att.cannot_conclude.append(f"unit {unit['unit']} {why}: its kernels were not compared with the other "
+                               "variant's (launches, occupancy, memory, work, schedule not checked)")
+    return [r for r in UNIT_RULES if r in ONE_SIDE_RULES]
 
 
 # --- whole-graph rule ------------------------------------------------------------------------
 
 def launch_overhead(att: Attribution) -> list[dict[str, Any]]:
-    """The residual (launch overhead, gaps, host) accounts for much of the delta."""
+    """The residual (launch overhead, gaps, host) accounts for much of the delta. Not when its
+    change is within the profiler's excess (a side's negative residual: its profiled kernels
+    outlast its measured call by that much), nor when the side that spends more outside the
+    kernels launches fewer of them (then it is not launch overhead); both say so in
+    cannot_conclude."""
     r, wd = att.residual, att.whole_graph["delta_ns"]["median"]
     if not r["significant"]:
         return []
@@ -479,6 +510,22 @@ def launch_overhead(att: Attribution) -> list[dict[str, Any]]:
         return []
     la, lb = r["launches_per_call"]["a"], r["launches_per_call"]["b"]
     A, B = att.variants["a"]["label"], att.variants["b"]["label"]
+    negative = [v for v in "ab" if r[v]["median"] < 0]
+    # A negative residual: the side's profiled kernels outlast its measured call, so its profile
+    # overstates kernel time by at least that much; a change within that excess is the profiler's.
+    excess = sum(-r[v]["median"] for v in negative)
+    if negative and abs(d) <= excess:
+        att.cannot_conclude.append(
+            f"residual: negative on {' and '.join(att.variants[v]['label'] for v in negative)} (profiled kernels "
+            f"{_us(excess)} longer than the measured call), more than its {_us(abs(d))} change: launch overhead "
+            "and host time were not measured")
+        return []
+    if la != lb and (d > 0) != (lb > la):
+        att.cannot_conclude.append(
+            f"residual: {B if d > 0 else A} spends {_us(abs(d))} more outside the kernels while launching fewer "
+            f"kernels ({_n(lb)} vs {_n(la)} per call), so it is not launch overhead; gaps and host time were "
+            "not examined")
+        return []
     verb = "costs" if d > 0 else "saves"
     sentence = (f"Outside the kernels, {B} {verb} {_us(abs(d))} per call against {A} "
                 f"({_us(r['b']['median'])} vs {_us(r['a']['median'])} of launch overhead, gaps and host time), "
@@ -487,7 +534,7 @@ def launch_overhead(att: Attribution) -> list[dict[str, Any]]:
         sentence += f"; that is {d / wd:+.0%} of the whole-graph delta"
     return [_finding(None, "launch-overhead", sentence + ".", source=att.whole_graph["source"],
                      residual_a_ns=r["a"], residual_b_ns=r["b"], delta_ns=r["delta_ns"],
-                     launches_per_call={"a": la, "b": lb})]
+                     launches_per_call={"a": la, "b": lb}, profiler_excess_ns=excess)]
 
 
 def _device(device: str | None) -> tuple[str | None, int | None]:
@@ -517,7 +564,7 @@ def diagnose(att: Attribution, alignment: Alignment, catalog_a: list[CatalogKern
             rows = att.kernels[(att.kernels.variant == v) & (att.kernels.unit == unit["unit"])]
             sides[v] = Side(att.variants[v]["label"], rows, cats[v], shared[v], entries[v])
         ctx = Context(unit, sides["a"], sides["b"], gpus.find_device(device) if device else None, arch, sms, att)
-        for rule in UNIT_RULES:
+        for rule in _unit_rules(unit, att):
             found = rule(ctx)
             unit["findings"].extend(found)
             findings.extend(found)

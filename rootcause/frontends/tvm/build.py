@@ -10,7 +10,7 @@ schedule overrides before ApplyDefaultSchedule (overrides.py)), then dataflow-lo
 passes, then relax.build. The catalog comes from the IR: provenance (provenance.py: input
 call_tir bindings -> FuseOps groups -> FuseTIR PrimFuncs), the DLight rule that scheduled each
 PrimFunc (rules.py: re-applied one rule at a time and checked against the real pass's output),
-the arithmetic work of each unscheduled PrimFunc (work.py), and launch extents and allocations
+the arithmetic work of each PrimFunc as scheduled and built (work.py), and launch extents and allocations
 read from the lowered device functions, the ones codegen turns into the exported kernels
 (catalog.py). binaries.py extracts the device binaries from module.so in the parent.
 
@@ -122,7 +122,6 @@ def _build_in_process(spec: VariantSpec, out_dir: Path) -> dict[str, Any]:
         names = [pass_name(p) for p in first + second]
         _check_skips(spec, names)
         base = provenance_base = None
-        work: dict[str, int | None] = {}
         rules: dict[str, dict[str, Any]] = {}
         overridden = False
         for index, transform in enumerate(first, start=1):
@@ -131,7 +130,6 @@ def _build_in_process(spec: VariantSpec, out_dir: Path) -> dict[str, Any]:
                 mod = split_dataflow(mod, spec)
                 provenance_base = mod
             if name == "ApplyDefaultSchedule":
-                work = work_counts(mod)  # counted before any schedule (passes may update mod in place)
                 mod = apply_overrides(mod, spec, target)
                 overridden = True
                 expected = rule_choices(mod, transform, target)
@@ -147,14 +145,14 @@ def _build_in_process(spec: VariantSpec, out_dir: Path) -> dict[str, Any]:
         if provenance_base is None:  # a pipeline without FuseOps: every op stays its own kernel
             mod = provenance_base = split_dataflow(mod, spec)
         if not overridden:
-            work = work_counts(mod)
             mod = apply_overrides(mod, spec, target)
         after_fuse_tir = mod
         groups = provenance(provenance_base, base if base is not None else provenance_base, after_fuse_tir)
         for transform in second:
             if pass_name(transform) not in spec.tvm.skip_passes:
                 mod = transform(mod)
-        catalog = kernel_catalog(mod, target, groups, rules, spec, work)
+        # work of the PrimFuncs as scheduled, the ones built (an inlined producer counts per output)
+        catalog = kernel_catalog(mod, target, groups, rules, spec, work_counts(mod))
         executable = relax.build(mod, target=target, relax_pipeline=None, tir_pipeline="default")
     module_path = out_dir / "module.so"
     executable.export_library(str(module_path))
