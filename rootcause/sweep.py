@@ -335,7 +335,8 @@ def run_stage(pair: Pair, folder: Path) -> None:
     plan = plans.read_plan(folder)
     staging = _staging(folder / "run", "run")
     pipeline.run_variants(plan, folder, staging, pair.options.budget_s, pair.options.profile_calls)
-    records.write_record(staging / records.RUN_RECORD, pair.keys["run"], pair=pair.id, host=os.uname().nodename)
+    records.write_record(staging / records.RUN_RECORD, pair.keys["run"], pair=pair.id, host=os.uname().nodename,
+                          pid=os.getpid())
     _replace(staging, folder / "run")
 
 

@@ -34,7 +34,8 @@ def pair_row(doc: dict[str, Any]) -> dict[str, Any]:
             "delta_low_ns": v["delta"].get("low"), "delta_high_ns": v["delta"].get("high"),
             "top_unit": view.unit_label(top) if top else None,
             "top_unit_kernels": {"a": list(top["kernels_a"]), "b": list(top["kernels_b"])} if top else None,
-            "units": [{"a": list(u["kernels_a"]), "b": list(u["kernels_b"])} for u in doc["units"]],
+            "units": [{"unit": u["unit"], "a": list(u["kernels_a"]), "b": list(u["kernels_b"])}
+                      for u in sorted(doc["units"], key=lambda u: u["unit"])],
             "cause": [r for r in dict.fromkeys(rules) if r],
             "confirmation": [{"name": h.get("name"), "kind": h.get("kind"), "verdict": h.get("verdict")}
                              for h in hybrids] if "confirmation" in doc else None,
