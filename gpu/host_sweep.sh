@@ -19,10 +19,11 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv 2>/
 SECONDS=0
 $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" whl/*.whl \
   || { echo "wheel install failed"; exit 3; }
-xz -dc ray-min.tar.xz | tar xf - -C "$SITE" && xz -dc tvm.tar.xz | tar xf - -C "$SITE" || { echo "unpack failed"; exit 3; }
+untar() { $PY -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2], filter="tar")' "$@"; }
+untar ray-min.tar.xz "$SITE" && untar tvm.tar.xz "$SITE" || { echo "unpack failed"; exit 3; }
 echo "== staged in ${SECONDS} s"
 export PYTHONPATH="$PWD/code:$SITE${PYTHONPATH:+:$PYTHONPATH}" TVM_USE_RUNTIME_LIB=1 RAY_USAGE_STATS_ENABLED=0
-rm -rf work && mkdir -p work/sweep && xz -dc pairs.tar.xz | tar xf - -C work/sweep
+rm -rf work && mkdir -p work/sweep && untar pairs.tar.xz work/sweep
 $PY -c 'import ray, rootcause; print("ray", ray.__version__, ray.__file__)'
 SECONDS=0
 timeout "${SWEEP_LIMIT_S:-480}" $PY -m rootcause sweep "code/fixtures/cases/$sweep" --out work/sweep --ray local \
