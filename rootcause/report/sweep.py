@@ -142,8 +142,11 @@ def render_sweep_html(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         for k in COLUMNS:
             shown, key = c[k]
             key = "" if key is None else key
-            inner = (f'<a href="{esc(r["report"], quote=True)}">{esc(shown)}</a>'
-                     if k == "pair" and r.get("status") == "ok" else esc(str(shown)))
+            inner = esc(str(shown))
+            if k == "pair" and r.get("status") == "ok":
+                md = r["report"].removesuffix(".html") + ".md"
+                inner = (f'<a href="{esc(r["report"], quote=True)}">{inner}</a> '
+                         f'<a href="{esc(md, quote=True)}">(md)</a>')
             cls = ' class="num"' if k in ("ratio [95%]", "delta (B - A)", "closure") else ""
             tds.append(f'<td{cls} data-key="{esc(str(key), quote=True)}">{inner}</td>')
         body.append(f'<tr class="{esc(str(r.get("status", "")), quote=True)}">' + "".join(tds) + "</tr>")
