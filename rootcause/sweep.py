@@ -125,9 +125,9 @@ def load(path: str | Path, resolve_target: Callable[[str, VariantSpec], str]) ->
     except tomllib.TOMLDecodeError as err:
         raise UsageError(f"{file}: not TOML: {err}") from None
     name = file.name
-    _keys(data, ("sweep", "pair", "matrix"), name)
+    spec_mod._keys(data, ("sweep", "pair", "matrix"), name)
     head = _table(data.get("sweep", {}), f"{name}: [sweep]")
-    _keys(head, SWEEP_KEYS, f"{name}: [sweep]")
+    spec_mod._keys(head, SWEEP_KEYS, f"{name}: [sweep]")
     options = _options(head, f"{name}: [sweep]")
     outside = head.get("allow_outside_paths", False)
     if not isinstance(outside, bool):
@@ -166,12 +166,12 @@ def _pairs(data: dict[str, Any], name: str, default_target: str) -> list[tuple[s
         raise UsageError(f"{name}: pair: write each pair as a [[pair]] table")
     for i, t in enumerate(tables, start=1):
         where = f"{name}: [[pair]] {i}"
-        _keys(t, PAIR_KEYS, where)
+        spec_mod._keys(t, PAIR_KEYS, where)
         a, b = (_string(t, k, where) for k in ("a", "b"))
         out.append((where, a, b, _string(t, "target", where, default_target), _string(t, "name", where, "") or None))
     if "matrix" in data:
         m = _table(data["matrix"], f"{name}: [matrix]")
-        _keys(m, MATRIX_KEYS, f"{name}: [matrix]")
+        spec_mod._keys(m, MATRIX_KEYS, f"{name}: [matrix]")
         models = _strings(m, "models", f"{name}: [matrix]")
         targets = _strings(m, "targets", f"{name}: [matrix]") if "targets" in m else [default_target]
         variants = m.get("variants")
@@ -180,7 +180,7 @@ def _pairs(data: dict[str, Any], name: str, default_target: str) -> list[tuple[s
         for j, v in enumerate(variants, start=1):
             where = f"{name}: [matrix].variants[{j}]"
             v = _table(v, where)
-            _keys(v, ("a", "b"), where)
+            spec_mod._keys(v, ("a", "b"), where)
             va, vb = _string(v, "a", where), _string(v, "b", where)
             for model in models:
                 for target in targets:
@@ -224,12 +224,6 @@ def _options(head: dict[str, Any], where: str) -> Options:
     if "device" in head:
         o.device = _string(head, "device", where)
     return o
-
-
-def _keys(d: dict[str, Any], valid: tuple[str, ...], where: str) -> None:
-    for key in d:
-        if key not in valid:
-            raise UsageError(f"{where}: unknown key '{key}'; valid: {', '.join(valid)}")
 
 
 def _table(value: Any, where: str) -> dict[str, Any]:

@@ -168,7 +168,7 @@ def test_resume_redoes_only_what_is_missing(sequential, tmp_path, capsys):
     ("[[pair]]\na = 'pool_fusion/variants.toml#on'\nb = 'pool_fusion/variants.toml#nope'\n", "no variant 'nope'"),
     ("[[pair]]\na = '../x.toml#on'\nb = 'pool_fusion/variants.toml#off'\n", "outside"),
     ("[sweep]\nbudget_s = -1\n[[pair]]\na = 'x#a'\nb = 'x#b'\n", "[sweep].budget_s: must be a number > 0"),
-    ("[sweep]\nbogus = 1\n", "unknown key 'bogus'"),
+    ("[sweep]\nbogus = 1\n", 'unknown key "bogus"'),
     ("[[pair]]\na = 'pool_fusion/variants.toml#on'\nb = 'pool_fusion/variants.toml#on'\n", "a pair needs two"),
     ("[matrix]\nmodels = ['pool_fusion/variants.toml']\nvariants = [{a = 'on', b = 'off'}, {a = 'on', b = 'off'}]\n",
      "is also"),
