@@ -106,9 +106,9 @@ def test_sweep_reports_link_every_finished_pair(sequential):
     html = (sequential / "sweep.html").read_text()
     md = (sequential / "sweep.md").read_text()
     for pid, row in _rows(sequential).items():
-        link = f"pairs/{pid}/report.html"
-        assert (link in html and link in md) == (row["status"] == "ok"), pid
-        assert (sequential / link).is_file() == (row["status"] == "ok")
+        link, md_link = f"pairs/{pid}/report.html", f"pairs/{pid}/report.md"
+        assert (link in html and md_link in html and md_link in md) == (row["status"] == "ok"), pid
+        assert (sequential / link).is_file() == (sequential / md_link).is_file() == (row["status"] == "ok")
     assert html.count("<tr class=") == 7 and "data-col" in html and "addEventListener('click'" in html
 
 

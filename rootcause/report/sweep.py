@@ -99,7 +99,8 @@ def render_sweep_markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> s
              "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     for r in rows:
         c = cells(r)
-        first = f"[{code(r['id'])}]({r['report']})" if r.get("status") == "ok" else code(r["id"])
+        md = r["report"].removesuffix(".html") + ".md"  # a Markdown page links the Markdown report
+        first = f"[{code(r['id'])}]({md})" if r.get("status") == "ok" else code(r["id"])
         lines.append("| " + " | ".join([first] + [text(c[k][0]) for k in COLUMNS[1:]]) + " |")
     return "\n".join(lines) + "\n"
 
