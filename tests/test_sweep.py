@@ -50,6 +50,11 @@ def _kill_first_run_worker(killed: list[int], stop: threading.Event) -> None:
                 continue
             if title.startswith(b"ray::_task_run"):
                 time.sleep(0.5)  # let it get into the measurement
+                try:  # still that worker running that task (not a pid reused meanwhile)
+                    if not Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"ray::_task_run"):
+                        continue
+                except OSError:
+                    continue
                 os.kill(int(pid), signal.SIGKILL)
                 killed.append(int(pid))
                 return
