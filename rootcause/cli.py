@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "compare": ("rootcause.commands.compare", "attribute the delta between two captured profiles"),
     "report": ("rootcause.commands.report", "render attribution.json as HTML, Markdown or JSON"),
     "analyze": ("rootcause.commands.analyze", "build, run, attribute, confirm and report A against B"),
+    "sweep": ("rootcause.commands.sweep", "many analyze pairs from one file, here or on a Ray cluster"),
 }
 
 
