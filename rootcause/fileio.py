@@ -9,6 +9,11 @@ from pathlib import Path
 from typing import Any
 
 
+def cache_dir() -> Path:
+    """rootcause's cache (builds, toolchain environments, bisections): $ROOTCAUSE_CACHE or ~/.cache/rootcause."""
+    return Path(os.environ.get("ROOTCAUSE_CACHE", Path.home() / ".cache" / "rootcause"))
+
+
 def write_atomic(path: str | os.PathLike, data: bytes | str) -> Path:
     """Write data to path via a temporary file in the same directory, then rename."""
     path = Path(path)

@@ -13,6 +13,7 @@ class TvmFrontend(PackageFrontend):
     name = "tvm"
     package = __name__
     compiler_packages = ("apache-tvm",)
+    runtime_packages = ("apache-tvm",)  # one wheel holds compiler and runtime
     schedule_keys = ("rule",)
 
     def input_files(self, spec: Any) -> list[Path]:
