@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "compare": ("rootcause.commands.compare", "attribute the delta between two captured profiles"),
     "report": ("rootcause.commands.report", "render attribution.json as HTML, Markdown or JSON"),
     "analyze": ("rootcause.commands.analyze", "build, run, attribute, confirm and report A against B"),
+    "bisect": ("rootcause.commands.bisect", "find the compiler release that first shows a change, then analyze it"),
 }
 
 

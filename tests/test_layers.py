@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, int]] = [
     ("rootcause.build", 10), ("rootcause.runner", 10),
     ("rootcause.analysis", 11),
     ("rootcause.report", 12),
-    ("rootcause.pipeline", 13),
+    ("rootcause.pipeline", 13), ("rootcause.bisect", 13),
     ("rootcause.commands", 14),
     ("rootcause.cli", 15), ("rootcause.__main__", 15),
 ]
