@@ -10,6 +10,10 @@ direction is bad, one whose interval lies inside it is good, and one whose inter
 is measured once more with twice the budget, then judged by its median (and said so). A
 candidate that cannot be built is skipped, as `git bisect skip` does. Measurements are cached
 under <cache>/bisect/ by the two bundles' build keys and the budget, so a rerun is instant.
+
+`by="catalog"` bisects without timing: a candidate is bad when its kernel catalog's formation
+(how many kernels, and the pipeline or rule that scheduled each) differs from the good
+version's, which finds the release that changed dispatch formation, deterministically.
 """
 from __future__ import annotations
 
@@ -98,9 +102,12 @@ class Bisection:
     """The state of one bisection: candidates good..bad, their bundles under out/bundles/."""
 
     def __init__(self, spec: VariantSpec, candidates: list[Candidate], out: Path, budget_s: float,
-                 threshold: float):
+                 threshold: float, by: str = "time"):
         if threshold <= 0:
             raise UsageError(f"--threshold: must be > 0, got {threshold:g}")
+        if by not in ("time", "catalog"):
+            raise UsageError(f"--by: 'time' or 'catalog', got {by!r}")
+        self.by = by
         self.spec, self.candidates, self.out = spec, candidates, out
         self.budget_s, self.threshold = budget_s, threshold
         self.bundles: dict[str, Path] = {}
@@ -150,6 +157,10 @@ class Bisection:
         down = 1 / up
         return "bad" if ratio["high"] < down else "good" if ratio["low"] > down else "unsure"
 
+    def judge_opposite(self, ratio: dict[str, Any]) -> bool:
+        up = 1 + self.threshold
+        return ratio["high"] < 1 / up if self.direction == "slower" else ratio["low"] > up
+
     def test(self, c: Candidate) -> str:
         ratio = self.measure(c, self.budget_s)
         if c.status == "skip":
@@ -168,12 +179,34 @@ class Bisection:
                 verdict = self.judge(mid)
                 c.note = "judged by its median: the interval still straddles the threshold"
         c.status, c.ratio = verdict, ratio
+        if verdict == "good" and self.judge_opposite(ratio):
+            c.note = (c.note + "; " if c.note else "") + "changed the other way beyond the threshold (another change)"
         progress(f"{c.label}: {verdict} ({_ratio_text(ratio)} of {self.candidates[0].label}'s time"
                  f"{'; ' + c.note if c.note else ''})")
         return verdict
 
+    def formation(self, c: Candidate) -> list[str] | None:
+        """The catalog's formation: one 'pipeline-or-rule' per kernel, sorted (None: not built)."""
+        path = self.bundle(c)
+        if path is None:
+            return None
+        kernels = json.loads((path / "manifest.json").read_text())["kernels"]
+        return sorted(str((k.get("schedule") or {}).get("pipeline") or (k.get("schedule") or {}).get("rule")
+                          or "unscheduled") for k in kernels)
+
+    def test_catalog(self, c: Candidate) -> str:
+        got = self.formation(c)
+        if got is None:
+            return "skip"
+        c.status = "good" if got == self.formation(self.candidates[0]) else "bad"
+        c.note = _formation_text(got)
+        progress(f"{c.label}: {c.status} ({c.note})")
+        return c.status
+
     def run(self) -> dict[str, Any]:
         good, bad = self.candidates[0], self.candidates[-1]
+        if self.by == "catalog":
+            return self.run_catalog()
         ratio = self.measure(bad, self.budget_s)
         for c, flag in ((good, "good"), (bad, "bad")):
             if c.status == "skip":
@@ -198,14 +231,43 @@ class Bisection:
             if not between:
                 break
             i = between[len(between) // 2]
-            verdict = self.test_outputs(self.candidates[i]) if self.direction == "outputs" else \
-                self.test(self.candidates[i])
+            verdict = self.tester()(self.candidates[i])
             if verdict == "bad":
                 hi = i
             elif verdict == "good":
                 lo = i
+        return self.result(lo, hi)
+
+    def tester(self):
+        return {"outputs": self.test_outputs, "catalog": self.test_catalog}.get(self.direction, self.test)
+
+    def run_catalog(self) -> dict[str, Any]:
+        good, bad = self.candidates[0], self.candidates[-1]
+        forms = [self.formation(good), self.formation(bad)]
+        for c, flag, form in ((good, "good", forms[0]), (bad, "bad", forms[1])):
+            if form is None:
+                raise UsageError(f"the {flag} version {c.label}: {c.note}")
+        if forms[0] == forms[1]:
+            raise UsageError(f"--bad {bad.label}: its catalog has the same formation as {good.label}'s "
+                             f"({_formation_text(forms[0])}); nothing to bisect by catalog")
+        self.direction = "catalog"
+        good.status, good.note = "good", _formation_text(forms[0])
+        bad.status, bad.note = "bad", _formation_text(forms[1])
+        progress(f"{good.label}: {good.note}; {bad.label}: {bad.note}; {len(self.candidates) - 2} versions between")
+        lo, hi = 0, len(self.candidates) - 1
+        while True:
+            between = [i for i in range(lo + 1, hi) if self.candidates[i].status != "skip"]
+            if not between:
+                return self.result(lo, hi)
+            i = between[len(between) // 2]
+            if self.test_catalog(self.candidates[i]) == "bad":
+                hi = i
+            elif self.candidates[i].status == "good":
+                lo = i
+
+    def result(self, lo: int, hi: int) -> dict[str, Any]:
         skipped = [c.label for c in self.candidates[lo + 1:hi] if c.status == "skip"]
-        return {"spec": str(self.spec.spec_file) + (f"#{self.spec.variant}" if self.spec.variant else ""),
+        return {"by": self.by, "spec": str(self.spec.spec_file) + (f"#{self.spec.variant}" if self.spec.variant else ""),
                 "direction": self.direction, "threshold": self.threshold, "budget_s": self.budget_s,
                 "last_good": self.candidates[lo].label, "first_bad": self.candidates[hi].label,
                 "skipped_between": skipped,
@@ -224,6 +286,11 @@ class Bisection:
     def specs(self, result: dict[str, Any]) -> tuple[VariantSpec, VariantSpec]:
         by_label = {c.label: c for c in self.candidates}
         return by_label[result["last_good"]].spec(self.spec), by_label[result["first_bad"]].spec(self.spec)
+
+
+def _formation_text(form: list[str]) -> str:
+    counts = {p: form.count(p) for p in dict.fromkeys(form)}
+    return f"{len(form)} kernel(s): " + ", ".join(f"{p} x{n}" if n > 1 else p for p, n in counts.items())
 
 
 def _ratio_text(r: dict[str, Any]) -> str:

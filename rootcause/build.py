@@ -80,14 +80,15 @@ def installed_version(dist: str) -> str | None:
 
 
 def toolchain_requirements(spec: VariantSpec) -> list[str]:
-    """The spec's toolchain completed with the runtime its modules need: each of the frontend's
-    runtime packages it does not pin gets its compiler's version, or the newest release of the
-    same major.minor below it (iree-base-compiler 3.7.1 has iree-base-runtime 3.7.0)."""
-    compiler, runtime = toolchain_packages(spec.frontend)
+    """The spec's toolchain completed with the runtime its modules need: each runtime package
+    released with the compiler (frontend `versioned_with_compiler`) that it does not pin gets
+    the compiler's version, or the newest release of the same major.minor below it
+    (iree-base-compiler 3.7.1 has iree-base-runtime 3.7.0)."""
+    compiler, _ = toolchain_packages(spec.frontend)
     named = {pinned(r)[0]: pinned(r)[1] for r in spec.toolchain}
     version = next(named[d] for d in compiler if d in named)
     out = list(spec.toolchain)
-    for dist in runtime:
+    for dist in getattr(frontends.get(spec.frontend), "versioned_with_compiler", ()):
         if dist in named:
             continue
         releases = envs.registry_versions(dist)

@@ -25,6 +25,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bad", help="a release that is bad; the registry's releases between are bisected")
     parser.add_argument("--versions", help="instead of --good/--bad: an ordered, comma-separated list, good first, "
                                            "bad last: versions, PKG==VERSION, wheel files or environments' pythons")
+    parser.add_argument("--by", choices=("time", "catalog"), default="time",
+                        help="time: judge each version by its measured ratio to the good one (default); catalog: "
+                             "by whether its kernel formation differs from the good one's (no timing)")
     parser.add_argument("--threshold", type=float, default=0.05,
                         help="relative change (of the good version's time) a version must show to be bad "
                              "(default 0.05)")
@@ -51,12 +54,12 @@ def run(args: argparse.Namespace) -> int:
         candidates = bisect.registry_candidates(spec, args.good, args.bad)
     out: Path = args.out or Path("reports") / f"bisect-{pipeline.safe_name(spec.name)}"
     out.mkdir(parents=True, exist_ok=True)
-    search = bisect.Bisection(spec, candidates, out, args.budget_s, args.threshold)
+    search = bisect.Bisection(spec, candidates, out, args.budget_s, args.threshold, args.by)
     result = search.run()
     write_json(out / "bisect.json", result)
     between = f" (skipped, could be any: {', '.join(result['skipped_between'])})" if result["skipped_between"] else ""
     print(f"first bad version: {result['first_bad']} (last good: {result['last_good']}{between}); "
-          f"the change: {result['direction']}; details in {out / 'bisect.json'}")
+          f"the change: {_change(result)}; details in {out / 'bisect.json'}")
     if args.no_analyze or result["direction"] == "outputs":
         return 0
     bisect.progress(f"analyze {result['last_good']} against {result['first_bad']}")
@@ -68,6 +71,17 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(render_text(doc))
     return 0
+
+
+def _change(result: dict) -> str:
+    bad = next(c for c in result["candidates"] if c["label"] == result["first_bad"])
+    good = next(c for c in result["candidates"] if c["label"] == result["last_good"])
+    if result["direction"] == "catalog":
+        return f"kernel formation {good['note']} -> {bad['note']}"
+    if bad["ratio"] and "median" in bad["ratio"]:
+        r = bad["ratio"]
+        return f"{result['direction']}, {r['median']:.2f}x [{r['low']:.2f}, {r['high']:.2f}] of the good version's time"
+    return result["direction"]
 
 
 def _analyze(spec_a, spec_b, out: Path, args: argparse.Namespace) -> dict:
