@@ -2,7 +2,7 @@
 
 A toolchain is a list of requirements, each 'PKG==VERSION' (a release from the package
 registry) or the absolute path of a wheel file. Its environment is a venv under
-<cache>/envs/<key>, the key hashing the requirements (a wheel by its bytes) and this
+<cache>/envs/<key> ($ROOTCAUSE_ENVS/<key> when set), the key hashing the requirements (a wheel by its bytes) and this
 interpreter's version, made in a staging folder and renamed into place, so a half-made
 environment is never used; `toolchain.json` inside it (written last) records what it holds.
 
@@ -62,8 +62,14 @@ def env_key(requirements: list[str]) -> str:
     return hashlib.sha256(json.dumps(sorted(parts)).encode()).hexdigest()[:16]
 
 
+def envs_root() -> Path:
+    """Where environments live: $ROOTCAUSE_ENVS, else <cache>/envs (they are large and slow to
+    make, so a test session that gives builds a fresh cache can keep sharing them)."""
+    return Path(os.environ["ROOTCAUSE_ENVS"]) if os.environ.get("ROOTCAUSE_ENVS") else cache_dir() / "envs"
+
+
 def env_dir(requirements: list[str]) -> Path:
-    return cache_dir() / "envs" / env_key(requirements)
+    return envs_root() / env_key(requirements)
 
 
 def cached_python(requirements: list[str]) -> Path | None:
@@ -92,6 +98,8 @@ def ensure(requirements: list[str], progress: str = "") -> Path:
         except OSError:
             if cached_python(requirements) is None:
                 raise
+        else:
+            root.chmod(0o755)  # mkdtemp made it private; other users of the cache run it too
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return root / "bin" / "python"
