@@ -145,6 +145,7 @@ def build_bundle(spec: VariantSpec, out: Path, use_cache: bool = True) -> Path:
             else:
                 built = build_in(python, spec, staging / "build")
             record = toolchain_record(spec, python)
+            _carry_runtime_wheels(spec, record, staging / "bundle")
             write_bundle(spec, built, staging / "build", staging / "bundle", key, reference_outputs, record)
             shutil.rmtree(cached, ignore_errors=True)
             os.replace(staging / "bundle", cached)  # atomic: a half build is never 'cached'
@@ -154,6 +155,16 @@ def build_bundle(spec: VariantSpec, out: Path, use_cache: bool = True) -> Path:
             shutil.rmtree(staging, ignore_errors=True)
     _publish(cached, Path(out))
     return Path(out)
+
+
+def _carry_runtime_wheels(spec: VariantSpec, record: dict[str, Any], bundle_dir: Path) -> None:
+    """Runtime wheels the toolchain names travel in the bundle (toolchain/), so a GPU host without
+    them can make the runtime-only environment (rootcause.sessions.runtime_python)."""
+    for req in record.get("requirements") or []:
+        if req.endswith(".whl") and pinned(req) and pinned(req)[0] in record.get("runtime", {}) \
+                and pinned(req)[0] not in record.get("compiler", {}):
+            _mkdir(bundle_dir / "toolchain")
+            shutil.copy2(req, bundle_dir / "toolchain" / Path(req).name)
 
 
 def build_in(python: Path, spec: VariantSpec, out_dir: Path) -> BuildOutput:
