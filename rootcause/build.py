@@ -3,6 +3,11 @@
 The cache key hashes the resolved spec, the bytes of every file it names (source, overrides,
 reference, input files), the compiler versions and the rootcause version, so an edited source
 or a new compiler never reuses a stale build. Cache: $ROOTCAUSE_CACHE or ~/.cache/rootcause.
+
+A spec that names a toolchain (`toolchain` pins or wheels, or `python`) builds in a child of that
+environment (`python -m rootcause.build --child REQUEST OUT`, rootcause.envs makes it); the key
+then holds the pins (wheels by content) or the named environment's versions. Every manifest
+records the compiler and runtime that built it (`toolchain`), which `rootcause run` matches.
 """
 from __future__ import annotations
 
@@ -11,22 +16,21 @@ import importlib.util
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import rootcause
-from rootcause import frontends
+from rootcause import envs, frontends
 from rootcause.artifacts.bundle import write_bundle
 from rootcause.errors import UsageError
-from rootcause.fileio import locked
-from rootcause.spec import VariantSpec
+from rootcause.fileio import cache_dir, locked, write_atomic, write_json
+from rootcause.model import BuildOutput, CatalogKernel
+from rootcause.spec import VariantSpec, pinned, toolchain_packages
 from rootcause.verify import reference_outputs
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("ROOTCAUSE_CACHE", Path.home() / ".cache" / "rootcause"))
 
 
 def cache_key(spec: VariantSpec) -> str:
@@ -42,6 +46,8 @@ def cache_key(spec: VariantSpec) -> str:
     for path in files:
         h.update(str(path).encode() + b"\0" + Path(path).read_bytes())
     h.update(json.dumps(_compiler_versions(spec), sort_keys=True).encode())
+    h.update(json.dumps([f"wheel:{envs.wheel_sha(Path(r))}" if r.endswith(".whl") else r
+                         for r in spec.toolchain]).encode())
     h.update(rootcause.__version__.encode())
     origin = Path(importlib.util.find_spec(frontends.FRONTENDS[spec.frontend]).origin)
     sources = sorted(origin.parent.rglob("*.py")) if origin.name == "__init__.py" else [origin]
@@ -53,16 +59,75 @@ def cache_key(spec: VariantSpec) -> str:
 def _compiler_versions(spec: VariantSpec) -> dict[str, str | None]:
     from rootcause import toolchain
 
-    out: dict[str, str | None] = {}
-    for dist in frontends.get(spec.frontend).compiler_packages:
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            out[dist] = None
+    dists = frontends.get(spec.frontend).compiler_packages
+    if spec.toolchain:
+        out: dict[str, str | None] = {}  # the pins are in the key
+    elif spec.python:
+        out = envs.installed_versions(spec.python, tuple(dists))
+    else:
+        out = {dist: installed_version(dist) for dist in dists}
     if spec.target.startswith("cuda"):
         out["nvcc"] = str(toolchain.find_tool("nvcc"))
         out["nvcc_version"] = toolchain.tool_version("nvcc")
     return out
+
+
+def installed_version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def toolchain_requirements(spec: VariantSpec) -> list[str]:
+    """The spec's toolchain completed with the runtime its modules need: each runtime package
+    released with the compiler (frontend `versioned_with_compiler`) that it does not pin gets
+    the compiler's version, or the newest release of the same major.minor below it
+    (iree-base-compiler 3.7.1 has iree-base-runtime 3.7.0)."""
+    compiler, _ = toolchain_packages(spec.frontend)
+    named = {pinned(r)[0]: pinned(r)[1] for r in spec.toolchain}
+    version = next(named[d] for d in compiler if d in named)
+    out = list(spec.toolchain)
+    for dist in getattr(frontends.get(spec.frontend), "versioned_with_compiler", ()):
+        if dist in named:
+            continue
+        releases = envs.registry_versions(dist)
+        if version in releases:
+            out.append(f"{dist}=={version}")
+            continue
+        same = [v for v in releases if v.split(".")[:2] == version.split(".")[:2]
+                and envs.version_key(v) <= envs.version_key(version)]
+        if not same:
+            raise UsageError(f"{spec.where('', 'toolchain')}: the registry has no {dist} for {version} (nor an "
+                             f"earlier {'.'.join(version.split('.')[:2])}.x); name its wheel in toolchain")
+        out.append(f"{dist}=={same[-1]}")
+    return out
+
+
+def build_python(spec: VariantSpec) -> Path | None:
+    """The python a spec builds with: its `python`, its toolchain's environment, or None (this one)."""
+    if spec.python:
+        return spec.python
+    if spec.toolchain:
+        return envs.ensure(toolchain_requirements(spec))
+    return None
+
+
+def toolchain_record(spec: VariantSpec, python: Path | None) -> dict[str, Any]:
+    """The manifest's `toolchain`: where the build ran and the compiler and runtime versions it
+    used ({distribution: version}); a GPU host matches `runtime` against its own."""
+    compiler, runtime = toolchain_packages(spec.frontend)
+    dists = tuple(dict.fromkeys(compiler + runtime))
+    if python is None:
+        versions = {d: installed_version(d) for d in dists}
+        source, requirements = "installed", []
+    else:
+        versions = envs.installed_versions(python, dists)
+        source = "python" if spec.python else ("wheel" if any(r.endswith(".whl") for r in spec.toolchain)
+                                               else "registry")
+        requirements = toolchain_requirements(spec) if spec.toolchain else []
+    return {"source": source, "requirements": requirements, "python": str(python) if python else sys.executable,
+            "compiler": {d: versions[d] for d in compiler}, "runtime": {d: versions[d] for d in runtime}}
 
 
 def build_bundle(spec: VariantSpec, out: Path, use_cache: bool = True) -> Path:
@@ -87,14 +152,75 @@ def build_bundle(spec: VariantSpec, out: Path, use_cache: bool = True) -> Path:
 def _build_into(spec: VariantSpec, key: str, cached: Path) -> None:
     staging = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=_mkdir(cache_dir() / "builds")))
     try:
-        built = frontends.get(spec.frontend).build(spec, staging / "build")
-        write_bundle(spec, built, staging / "build", staging / "bundle", key, reference_outputs)
+        python = build_python(spec)
+        if python is None:
+            built = frontends.get(spec.frontend).build(spec, staging / "build")
+        else:
+            built = build_in(python, spec, staging / "build")
+        record = toolchain_record(spec, python)
+        _carry_runtime_wheels(spec, record, staging / "bundle")
+        write_bundle(spec, built, staging / "build", staging / "bundle", key, reference_outputs, record)
         shutil.rmtree(cached, ignore_errors=True)
         os.replace(staging / "bundle", cached)  # atomic: a half build is never 'cached'
     except UsageError as err:
         raise _keep_logs(err, staging / "build", key) from None
     finally:  # also on SIGTERM (cli turns it into an exception) and ^C
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _carry_runtime_wheels(spec: VariantSpec, record: dict[str, Any], bundle_dir: Path) -> None:
+    """Runtime wheels the toolchain names travel in the bundle (toolchain/), so a GPU host without
+    them can make the runtime-only environment (rootcause.sessions.runtime_python)."""
+    for req in record.get("requirements") or []:
+        if req.endswith(".whl") and pinned(req) and pinned(req)[0] in record.get("runtime", {}) \
+                and pinned(req)[0] not in record.get("compiler", {}):
+            _mkdir(bundle_dir / "toolchain")
+            shutil.copy2(req, bundle_dir / "toolchain" / Path(req).name)
+
+
+def build_in(python: Path, spec: VariantSpec, out_dir: Path) -> BuildOutput:
+    """frontend.build run by another environment's python; its BuildOutput read back."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    request = write_json(out_dir / "toolchain_request.json", spec.to_dict())
+    result_path = out_dir / "toolchain_result.json"
+    proc = subprocess.run([str(python), "-m", "rootcause.build", "--child", str(request), str(out_dir)],
+                          capture_output=True, text=True, env=envs.checkout_env())
+    result = json.loads(result_path.read_text()) if result_path.is_file() else {}
+    request.unlink()
+    result_path.unlink(missing_ok=True)
+    if "usage_error" in result:
+        raise UsageError(result["usage_error"])
+    if proc.returncode != 0 or "kernels" not in result:
+        write_atomic(out_dir / "toolchain.log", proc.stdout + proc.stderr)
+        lines = [line for line in proc.stderr.splitlines() if line.strip()] or ["no output"]
+        raise UsageError(f"{spec.spec_file.name}: the build of '{spec.name}' with {python} failed: "
+                         f"{lines[-1].strip()} (log: {out_dir / 'toolchain.log'})")
+    return BuildOutput(module_path=out_dir / result["module_path"],
+                       kernels=[CatalogKernel.from_dict(k) for k in result["kernels"]],
+                       ir_files=[out_dir / p for p in result["ir_files"]],
+                       binary_files=[out_dir / p for p in result["binary_files"]],
+                       versions=result["versions"], notes=result["notes"])
+
+
+def _child(request: Path, out_dir: Path) -> int:
+    """build_in's child: build in this environment, write the BuildOutput (paths relative) as JSON."""
+    spec = VariantSpec.from_dict(json.loads(request.read_text()))
+    result_path = out_dir / "toolchain_result.json"
+    try:
+        built = frontends.get(spec.frontend).build(spec, out_dir)
+    except UsageError as err:
+        write_json(result_path, {"usage_error": str(err)})
+        return 2
+
+    def rel(p: Path) -> str:
+        return str(Path(p).relative_to(out_dir))
+
+    kernels = [k.to_dict() for k in built.kernels]
+    write_json(result_path, {"module_path": rel(built.module_path), "kernels": kernels,
+                             "ir_files": [rel(p) for p in built.ir_files],
+                             "binary_files": [rel(p) for p in built.binary_files],
+                             "versions": built.versions, "notes": built.notes})
+    return 0
 
 
 def _mkdir(path: Path) -> Path:
@@ -132,3 +258,10 @@ def _keep_logs(err: UsageError, build_dir: Path, key: str) -> UsageError:
         shutil.copy2(log, kept)
         text = text.replace(str(log), str(kept))
     return UsageError(text)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--child":
+        sys.exit(_child(Path(sys.argv[2]), Path(sys.argv[3])))
+    print("usage: python -m rootcause.build --child REQUEST OUT_DIR", file=sys.stderr)
+    sys.exit(2)

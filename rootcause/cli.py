@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("rootcause.commands.report", "render attribution.json as HTML, Markdown or JSON"),
     "analyze": ("rootcause.commands.analyze", "build, run, attribute, confirm and report A against B"),
     "sweep": ("rootcause.commands.sweep", "many analyze pairs from one file, here or on a Ray cluster"),
+    "bisect": ("rootcause.commands.bisect", "find the compiler release that first shows a change, then analyze it"),
 }
 
 

@@ -14,6 +14,11 @@ from pathlib import Path
 from typing import Any
 
 
+def cache_dir() -> Path:
+    """rootcause's cache (builds, toolchain environments, bisections): $ROOTCAUSE_CACHE or ~/.cache/rootcause."""
+    return Path(os.environ.get("ROOTCAUSE_CACHE", Path.home() / ".cache" / "rootcause"))
+
+
 def write_set(folder: str | os.PathLike, files: dict[str, bytes | str]) -> list[Path]:
     """Write {name: data} into folder as one set; the paths written, in order.
 

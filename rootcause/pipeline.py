@@ -22,7 +22,7 @@ from typing import Any
 
 import pandas as pd
 
-from rootcause import frontends
+from rootcause import frontends, sessions
 from rootcause.analysis import confirm
 from rootcause.analysis.align import align
 from rootcause.analysis.attribute import attribute
@@ -230,7 +230,7 @@ def cpu_profiles(plan: dict[str, Any], out: Path, run_dir: Path, calls: int) -> 
         progress(f"profiling {name} on the CPU ({b.frontend})")
         folder.mkdir(parents=True, exist_ok=True)
         try:
-            records[name] = frontends.get(b.frontend).cpu_profile(b.path, folder, calls)
+            records[name] = sessions.cpu_profile(b, folder, calls)  # with the bundle's own runtime
         except UsageError as err:
             records[name] = {"profiler": f"{b.frontend}-cpu", "ok": False, "error": str(err)}
             progress(f"{name}: CPU profile failed: {err}")

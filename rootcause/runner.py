@@ -25,12 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rootcause import env
+from rootcause import env, envs
 from rootcause.artifacts.bundle import Bundle, read_bundle
 from rootcause.artifacts.rundir import write_env, write_measurement
 from rootcause.errors import OutputsDiffer, UsageError
 from rootcause.fileio import write_atomic, write_json
-from rootcause.sessions import load_session
+from rootcause.sessions import load_session, runtime_python
 from rootcause.verify import common_inputs, verify
 
 # The ncu sections a diagnosis reads: duration, achieved occupancy and its limiters, memory
@@ -148,6 +148,13 @@ def _child_env() -> dict[str, str]:
     return dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
 
 
+def _profile_python(bundle: Bundle) -> tuple[str, dict[str, str]]:
+    """The python (and environment) a bundle's profiled child runs with: this one, or that of an
+    environment with the bundle's runtime version (rootcause.sessions.runtime_python)."""
+    python = runtime_python(bundle)
+    return (sys.executable, _child_env()) if python is None else (str(python), envs.checkout_env())
+
+
 def _capture_summary(stderr: str) -> dict[str, Any] | None:
     for line in reversed(stderr.splitlines()):
         if line.startswith("ROOTCAUSE_CAPTURE "):
@@ -162,9 +169,10 @@ def _last_line(text: str) -> str:
 
 def profile_cupti(bundle: Bundle, out: Path, calls: int, device: str | None) -> dict[str, Any]:
     file = out / f"{bundle.name}.cupti.json"
-    cmd = [sys.executable, "-m", "rootcause.profilers.capture", "cupti", str(bundle.path), "--out", str(file),
+    python, child_env = _profile_python(bundle)
+    cmd = [python, "-m", "rootcause.profilers.capture", "cupti", str(bundle.path), "--out", str(file),
            "--calls", str(calls)] + (["--device", device] if device else [])
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=_child_env())
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=child_env)
     if proc.returncode != 0:
         return {"profiler": "cupti", "ok": False, "error": _last_line(proc.stderr)}
     return {"profiler": "cupti", "ok": True, **(_capture_summary(proc.stderr) or {})}
@@ -172,12 +180,13 @@ def profile_cupti(bundle: Bundle, out: Path, calls: int, device: str | None) -> 
 
 def profile_ncu(bundle: Bundle, out: Path, calls: int, device: str | None, ncu: str, metrics: str) -> dict[str, Any]:
     file = out / f"{bundle.name}.ncu.csv"
+    python, child_env = _profile_python(bundle)
     cmd = [ncu, "--csv", "--page", "raw", "--metrics", metrics, "--profile-from-start", "off",
            "--clock-control", "none", "--target-processes", "all",
-           sys.executable, "-m", "rootcause.profilers.capture", "ncu", str(bundle.path), "--calls", str(calls),
+           python, "-m", "rootcause.profilers.capture", "ncu", str(bundle.path), "--calls", str(calls),
            "--warmup", "3"] + (["--device", device] if device else [])
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=_child_env())
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=child_env)
     except FileNotFoundError:
         return {"profiler": "ncu", "ok": False, "error": f"{ncu} not found"}
     if proc.returncode != 0 or '"ID"' not in proc.stdout:

@@ -17,18 +17,19 @@ from __future__ import annotations
 import copy
 import dataclasses
 import keyword
+import os
 import re
 import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rootcause import frontends, inputs as inputs_mod
+from rootcause import envs, frontends, inputs as inputs_mod
 from rootcause.errors import UsageError
 
 DISTRIBUTIONS = ("uniform", "normal", "zeros", "ones")
 TOP_KEYS = ("name", "frontend", "source", "target", "entry", "inputs", "reference", "tvm", "iree",
-            "allow_outside_paths")  # + the registered frontends' own tables
+            "allow_outside_paths", "toolchain", "python")  # + the registered frontends' own tables
 INPUT_KEYS = ("shape", "dtype", "distribution", "low", "high", "mean", "std", "seed", "file")
 REFERENCE_KEYS = ("python", "rtol", "atol")
 TVM_KEYS = ("opt_level", "skip_passes", "dataflow_boundaries_after", "schedule_overrides")
@@ -113,6 +114,11 @@ class VariantSpec:
     allow_outside_paths: bool = False  # the spec opted out of the inside-its-folder rule
     # The [NAME] table of a registered frontend other than tvm and iree, as its check_options returned it.
     options: dict[str, Any] = field(default_factory=dict)
+    # What builds it instead of the compiler installed beside rootcause: 'PKG==VERSION' releases
+    # and absolute wheel paths (the frontend's compiler, optionally its runtime), or `python`,
+    # an existing environment's interpreter. Both empty: the installed compiler.
+    toolchain: list[str] = field(default_factory=list)
+    python: Path | None = None
 
     def where(self, section: str, key: str | None = None) -> str:
         """'spec.toml: [variants.off.tvm].skip_passes' style place for error messages."""
@@ -145,7 +151,8 @@ class VariantSpec:
             reference=ReferenceSpec(**{**ref, "file": Path(ref["file"])}) if ref else None,
             tvm=TvmOptions(**tvm), iree=IreeOptions(**iree), spec_file=Path(d["spec_file"]),
             variant=d.get("variant"), variant_table=d.get("variant_table", {}),
-            allow_outside_paths=bool(d.get("allow_outside_paths", False)), options=d.get("options", {}))
+            allow_outside_paths=bool(d.get("allow_outside_paths", False)), options=d.get("options", {}),
+            toolchain=list(d.get("toolchain", [])), python=Path(d["python"]) if d.get("python") else None)
 
 
 def _paths_to_str(obj: Any) -> Any:
@@ -262,8 +269,9 @@ def _check(d: dict[str, Any], spec_file: Path, variant: str | None, table: dict[
     if not frontends.is_builtin(d["frontend"]):
         options = frontends.get(d["frontend"]).check_options(d.get(d["frontend"], {}),
                                                              lambda key: probe.where(d["frontend"], key))
+    toolchain, python = _toolchain(d, files, probe)
     spec = VariantSpec(d["name"], d["frontend"], source, d["target"], d["entry"], inputs, reference,
-                       tvm, iree, spec_file, variant, table, outside, options)
+                       tvm, iree, spec_file, variant, table, outside, options, toolchain, python)
     if spec.frontend == "iree" and source.suffix == ".mlir" and inputs:
         _check_mlir_signature(spec)
     return spec
@@ -301,6 +309,81 @@ class _Files:
         if not path.is_file():
             raise UsageError(f"{where}: file not found: {rel} (looked in {self.base_dir})")
         return path
+
+    def interpreter(self, rel: Any, where: str) -> Path:
+        """An environment's python: its own path kept (a venv's bin/python is a link to the base
+        interpreter, and the link is what selects the environment), its folder checked."""
+        if not isinstance(rel, str) or not rel or "\0" in rel:
+            raise UsageError(f"{where}: must be the path of an environment's python (string)")
+        path = Path(os.path.abspath(self.base_dir / Path(rel).expanduser()))
+        if not self.allow_outside and not path.parent.resolve().is_relative_to(self.base_dir.resolve()):
+            raise UsageError(f"{where}: {rel} is outside the spec's folder {self.base_dir}; set "
+                             "allow_outside_paths = true in the spec to use that environment")
+        if not path.is_file() or not os.access(path, os.X_OK):
+            raise UsageError(f"{where}: {rel}: no executable python there")
+        return path
+
+
+_DIST = r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?"
+# PEP 440 public versions (N.N.N, a/b/rc, .postN, .devN) with an optional local part
+_VERSION = r"[0-9]+(?:\.[0-9]+)*(?:(?:a|b|rc)[0-9]+)?(?:\.post[0-9]+)?(?:\.dev[0-9]+)?(?:\+[A-Za-z0-9.]+)?"
+_PIN_RE = re.compile(rf"^({_DIST})==({_VERSION})$")
+_WHEEL_RE = re.compile(rf"^({_DIST})-({_VERSION})(?:-[0-9][^-]*)?-[^-]+-[^-]+-[^-]+\.whl$")
+
+
+def toolchain_packages(frontend: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(compiler, runtime) distributions a frontend's variants may pin in `toolchain`."""
+    fe = frontends.get(frontend)
+    return tuple(fe.compiler_packages), tuple(getattr(fe, "runtime_packages", ()))
+
+
+def pinned(requirement: str) -> tuple[str, str] | None:
+    """(distribution, version) of a 'PKG==VERSION' or a wheel file name; None for anything else."""
+    m = _PIN_RE.match(requirement) or _WHEEL_RE.match(Path(requirement).name if requirement.endswith(".whl")
+                                                      else "")
+    return (envs.normalize(m.group(1)), m.group(2)) if m else None
+
+
+def _toolchain(d: dict[str, Any], files: _Files, probe: VariantSpec) -> tuple[list[str], Path | None]:
+    """`toolchain` (a string or array of 'PKG==VERSION' and wheel files) and `python` checked: only
+    the frontend's compiler and runtime distributions, each at most once, the compiler named."""
+    if "toolchain" in d and "python" in d:
+        raise UsageError(f"{probe.where('', 'python')}: give toolchain or python, not both")
+    if "python" in d:
+        return [], files.interpreter(d["python"], probe.where("", "python"))
+    if "toolchain" not in d:
+        return [], None
+    where = probe.where("", "toolchain")
+    raw = d["toolchain"]
+    items = [raw] if isinstance(raw, str) else raw
+    if not isinstance(items, list) or not items or not all(isinstance(i, str) and i for i in items):
+        raise UsageError(f"{where}: must be 'PKG==VERSION', a wheel file, or an array of them")
+    compiler, runtime = toolchain_packages(d["frontend"])
+    allowed = compiler + runtime
+    out, seen = [], set()
+    for n, item in enumerate(items):
+        place = where if isinstance(raw, str) else f"{where}[{n}]"
+        if item.endswith(".whl"):
+            path = files.existing(item, place)
+            got = pinned(str(path))
+            if got is None:
+                raise UsageError(f"{place}: {item}: not a wheel file name (NAME-VERSION-PY-ABI-PLATFORM.whl)")
+            out.append(str(path))
+        else:
+            got = pinned(item)
+            if got is None:
+                raise UsageError(f"{place}: {item!r} refused: a toolchain is 'PKG==VERSION' (one released version) "
+                                 f"or a .whl file, with PKG one of {', '.join(allowed)}")
+            out.append(f"{got[0]}=={got[1]}")
+        if got[0] not in allowed:
+            raise UsageError(f"{place}: {got[0]} refused: the {d['frontend']} frontend's toolchain may name only "
+                             f"{', '.join(allowed)}")
+        if got[0] in seen:
+            raise UsageError(f"{place}: {got[0]} named twice")
+        seen.add(got[0])
+    if not seen & set(compiler):
+        raise UsageError(f"{where}: names no compiler; add one of {', '.join(compiler)} (PKG==VERSION or a wheel)")
+    return out, None
 
 
 def _number(d: dict[str, Any], key: str, default: float, where: str) -> float:

@@ -95,7 +95,9 @@ def libcuda_stub_dir(cache: Path | None = None) -> Path:
 
     Put it on LD_LIBRARY_PATH before TVM loads, and only on a machine without a real driver.
     """
-    cache = cache or Path(os.environ.get("ROOTCAUSE_CACHE", Path.home() / ".cache" / "rootcause"))
+    from rootcause.fileio import cache_dir
+
+    cache = cache or cache_dir()
     target = cache / "libcuda-stub"
     lib = target / "libcuda.so.1"
     if lib.is_file():

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS: list[tuple[str, int]] = [
     ("parsers", 0),
     ("rootcause", 1), ("rootcause.errors", 1), ("rootcause.stats", 1),
-    ("rootcause.fileio", 2), ("rootcause.toolchain", 2), ("rootcause.gpus", 2), ("rootcause.env", 2),
+    ("rootcause.fileio", 2), ("rootcause.toolchain", 2), ("rootcause.gpus", 2), ("rootcause.env", 2), ("rootcause.envs", 2),
     ("rootcause.inputs", 2), ("rootcause.ptxas", 2),
     ("rootcause.frontends", 3),  # the registry (__init__) only: it imports no frontend at import time
     ("rootcause.spec", 4),
@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, int]] = [
     ("rootcause.build", 10), ("rootcause.runner", 10),
     ("rootcause.analysis", 11),
     ("rootcause.report", 12),
-    ("rootcause.pipeline", 13), ("rootcause.sweep", 13),
+    ("rootcause.pipeline", 13), ("rootcause.sweep", 13), ("rootcause.bisect", 13),
     ("rootcause.commands", 14),
     ("rootcause.cli", 15), ("rootcause.__main__", 15),
 ]

@@ -11,8 +11,8 @@ launches_per_call, duration_ns, time_per_call_ns, grid, block, registers, shared
 local_bytes), timeline ({a|b: one call's kernels}), device (a rootcause.gpus.DEVICES key),
 measurement ({file, protocol, rounds, budget_s, variants}), command, confirmation
 (analysis.confirm.evaluate), environment (env.json of the run), catalogs ({a|b: {kernels:
-{name: CatalogKernel dict}, versions: {...}, error: str | None}}: what the catalogs say of each
-kernel, embedded so a report needs no bundle). Schema 1 files lack 'catalogs' (and sometimes
+{name: CatalogKernel dict}, versions: {...}, toolchain: the manifest's compiler and runtime record,
+error: str | None}}: what the catalogs say of each kernel, embedded so a report needs no bundle). Schema 1 files lack 'catalogs' (and sometimes
 'environment'): `load` reads them from the variants' catalog paths and the env.json beside
 their profiles; a schema 1 file without 'kernels' or 'timeline' is refused.
 """
@@ -117,7 +117,7 @@ def migrate_v1(doc: dict[str, Any], base: Path, file: str) -> dict[str, Any]:
 
 def catalog_section(path: str | None, base: Path | None = None) -> dict[str, Any]:
     """What attribution.json embeds of one variant's catalog (module doc)."""
-    entry: dict[str, Any] = {"kernels": {}, "versions": {}, "error": None}
+    entry: dict[str, Any] = {"kernels": {}, "versions": {}, "toolchain": {}, "error": None}
     if not path:
         entry["error"] = "no catalog (bundle manifest) was given to compare"
         return entry
@@ -130,6 +130,7 @@ def catalog_section(path: str | None, base: Path | None = None) -> dict[str, Any
     for k in kernels or []:
         entry["kernels"].setdefault(k.name, k.to_dict())
     entry["versions"] = {str(k): str(v) for k, v in (manifest.get("versions") or {}).items()}
+    entry["toolchain"] = manifest.get("toolchain") if isinstance(manifest.get("toolchain"), dict) else {}
     return entry
 
 

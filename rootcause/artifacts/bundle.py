@@ -9,7 +9,8 @@ Without all inputs the reference is not computed.
 Manifest keys: name, frontend, target, entry, module, inputs (rows of shape, dtype,
 distribution, low, high, mean, std, seed, source_file, file), reference (rows of file, shape,
 dtype, or null), rtol, atol, kernels (CatalogKernel dicts), binaries, ir, versions, spec,
-cache_key, notes, rootcause_version. This module is the only reader and writer of them; a GPU
+cache_key, notes, rootcause_version, toolchain (source: installed | registry | wheel | python,
+requirements, python, compiler and runtime as {distribution: version}). This module is the only reader and writer of them; a GPU
 host imports it without any compiler.
 """
 from __future__ import annotations
@@ -61,6 +62,13 @@ class Bundle:
     @property
     def module_path(self) -> Path:
         return self.path / self.manifest["module"]
+
+    @property
+    def toolchain(self) -> dict[str, Any]:
+        """What built it: {'source', 'requirements', 'python', 'compiler', 'runtime'} ({} before
+        manifests recorded it)."""
+        value = self.manifest.get("toolchain")
+        return value if isinstance(value, dict) else {}
 
     def kernels(self) -> list[CatalogKernel]:
         return catalog_kernels(self.manifest, self.path / MANIFEST)
@@ -136,11 +144,12 @@ Reference = Callable[[VariantSpec, list[np.ndarray]], "list[np.ndarray] | None"]
 
 
 def write_bundle(spec: VariantSpec, built: BuildOutput, build_dir: Path, bundle_dir: Path,
-                 cache_key: str, reference: Reference) -> Path:
+                 cache_key: str, reference: Reference, toolchain: dict[str, Any] | None = None) -> Path:
     """Copy a build into the bundle layout and write manifest.json last (its presence = complete).
 
     reference(spec, inputs) computes the reference outputs (the build stage runs the spec's
-    [reference] function)."""
+    [reference] function); toolchain is the build's record of its compiler and runtime
+    (rootcause.build.toolchain_record)."""
     bundle_dir.mkdir(parents=True, exist_ok=True)
     (bundle_dir / MANIFEST).unlink(missing_ok=True)
     module_name = built.module_path.name
@@ -178,7 +187,7 @@ def write_bundle(spec: VariantSpec, built: BuildOutput, build_dir: Path, bundle_
         "rtol": spec.reference.rtol if spec.reference else None,
         "atol": spec.reference.atol if spec.reference else None,
         "kernels": [_relative_resources(k.to_dict(), build_dir) for k in built.kernels],
-        "binaries": binaries, "ir": ir,
+        "binaries": binaries, "ir": ir, "toolchain": toolchain or {},
         "notes": notes,
     }
     write_json(bundle_dir / MANIFEST, manifest)

@@ -36,6 +36,12 @@ class Frontend(Protocol):
     name: str  # the spec's `frontend` value
     # Distributions whose installed versions key the build cache and are recorded in bundles.
     compiler_packages: tuple[str, ...]
+    # Distributions a built module needs at run time (in manifests; a variant's `toolchain` may pin
+    # them). Absent: none recorded.
+    runtime_packages: tuple[str, ...]
+    # Those of them released with the compiler: a toolchain that does not pin one gets the
+    # compiler's version. Absent: none.
+    versioned_with_compiler: tuple[str, ...]
     # Catalog schedule keys that name the scheduling choice (rule, pipeline, ...), in the order
     # the report and the schedule rule show them.
     schedule_keys: tuple[str, ...]

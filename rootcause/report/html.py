@@ -312,6 +312,19 @@ def _confirmation(conf) -> str:
     return '<section id="confirmation">' + "".join(out) + "</section>"
 
 
+def _toolchains(doc, tc) -> str:
+    """Which compiler and runtime built each side; what the catalogs show changed when they differ."""
+    if not (tc["a"] or tc["b"]):
+        return ""
+    out = ['<section id="toolchains"><p>Built by: ']
+    out.append("; ".join(f"{'AB'[i]} {esc(view.label(doc, v))}: {esc(tc[v] or 'not recorded')}"
+                         for i, v in enumerate("ab")) + "</p>")
+    if tc["differ"]:
+        out.append("<p>What the catalogs show changed between the compilers:</p><ul>"
+                   + "".join(f"<li>{esc(c)}</li>" for c in tc["changes"]) + "</ul>")
+    return "".join(out) + "</section>"
+
+
 def _environment(doc, env) -> str:
     out = ["<ul>"]
     out.append(f"<li>rootcause {esc(env['rootcause_version'] or 'version not recorded')}, "
@@ -375,7 +388,7 @@ def render_html(attribution: dict[str, Any], device: str | None = None, title: s
         f"<h1>{esc(title)}</h1>",
         f'<p class="muted">A = {esc(view.label(doc, "a"))} (baseline), B = {esc(view.label(doc, "b"))} '
         f"(candidate); {esc(doc.get('delta_convention', 'deltas are B - A'))}.</p>",
-        _verdict(doc, v),
+        _verdict(doc, v), _toolchains(doc, view.toolchains(doc, cats)),
         "<h2>Where the time goes</h2>", *plots,
         f"<h2>Units ({len(units)})</h2>", _units(doc, units, top, other),
         "<h2>Resources per unit, A against B</h2>", _resources(doc, units, prof, cats, dev),

@@ -139,6 +139,7 @@ def render_markdown(attribution: dict[str, Any], device: str | None = None, titl
     if title:
         lines += [f"### {text(title)}", ""]
     lines += [f"**rootcause:** {text(view.verdict_sentence(v))}", ""]
+    lines += _toolchains(doc, view.toolchains(doc, cats))
     lines += [f"**Top units** ({len(units)} in all; delta is B - A per graph call, 95% interval)", ""]
     rows = [_unit_cells(u) for u in top]
     if other:
@@ -200,6 +201,18 @@ def render_markdown(attribution: dict[str, Any], device: str | None = None, titl
         lines += ["", "</details>", ""]
     lines += footer
     return "\n".join(lines) + "\n"
+
+
+def _toolchains(doc: dict[str, Any], tc: dict[str, Any]) -> list[str]:
+    """'Built by' lines when the catalogs record toolchains, and the catalog changes when they differ."""
+    if not (tc["a"] or tc["b"]):
+        return []
+    out = [f"**Built by:** A {text(view.label(doc, 'a'))}: {text(tc['a'] or 'not recorded')}; "
+           f"B {text(view.label(doc, 'b'))}: {text(tc['b'] or 'not recorded')}", ""]
+    if tc["differ"]:
+        out += ["**What the catalogs show changed between the compilers**", ""]
+        out += [f"- {text(c)}" for c in tc["changes"]] + [""]
+    return out
 
 
 def _confirmation(conf: dict[str, Any]) -> list[str]:

@@ -27,6 +27,10 @@ def render_text(doc: dict[str, Any]) -> str:
     A, B = view.label(doc, "a"), view.label(doc, "b")
     w = doc["whole_graph"]
     lines = [view.verdict_sentence(view.verdict(doc))]
+    tc = view.toolchains(doc, view.catalogs(doc))
+    if tc["a"] or tc["b"]:
+        lines.append(f"Built by: {A}: {tc['a'] or 'not recorded'}; {B}: {tc['b'] or 'not recorded'}.")
+        lines.extend(f"  - {c}" for c in tc["changes"])
     sig = [u for u in doc["units"] if u["significant"]]
     if not sig:
         lines.append("No unit's delta is significant; nothing is blamed.")

@@ -240,8 +240,51 @@ def catalogs(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
         for name, k in (section.get("kernels") or {}).items():
             kernels.setdefault(name, k)
             kernels.setdefault(re.sub(r"_kernel\d*$", "", name), k)
-        out[v] = {"kernels": kernels, "versions": section.get("versions") or {}, "error": section.get("error")}
+        out[v] = {"kernels": kernels, "versions": section.get("versions") or {}, "error": section.get("error"),
+                  "toolchain": section.get("toolchain") or {}}
     return out
+
+
+def toolchain_text(record: dict[str, Any]) -> str | None:
+    """'iree-base-compiler 3.3.0, iree-base-runtime 3.3.0 (registry)' from a manifest's toolchain."""
+    if not record:
+        return None
+    pairs = {**(record.get("compiler") or {}), **(record.get("runtime") or {})}
+    names = ", ".join(f"{d} {v or 'not installed'}" for d, v in pairs.items())
+    return f"{names} ({record.get('source', 'installed')})" if names else None
+
+
+def toolchains(doc: dict[str, Any], cats: dict) -> dict[str, Any]:
+    """What built each side and, when the compilers differ, what the catalogs show changed:
+    {'a': text | None, 'b': text | None, 'differ': bool, 'changes': [sentence]}."""
+    rec = {v: cats[v].get("toolchain") or {} for v in "ab"}
+    out: dict[str, Any] = {v: toolchain_text(rec[v]) for v in "ab"}
+    out["differ"] = bool(rec["a"] and rec["b"]) and (rec["a"].get("compiler"), rec["a"].get("runtime")) != \
+        (rec["b"].get("compiler"), rec["b"].get("runtime"))
+    out["changes"] = catalog_changes(doc, cats) if out["differ"] else []
+    return out
+
+
+def catalog_changes(doc: dict[str, Any], cats: dict) -> list[str]:
+    """Sentences on dispatch formation (kernel counts, kernels of one side only) and scheduling
+    choices (per aligned unit, the schedule keys that differ), read from the two catalogs."""
+    A, B = label(doc, "a"), label(doc, "b")
+    names = {v: sorted({k["name"] for k in cats[v]["kernels"].values()}) for v in "ab"}
+    out = []
+    if len(names["a"]) != len(names["b"]):
+        out.append(f"Kernel formation: {len(names['a'])} kernels in {A}, {len(names['b'])} in {B}.")
+    for v, w, tag in (("a", "b", A), ("b", "a", B)):
+        only = [n for n in names[v] if n not in names[w]]
+        if only and names[w]:
+            shown = ", ".join(short(n, 40) for n in only[:4]) + (f" and {len(only) - 4} more" if len(only) > 4 else "")
+            out.append(f"Only in {tag}: {shown}.")
+    for u in units_sorted(doc)[:6]:
+        sched = {v: sorted({t for k in u[f"kernels_{v}"] if (t := schedule_text(cats[v]["kernels"].get(k)))})
+                 for v in "ab"}
+        if sched["a"] and sched["b"] and sched["a"] != sched["b"]:
+            out.append(f"Unit {u['unit']} ({unit_label(u)}): schedule {'; '.join(sched['a'])} in {A}, "
+                       f"{'; '.join(sched['b'])} in {B}.")
+    return out or ["The catalogs show the same kernels and schedules on both sides."]
 
 
 def schedule_text(cat: dict[str, Any] | None) -> str | None:

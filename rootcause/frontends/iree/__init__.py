@@ -13,6 +13,8 @@ class IreeFrontend(PackageFrontend):
     name = "iree"
     package = __name__
     compiler_packages = ("iree-base-compiler",)
+    runtime_packages = ("iree-base-runtime",)
+    versioned_with_compiler = ("iree-base-runtime",)  # a module needs the runtime of its compiler's version
     schedule_keys = ("pipeline", "workgroup_size", "subgroup_size")
 
     def input_files(self, spec: Any) -> list[Path]:

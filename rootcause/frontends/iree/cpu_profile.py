@@ -42,6 +42,12 @@ def capture(bundle_dir: Path, out_dir: Path, calls: int) -> dict[str, Any]:
                f"--benchmark_min_time={calls}x", "--device_profiling_mode=host-execution",
                f"--device_profiling_output={prof}"]
         proc = subprocess.run(cmd, capture_output=True, text=True)
+        if "unsupported profiling mode" in proc.stderr or "device_profiling_output" in proc.stderr:
+            from importlib import metadata
+
+            raise UsageError(f"{bundle_dir}: iree-base-runtime {metadata.version('iree-base-runtime')} has no "
+                             "host-execution profiler (newer runtimes do); this module needs that runtime, so "
+                             "no per-dispatch CPU profile of it can be taken (CUPTI on a GPU profiles any version)")
         if proc.returncode != 0 or not prof.is_file():
             raise UsageError(f"{bundle_dir}: iree-benchmark-module profile failed: "
                              f"{(proc.stderr.strip().splitlines() or ['no output'])[-1]}")

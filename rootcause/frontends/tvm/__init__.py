@@ -13,6 +13,9 @@ class TvmFrontend(PackageFrontend):
     name = "tvm"
     package = __name__
     compiler_packages = ("apache-tvm",)
+    # One wheel holds compiler and runtime; its FFI library is a dependency pip resolves to the
+    # newest release, which an older apache-tvm may not link against: a toolchain may pin it.
+    runtime_packages = ("apache-tvm", "apache-tvm-ffi")
     schedule_keys = ("rule",)
 
     def input_files(self, spec: Any) -> list[Path]:

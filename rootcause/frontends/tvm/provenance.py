@@ -65,7 +65,8 @@ def _eval_expr(mod: Any, e: Any, env: dict[Any, str], fn: str, inside: str | Non
 
     if isinstance(e, relax.Var):
         return env.get(e) or _h("free", e.name)
-    if isinstance(e, tvm.ir.expr.Constant):
+    # Constant moved from relax.expr (apache-tvm 0.26) to tvm.ir.expr (0.27)
+    if isinstance(e, tuple(c for c in (getattr(tvm.ir.expr, "Constant", None), getattr(relax, "Constant", None)) if c)):
         value = getattr(e, "value", None)
         data = value.numpy() if hasattr(value, "numpy") else value
         return _h("const", str(getattr(data, "dtype", "")), getattr(data, "shape", ()),

@@ -1,0 +1,95 @@
+"""`rootcause bisect SPEC --good V1 --bad V2`: the first compiler release (or wheel, or
+environment) that shows the change between a good and a bad toolchain, then `analyze` of the
+last good against the first bad (rootcause.bisect holds the search).
+
+Writes OUT/bisect.json (every candidate's verdict and ratio), OUT/bundles/, OUT/runs/ and, from
+the analysis, OUT/analyze/ (attribution.json and the reports). Exit status 0 when a first bad
+version is found, 2 on bad input (including a good/bad pair that does not differ).
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rootcause import bisect, pipeline, spec as spec_mod
+from rootcause.commands.analyze import resolve_target
+from rootcause.commands.compare import command_line
+from rootcause.errors import UsageError
+from rootcause.fileio import write_json
+from rootcause.report import render_text
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("spec", metavar="SPEC", help="the variant to bisect: file.toml or file.toml#NAME")
+    parser.add_argument("--good", help="a release of the spec's compiler that is good (e.g. 3.3.0)")
+    parser.add_argument("--bad", help="a release that is bad; the registry's releases between are bisected")
+    parser.add_argument("--versions", help="instead of --good/--bad: an ordered, comma-separated list, good first, "
+                                           "bad last: versions, PKG==VERSION, wheel files or environments' pythons")
+    parser.add_argument("--by", choices=("time", "catalog"), default="time",
+                        help="time: judge each version by its measured ratio to the good one (default); catalog: "
+                             "by whether its kernel formation differs from the good one's (no timing)")
+    parser.add_argument("--threshold", type=float, default=0.05,
+                        help="relative change (of the good version's time) a version must show to be bad "
+                             "(default 0.05)")
+    parser.add_argument("--budget-s", type=float, default=4.0,
+                        help="seconds of interleaved timing per comparison (default 4)")
+    parser.add_argument("--target", default=None, help="auto (default) | llvm | cuda:sm_XX | rocm:gfxNNN")
+    parser.add_argument("--out", type=Path, help="output directory (default reports/bisect-<name>/)")
+    parser.add_argument("--no-analyze", action="store_true", help="stop after finding the first bad version")
+    parser.add_argument("--profile-calls", type=int, default=10, help="graph calls profiled per variant (analyze)")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.budget_s <= 0:
+        raise UsageError(f"--budget-s: must be > 0, got {args.budget_s:g}")
+    if bool(args.versions) == bool(args.good or args.bad):
+        raise UsageError("give --good V1 --bad V2, or --versions a,b,c (not both)")
+    if not args.versions and not (args.good and args.bad):
+        raise UsageError("--good and --bad: both are needed")
+    spec = spec_mod.load(args.spec)
+    spec = spec_mod.with_target(spec, resolve_target(args.target, spec, False))
+    if args.versions:
+        candidates = bisect.listed_candidates(spec, [v.strip() for v in args.versions.split(",") if v.strip()])
+    else:
+        candidates = bisect.registry_candidates(spec, args.good, args.bad)
+    out: Path = args.out or Path("reports") / f"bisect-{pipeline.safe_name(spec.name)}"
+    out.mkdir(parents=True, exist_ok=True)
+    search = bisect.Bisection(spec, candidates, out, args.budget_s, args.threshold, args.by)
+    result = search.run()
+    write_json(out / "bisect.json", result)
+    between = f" (skipped, could be any: {', '.join(result['skipped_between'])})" if result["skipped_between"] else ""
+    print(f"first bad version: {result['first_bad']} (last good: {result['last_good']}{between}); "
+          f"the change: {_change(result)}; details in {out / 'bisect.json'}")
+    if args.no_analyze or result["direction"] == "outputs":
+        return 0
+    bisect.progress(f"analyze {result['last_good']} against {result['first_bad']}")
+    spec_a, spec_b = search.specs(result)
+    try:
+        doc = _analyze(spec_a, spec_b, out / "analyze", args)
+    except UsageError as err:
+        print(f"analyze of {result['last_good']} against {result['first_bad']} could not finish: {err}")
+        return 0
+    print(render_text(doc))
+    return 0
+
+
+def _change(result: dict) -> str:
+    bad = next(c for c in result["candidates"] if c["label"] == result["first_bad"])
+    good = next(c for c in result["candidates"] if c["label"] == result["last_good"])
+    if result["direction"] == "catalog":
+        return f"kernel formation {good['note']} -> {bad['note']}"
+    if bad["ratio"] and "median" in bad["ratio"]:
+        r = bad["ratio"]
+        return f"{result['direction']}, {r['median']:.2f}x [{r['low']:.2f}, {r['high']:.2f}] of the good version's time"
+    return result["direction"]
+
+
+def _analyze(spec_a, spec_b, out: Path, args: argparse.Namespace) -> dict:
+    out.mkdir(parents=True, exist_ok=True)
+    plan = pipeline.build_variants(spec_a, spec_b, out, False, 4)
+    pipeline.run_variants(plan, out, out / "run", args.budget_s, args.profile_calls)
+    argv = ["rootcause", "bisect", args.spec] + (["--versions", args.versions] if args.versions else
+                                                 ["--good", args.good, "--bad", args.bad])
+    doc = pipeline.analyze_run(plan, out, out / "run", 0.5, None, args.profile_calls, command_line(argv))
+    pipeline.write_reports(doc, out)
+    return doc

@@ -1,0 +1,216 @@
+"""Isolated Python environments, one per toolchain, in which a variant builds and runs.
+
+A toolchain is a list of requirements, each 'PKG==VERSION' (a release from the package
+registry) or the absolute path of a wheel file. Its environment is a venv under
+<cache>/envs/<key> ($ROOTCAUSE_ENVS/<key> when set), the key hashing the requirements (a wheel by its bytes) and this
+interpreter's version, made in a staging folder and renamed into place, so a half-made
+environment is never used; `toolchain.json` inside it (written last) records what it holds.
+
+The venv gets the toolchain's packages (with their own dependencies) and the dependencies
+rootcause declares in pyproject.toml; rootcause itself is imported from this checkout
+(PYTHONPATH), so a child run there is the same code as its parent. pip is this interpreter's
+(`pip --python VENV`), so the venv needs none of its own.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from rootcause.errors import UsageError
+from rootcause.fileio import cache_dir, write_json
+
+ROOT = Path(__file__).resolve().parents[1]  # the checkout: rootcause/ and parsers/
+READY = "toolchain.json"
+
+
+def checkout_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment for a child that imports rootcause from this checkout and nothing else from
+    the parent's path (its own site-packages decide the compiler and runtime)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    env["PYTHONPATH"] = str(ROOT)
+    env.update(extra or {})
+    return env
+
+
+def wheel_sha(path: Path) -> str:
+    return _file_sha(str(path), path.stat().st_size, path.stat().st_mtime_ns)
+
+
+@functools.cache
+def _file_sha(path: str, size: int, mtime: int) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def env_key(requirements: list[str]) -> str:
+    """The cache key of a toolchain: its requirements (wheels by content), this Python's version."""
+    parts = [f"wheel:{wheel_sha(Path(r))}" if r.endswith(".whl") else r for r in requirements]
+    parts.append(f"python:{sys.version_info.major}.{sys.version_info.minor}")
+    return hashlib.sha256(json.dumps(sorted(parts)).encode()).hexdigest()[:16]
+
+
+def envs_root() -> Path:
+    """Where environments live: $ROOTCAUSE_ENVS, else <cache>/envs (they are large and slow to
+    make, so a test session that gives builds a fresh cache can keep sharing them)."""
+    return Path(os.environ["ROOTCAUSE_ENVS"]) if os.environ.get("ROOTCAUSE_ENVS") else cache_dir() / "envs"
+
+
+def env_dir(requirements: list[str]) -> Path:
+    return envs_root() / env_key(requirements)
+
+
+def cached_python(requirements: list[str]) -> Path | None:
+    """The python of the toolchain's environment when it is already made here, else None."""
+    root = env_dir(requirements)
+    return root / "bin" / "python" if (root / READY).is_file() else None
+
+
+def ensure(requirements: list[str], progress: str = "") -> Path:
+    """The python of the toolchain's environment, made (and cached) when it is not there yet."""
+    found = cached_python(requirements)
+    if found is not None:
+        return found
+    root = env_dir(requirements)
+    root.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
+    try:
+        print(f"rootcause: making the environment for {' '.join(_label(r) for r in requirements)}"
+              f"{progress} ({root})", file=sys.stderr)
+        _make(staging, requirements)
+        _relocate_scripts(staging, root)
+        write_json(staging / READY, {"requirements": requirements,
+                                     "packages": installed_versions(staging / "bin" / "python")})
+        try:
+            os.replace(staging, root)  # atomic; fails when another process made it first
+        except OSError:
+            if cached_python(requirements) is None:
+                raise
+        else:
+            root.chmod(0o755)  # mkdtemp made it private; other users of the cache run it too
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return root / "bin" / "python"
+
+
+def _label(requirement: str) -> str:
+    return Path(requirement).name if requirement.endswith(".whl") else requirement
+
+
+def _make(staging: Path, requirements: list[str]) -> None:
+    proc = subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(staging)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise UsageError(f"cannot make a venv with {sys.executable}: {_last(proc.stderr)}")
+    cmd = [sys.executable, "-m", "pip", "--python", str(staging / "bin" / "python"), "install", "--no-input",
+           "--disable-pip-version-check", "-q", *requirements, *rootcause_dependencies()]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise UsageError(f"pip cannot install {' '.join(_label(r) for r in requirements)} for Python "
+                         f"{sys.version_info.major}.{sys.version_info.minor}: {_pip_error(proc.stderr)}")
+
+
+def _relocate_scripts(staging: Path, final: Path) -> None:
+    """Scripts pip wrote into bin/ name the staging python in their '#!' line: name the final one."""
+    old, new = str(staging).encode(), str(final).encode()
+    for script in (staging / "bin").iterdir():
+        if script.is_file() and not script.is_symlink():
+            data = script.read_bytes()
+            if data.startswith(b"#!") and old in data.split(b"\n", 1)[0]:
+                first, _, rest = data.partition(b"\n")
+                script.write_bytes(first.replace(old, new) + b"\n" + rest)
+
+
+@functools.cache
+def rootcause_dependencies() -> tuple[str, ...]:
+    """What pyproject.toml declares rootcause needs (a child imports rootcause from the checkout)."""
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    return tuple(data["project"]["dependencies"])
+
+
+def installed_versions(python: Path, dists: tuple[str, ...] | None = None) -> dict[str, str | None]:
+    """{distribution: version} of an environment's packages (all of them when dists is None);
+    None for a named one it lacks."""
+    code = ("import importlib.metadata as m, json, sys\n"
+            "names = json.loads(sys.argv[1])\n"
+            "if names is None:\n"
+            "    print(json.dumps({d.metadata['Name']: d.version for d in m.distributions()}))\n"
+            "else:\n"
+            "    def v(n):\n"
+            "        try:\n"
+            "            return m.version(n)\n"
+            "        except m.PackageNotFoundError:\n"
+            "            return None\n"
+            "    print(json.dumps({n: v(n) for n in names}))\n")
+    proc = subprocess.run([str(python), "-I", "-c", code, json.dumps(list(dists) if dists is not None else None)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise UsageError(f"{python}: cannot list its packages: {_last(proc.stderr)}")
+    found = json.loads(proc.stdout)
+    return {normalize(k): v for k, v in found.items()} if dists is None else found
+
+
+def normalize(name: str) -> str:
+    """A distribution name as the registry compares them (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+@functools.cache
+def registry_versions(dist: str) -> tuple[str, ...]:
+    """The released versions of a distribution that install on this Python, oldest first
+    (`pip index versions`: the registry pip is configured with)."""
+    proc = subprocess.run([sys.executable, "-m", "pip", "index", "versions", "--disable-pip-version-check", dist],
+                          capture_output=True, text=True)
+    for line in proc.stdout.splitlines():
+        if line.startswith("Available versions:"):
+            return tuple(sorted((v.strip() for v in line.split(":", 1)[1].split(",") if v.strip()),
+                                key=version_key))
+    raise UsageError(f"{dist}: the package registry lists no versions for Python "
+                     f"{sys.version_info.major}.{sys.version_info.minor}: {_pip_error(proc.stderr)}")
+
+
+_PRE = {"a": 0, "b": 1, "rc": 2}
+
+
+def version_key(version: str) -> tuple[Any, ...]:
+    """Sort key of a PEP 440 version (release, pre-release, post, dev; local parts ignored)."""
+    m = re.match(r"^v?([0-9]+(?:\.[0-9]+)*)(?:(a|b|rc)([0-9]+))?(?:\.post([0-9]+))?(?:\.dev([0-9]+))?",
+                 version.strip())
+    if m is None:
+        return ((), (9, 0), -1, (1, 0), version)
+    release = tuple(int(x) for x in m.group(1).split("."))
+    release += (0,) * (6 - len(release))
+    pre = (_PRE[m.group(2)], int(m.group(3))) if m.group(2) else (9, 0)
+    post = int(m.group(4)) if m.group(4) else -1
+    dev = (0, int(m.group(5))) if m.group(5) else (1, 0)
+    if m.group(5) and not m.group(2) and not m.group(4):
+        pre = (-1, 0)  # 1.0.dev1 sorts before 1.0a1
+    return (release, pre, post, dev, "")
+
+
+def is_prerelease(version: str) -> bool:
+    return bool(re.search(r"(a|b|rc|\.dev)[0-9]+", version))
+
+
+def _last(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1].strip() if lines else "no output"
+
+
+def _pip_error(stderr: str) -> str:
+    lines = [line.strip() for line in stderr.splitlines()
+             if line.strip() and not line.startswith("WARNING: Location")]
+    errors = [line for line in lines if line.startswith("ERROR")]
+    return (errors or lines or ["no output"])[0]

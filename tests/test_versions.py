@@ -1,0 +1,162 @@
+"""Compiler versions as variants, with real IREE releases from the package registry (CI reaches
+it): fixtures/cases/iree_versions (PROVENANCE.md) is one matmul that IREE up to 3.7.1 data-tiles
+into four dispatches and 3.8.0 compiles as one, about twice as slow.
+
+Slow (each release is a ~500 MB environment, made once and kept under $ROOTCAUSE_ENVS or the
+user's cache; builds and measurements go to a fresh cache per session). The truths are outside
+rootcause: the executables the release's own iree-compile dumps, the release's own version
+string, NumPy's matmul, and the first release with the change (documented, measured with
+iree-benchmark-module).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rootcause import envs
+
+ROOT = Path(__file__).resolve().parent.parent
+CASE = ROOT / "fixtures" / "cases" / "iree_versions"
+SPEC = CASE / "variants.toml"
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory):
+    """A fresh build cache for this module; environments stay where the user keeps them."""
+    path = tmp_path_factory.mktemp("cache")
+    old = {k: os.environ.get(k) for k in ("ROOTCAUSE_CACHE", "ROOTCAUSE_ENVS")}
+    os.environ["ROOTCAUSE_ENVS"] = str(envs.envs_root())
+    os.environ["ROOTCAUSE_CACHE"] = str(path)
+    yield path
+    for k, v in old.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+def _cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rootcause", *args], capture_output=True, text=True, cwd=cwd,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+
+
+def _dumped_executables(python: Path, out: Path) -> int:
+    """How many executables the release's own iree-compile makes of the case (no rootcause)."""
+    code = "from iree.compiler.tools import binaries; print(binaries.find_tool('iree-compile'))"
+    compile_tool = subprocess.run([str(python), "-I", "-c", code], capture_output=True, text=True).stdout.strip()
+    subprocess.run([compile_tool, str(CASE / "matmul_512.mlir"), "--iree-hal-target-device=local",
+                    "--iree-hal-local-target-device-backends=llvm-cpu", "--iree-llvmcpu-target-cpu=generic",
+                    f"--iree-hal-dump-executable-sources-to={out}", "-o", str(out / "m.vmfb")], check=True)
+    return len(list(out.glob("*.mlir")))
+
+
+@pytest.fixture(scope="module")
+def bundles(cache: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("bundles")
+    made = {}
+    for v in ("v3_7_1", "v3_8_0"):
+        proc = _cli("build", f"{SPEC}#{v}", "--out", str(out / v))
+        assert proc.returncode == 0, proc.stderr
+        made[v] = out / v
+    return made
+
+
+def test_each_release_builds_its_own_kernels(bundles: dict[str, Path], tmp_path: Path) -> None:
+    for v, compiler, runtime in (("v3_7_1", "3.7.1", "3.7.0"), ("v3_8_0", "3.8.0", "3.8.0")):
+        manifest = json.loads((bundles[v] / "manifest.json").read_text())
+        record = manifest["toolchain"]
+        assert record["compiler"] == {"iree-base-compiler": compiler}
+        assert record["runtime"] == {"iree-base-runtime": runtime}
+        python = Path(record["python"])
+        said = subprocess.run([str(python), "-I", "-c", "from iree.compiler import version; print(version.VERSION)"],
+                              capture_output=True, text=True).stdout
+        assert said.startswith(compiler) and manifest["versions"]["iree-compiler"].startswith(compiler)
+        (tmp_path / v).mkdir()
+        assert len(manifest["kernels"]) == _dumped_executables(python, tmp_path / v)
+    counts = {v: len(json.loads((bundles[v] / "manifest.json").read_text())["kernels"]) for v in bundles}
+    assert counts == {"v3_7_1": 4, "v3_8_0": 1}  # the formation change PROVENANCE.md documents
+
+
+def test_each_bundle_runs_with_its_own_runtime(bundles: dict[str, Path]) -> None:
+    """Neither runtime is this process's: each bundle is loaded in a child of its environment,
+    and its outputs are NumPy's matmul of the bundle's inputs."""
+    from rootcause.artifacts.bundle import bundle_inputs, read_bundle
+    from rootcause.sessions import RemoteSession, load_session
+
+    for path in bundles.values():
+        bundle = read_bundle(path)
+        session = load_session(bundle)
+        try:
+            assert isinstance(session, RemoteSession)
+            a, b = bundle_inputs(bundle)
+            session.set_inputs([a, b])
+            session.call()
+            (got,) = session.outputs()
+            np.testing.assert_allclose(got, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-4, atol=1e-4)
+            assert session.timer(2)() > 0
+        finally:
+            session.close()
+
+
+def test_run_measures_two_releases_interleaved(bundles: dict[str, Path], tmp_path: Path) -> None:
+    proc = _cli("run", str(bundles["v3_7_1"]), str(bundles["v3_8_0"]), "--out", str(tmp_path / "run"),
+                "--profile", "none", "--budget-s", "2")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((tmp_path / "run" / "measurement.json").read_text())
+    assert all(c.get("ok", True) for c in doc["verification"]["checks"])
+    timers = doc["measurement"]["timers"]
+    assert all("child process of" in timers[n] for n in timers)
+    assert len(doc["measurement"]["ratios"]) == 1
+
+
+def test_bisect_by_catalog_finds_3_8_0(cache: Path, tmp_path: Path) -> None:
+    proc = _cli("bisect", f"{SPEC}#v3_3_0", "--good", "3.3.0", "--bad", "3.8.0", "--by", "catalog",
+                "--out", str(tmp_path / "b"), "--no-analyze")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads((tmp_path / "b" / "bisect.json").read_text())
+    labels = [c["label"] for c in result["candidates"]]
+    assert labels == ["3.3.0", "3.4.0", "3.5.0", "3.6.0", "3.7.0", "3.7.1", "3.8.0"]  # PyPI's releases
+    assert (result["last_good"], result["first_bad"]) == ("3.7.1", "3.8.0")
+    tested = [c["label"] for c in result["candidates"] if c["status"] != "untested"]
+    assert len(tested) <= 5  # a bisection, not a sweep: good, bad and log2(5) between
+
+
+def test_bisect_by_time_finds_3_8_0_and_reruns_from_cache(cache: Path, tmp_path: Path) -> None:
+    args = ("bisect", f"{SPEC}#v3_3_0", "--good", "3.3.0", "--bad", "3.8.0", "--threshold", "0.2",
+            "--budget-s", "3", "--out", str(tmp_path / "b"), "--no-analyze")
+    proc = _cli(*args)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads((tmp_path / "b" / "bisect.json").read_text())
+    assert (result["last_good"], result["first_bad"]) == ("3.7.1", "3.8.0")
+    bad = next(c for c in result["candidates"] if c["label"] == "3.8.0")
+    assert result["direction"] == "slower" and bad["ratio"]["low"] > 1.2
+    again = _cli(*args)
+    assert again.returncode == 0 and "measuring" not in again.stderr and "making the environment" not in again.stderr
+    assert json.loads((tmp_path / "b" / "bisect.json").read_text())["first_bad"] == "3.8.0"
+
+
+def test_bisect_refuses_bad_ranges(cache: Path, tmp_path: Path) -> None:
+    for args, words in ((("--good", "3.3.0", "--bad", "9.9.9"), "--bad: iree-base-compiler 9.9.9 is not a release"),
+                        (("--versions", "3.3.0"), "--versions: give at least two"),
+                        (("--versions", "3.3.0,numpy==2.0.0"), "--versions: 'numpy==2.0.0'"),
+                        (("--good", "3.3.0"), "--good and --bad")):
+        proc = _cli("bisect", f"{SPEC}#v3_3_0", *args, "--out", str(tmp_path / "b"))
+        assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        assert words in proc.stderr, proc.stderr
+
+
+def test_version_order_is_pep_440() -> None:
+    """envs.version_key against pip's own PEP 440 implementation."""
+    from pip._vendor.packaging.version import Version
+
+    versions = ["3.7.1", "3.7.0", "3.10.0", "3.4.0rc20250415", "3.4.0", "3.4.0.dev1", "3.4.0a1", "0.27.0.post1",
+                "0.27.0", "2.9.0", "3.4.0b2", "3.4.0.post1"]
+    assert sorted(versions, key=envs.version_key) == sorted(versions, key=Version)
+
