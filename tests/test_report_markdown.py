@@ -224,3 +224,20 @@ def test_non_finite_numbers_rejected(att_path, tmp_path):
     bad.write_text(json.dumps(doc))  # Python writes NaN, which json.loads reads back
     r = _cli(bad, "--format", "html")
     assert r.returncode == 2 and "'residual.delta_ns.median'" in r.stderr and "finite" in r.stderr
+
+
+@pytest.mark.parametrize("brk", ["\r", "\r\n", "\u2028", "\x0b"])
+def test_line_breaks_in_names_keep_rows_whole(attribution, brk):
+    """A kernel name holding a line break (\\r reached the tables once) stays in one row: every
+    table line of the comment starts and ends with a pipe under str.splitlines()'s own breaks."""
+    doc = copy.deepcopy(attribution)
+    name = f"evil{brk}| --- |{brk}kernel"
+    for u in doc["units"]:
+        u["kernels_b"] = [name if k == "fused_pool2d_add2_kernel" else k for k in u["kernels_b"]]
+    text = render_markdown(doc)
+    rows = [line for line in text.splitlines() if line.startswith("|")]
+    assert rows and all(line.rstrip().endswith("|") for line in rows)
+    found = tables(text)
+    assert any("evil" in c and "kernel" in c for t in found for r in t for c in r)
+    for t in found:
+        assert len({len(r) for r in t}) == 1

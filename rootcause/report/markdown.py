@@ -22,17 +22,19 @@ RESOURCE_ROWS = 40   # kernel rows of the open resource table
 RIGHT = {3, 4, 5, 6, 7, 8, 9}  # numeric columns of the resource tables
 
 _PUNCT = re.compile(r"([\\`*_\[\]|<>~&])")
+# Every character a Markdown renderer or str.splitlines() may end a line at: one would break the row.
+_LINE_BREAKS = re.compile("[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]")
 
 
 def text(x: Any) -> str:
     """Plain text safe in a GFM table cell: ASCII punctuation backslash-escaped, no newlines."""
-    return _PUNCT.sub(r"\\\1", str(x)).replace("\n", " ")
+    return _PUNCT.sub(r"\\\1", _LINE_BREAKS.sub(" ", str(x)))
 
 
 def code(x: Any) -> str:
     """A code span safe in a table cell ('|' escaped as GFM requires); names with a backtick
     fall back to escaped text, since a code span cannot hold its own delimiter simply."""
-    s = str(x).replace("\n", " ")
+    s = _LINE_BREAKS.sub(" ", str(x))
     if "`" in s:
         return text(s)
     return "`" + s.replace("|", "\\|") + "`"
