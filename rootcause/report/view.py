@@ -101,7 +101,8 @@ def verdict_sentence(v: dict[str, Any]) -> str:
     """One plain-text line, the first thing both reports say."""
     times = f"{fmt_time(v['time_b']['median'])} vs {fmt_time(v['time_a']['median'])} per graph call"
     source = {"measured": "measured", "profiled-span": "profiled span",
-              "profiler-steps": "ProfilerStep wall time"}.get(v["source"], str(v["source"]))
+              "profiler-steps": "ProfilerStep wall time",
+              "launch-interval": "launch-to-launch interval, host included"}.get(v["source"], str(v["source"]))
     if v["significant"] is False or v["ratio"] is None:
         text = f"No significant whole-graph difference between {v['b']} and {v['a']}: {times}"
     else:
