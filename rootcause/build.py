@@ -19,7 +19,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -65,18 +64,11 @@ def _compiler_versions(spec: VariantSpec) -> dict[str, str | None]:
     elif spec.python:
         out = envs.installed_versions(spec.python, tuple(dists))
     else:
-        out = {dist: installed_version(dist) for dist in dists}
+        out = {dist: envs.installed_version(dist) for dist in dists}
     if spec.target.startswith("cuda"):
         out["nvcc"] = str(toolchain.find_tool("nvcc"))
         out["nvcc_version"] = toolchain.tool_version("nvcc")
     return out
-
-
-def installed_version(dist: str) -> str | None:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
 
 
 def toolchain_requirements(spec: VariantSpec) -> list[str]:
@@ -119,7 +111,7 @@ def toolchain_record(spec: VariantSpec, python: Path | None) -> dict[str, Any]:
     compiler, runtime = toolchain_packages(spec.frontend)
     dists = tuple(dict.fromkeys(compiler + runtime))
     if python is None:
-        versions = {d: installed_version(d) for d in dists}
+        versions = {d: envs.installed_version(d) for d in dists}
         source, requirements = "installed", []
     else:
         versions = envs.installed_versions(python, dists)

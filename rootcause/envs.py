@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import tomllib
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +139,14 @@ def rootcause_dependencies() -> tuple[str, ...]:
     """What pyproject.toml declares rootcause needs (a child imports rootcause from the checkout)."""
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())
     return tuple(data["project"]["dependencies"])
+
+
+def installed_version(dist: str) -> str | None:
+    """The version of `dist` in this process's environment; None when it is not installed."""
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def installed_versions(python: Path, dists: tuple[str, ...] | None = None) -> dict[str, str | None]:

@@ -17,7 +17,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable
 
@@ -46,20 +45,13 @@ def load_session(bundle: Bundle | Any, device: str | None = None) -> Session:
     return frontends.get(bundle.frontend).load_session(bundle, device)
 
 
-def _installed(dist: str) -> str | None:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
-
-
 def runtime_mismatch(bundle: Bundle) -> dict[str, tuple[str, str | None]]:
     """{distribution: (the bundle's version, this process's)} for each runtime package that differs.
     A bundle built by the installed compiler, on a host whose runtime pip does not know (a
     runtime-only copy, gpu/README.md), is taken as matching: nothing says otherwise."""
     record = bundle.toolchain
     want = record.get("runtime") or {}
-    out = {d: (v, _installed(d)) for d, v in want.items() if v and _installed(d) != v}
+    out = {d: (v, envs.installed_version(d)) for d, v in want.items() if v and envs.installed_version(d) != v}
     if record.get("source") == "installed" and all(have is None for _, have in out.values()):
         return {}
     return out
