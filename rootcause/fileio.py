@@ -1,6 +1,7 @@
 """Reading and writing JSON and result files: one JSON reader (errors with line and column), and
-writes as a set: every file is staged complete before any is renamed into place, so a kill, a
-full disk or a bad folder never leaves a half-written file or a new file beside old ones."""
+writes as a set: every file is staged complete and committed before any is renamed into place,
+so a kill, a full disk or a bad folder never leaves a half-written file, and a new file beside
+old ones (a SIGKILL between renames) is finished by the next writer or reader (settle)."""
 from __future__ import annotations
 
 import contextlib
@@ -19,36 +20,90 @@ def cache_dir() -> Path:
     return Path(os.environ.get("ROOTCAUSE_CACHE", Path.home() / ".cache" / "rootcause"))
 
 
+STAGING = ".rootcause-staging-"
+COMMIT = ".commit"  # inside a staging folder: every file is staged, roll the set forward
+
+
 def write_set(folder: str | os.PathLike, files: dict[str, bytes | str]) -> list[Path]:
     """Write {name: data} into folder as one set; the paths written, in order.
 
     Each file is staged in a hidden folder inside `folder` (same file system, so a rename moves
-    it), and only when all are staged are they renamed over the old ones. A failure while
-    staging (a kill, ENOSPC, EFBIG under RLIMIT_FSIZE) leaves every previous file as it was;
-    what remains open is the microseconds of the renames themselves. A folder that cannot be
-    made or written is a UsageError naming it.
+    it). When all are staged, a commit record is renamed into the staging folder, and only then
+    are the files renamed over the old ones. A failure or kill before the commit leaves every
+    previous file as it was. A SIGKILL between two renames cannot be prevented by any program, so
+    it is recovered instead: the next write_set into the folder, or settle() from a reader, finds
+    the committed staging folder and finishes its renames. The whole write holds an flock on the
+    folder, so a staging folder seen under that lock belongs to a dead writer. A folder that
+    cannot be made or written is a UsageError naming it.
     """
     from rootcause.errors import UsageError
 
     folder = Path(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=".rootcause-staging-", dir=folder))
     except OSError as err:
         raise UsageError(f"{folder}: cannot write output here: {err.strerror or err}") from None
-    name, kept = "", "; the previous files are unchanged"
-    try:
-        staged = []
-        for name, data in files.items():
-            staged.append(_stage(staging / name, data, folder / name))
-        kept = ""
-        for tmp, name in zip(staged, files):
-            os.replace(tmp, folder / name)
-    except OSError as err:
-        raise UsageError(f"{folder / name}: cannot write: {err.strerror or err}{kept}") from None
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    with _folder_lock(folder):
+        _settle_locked(folder)
+        try:
+            staging = Path(tempfile.mkdtemp(prefix=STAGING, dir=folder))
+        except OSError as err:
+            raise UsageError(f"{folder}: cannot write output here: {err.strerror or err}") from None
+        name, kept = "", "; the previous files are unchanged"
+        try:
+            for name, data in files.items():
+                _stage(staging / name, data, folder / name)
+            name = COMMIT
+            _stage(staging / (COMMIT + ".tmp"), json.dumps(list(files)), folder / COMMIT)
+            os.replace(staging / (COMMIT + ".tmp"), staging / COMMIT)
+            kept = ""
+            _roll_forward(staging, folder)
+        except OSError as err:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise UsageError(f"{folder / name}: cannot write: {err.strerror or err}{kept}") from None
     return [folder / name for name in files]
+
+
+def settle(folder: str | os.PathLike) -> None:
+    """Finish a set whose writer was killed between its renames (see write_set), and remove the
+    staging folders of writers killed before their commit. Quiet when the folder is missing or
+    not writable: a reader then sees what is there."""
+    folder = Path(folder)
+    if not folder.is_dir() or not any(p.name.startswith(STAGING) for p in folder.iterdir()):
+        return
+    try:
+        with _folder_lock(folder):
+            _settle_locked(folder)
+    except OSError:
+        pass
+
+
+def _settle_locked(folder: Path) -> None:
+    for staging in folder.glob(STAGING + "*"):
+        if (staging / COMMIT).is_file():
+            _roll_forward(staging, folder)
+        else:
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def _roll_forward(staging: Path, folder: Path) -> None:
+    """Rename the committed files still in staging into folder, then drop staging. Safe to
+    repeat after a kill: a file already moved is simply no longer in staging."""
+    for name in json.loads((staging / COMMIT).read_text(encoding="utf-8")):
+        if (staging / name).exists():
+            os.replace(staging / name, folder / name)
+    shutil.rmtree(staging, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _folder_lock(folder: Path) -> Iterator[None]:
+    """flock on the folder itself (no lock file left among the user's outputs)."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _stage(tmp: Path, data: bytes | str, dest: Path) -> Path:

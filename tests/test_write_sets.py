@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import hashlib
+import json
 import os
 import resource
 import select
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from rootcause.fileio import COMMIT, STAGING, settle, write_set
 from tests.captures import CAPTURE, CATALOGS, ROOT, compare_shared
 
 SET = ("attribution.json", "report.html", "report.md")
@@ -39,7 +41,7 @@ def _digests(out: Path) -> dict[str, str]:
     return {name: hashlib.sha256((out / name).read_bytes()).hexdigest() for name in SET}
 
 
-def _titles(out: Path) -> set[str]:
+def _titles(out: Path, allow_mixed: bool = False) -> set[str]:
     """The titles each file of the set carries (OLD-SET / NEW-SET)."""
     found = set()
     for name in SET:
@@ -47,6 +49,7 @@ def _titles(out: Path) -> set[str]:
         here = {t for t in ("OLD-SET", "NEW-SET") if t in text}
         assert len(here) == 1, f"{name}: titles {here}"
         found |= here
+    assert allow_mixed or len(found) == 1, f"a mixed set: {found}"
     return found
 
 
@@ -120,22 +123,57 @@ def _wait_created(fd: int, prefix: str, deadline: float) -> bool:
 @pytest.mark.parametrize("delay_ms", [0, 0.5, 1, 2, 4, 8])
 def test_sigkill_while_writing_leaves_one_whole_set(previous, delay_ms):
     """Killed as it stages the new set: the folder holds the previous set or, if the kill came
-    after the renames, the new one; never files of both."""
+    after the commit, the new one once settled; never files of both. A kill between two renames
+    (no program can block SIGKILL) leaves a committed staging folder, and the next reader
+    finishes the set: here `rootcause report`, as a user would run it."""
     out, before = previous
     fd = _watch(out)
     try:
         proc = subprocess.Popen(_compare_argv(out, "NEW-SET"), cwd=ROOT,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        seen = _wait_created(fd, ".rootcause-staging-", time.monotonic() + 60)
+        seen = _wait_created(fd, STAGING, time.monotonic() + 60)
         time.sleep(delay_ms / 1000)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     finally:
         os.close(fd)
     assert seen
+    staged = [p for p in out.iterdir() if p.name.startswith(STAGING)]
+    committed = [p for p in staged if (p / COMMIT).is_file()]
+    mixed = _titles(out, allow_mixed=True) == {"OLD-SET", "NEW-SET"}
+    assert not mixed or committed, "a mixed set with nothing to finish it"
+    r = subprocess.run([sys.executable, "-m", "rootcause", "report", str(out / "attribution.json"),
+                        "--format", "json"], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
     titles = _titles(out)
-    assert len(titles) == 1, f"a mixed set: {titles}"
-    leftover = [p.name for p in out.iterdir() if p.name.startswith(".rootcause-staging-")]
+    assert len(titles) == 1, f"a mixed set after settling: {titles}"
+    assert not [p for p in out.iterdir() if p.name.startswith(STAGING)]
     if titles == {"OLD-SET"}:
         assert _digests(out) == before
-    print(f"delay {delay_ms} ms: set {titles.pop()}, staging folder left: {bool(leftover)}")
+    print(f"delay {delay_ms} ms: set {titles.pop()}, staging left by the kill: {bool(staged)}, "
+          f"committed: {bool(committed)}, mixed before settling: {mixed}")
+
+
+def test_settle_finishes_a_committed_set(previous):
+    """A writer killed between its renames, made exactly: a committed staging folder holding the
+    two files not yet renamed. The next write_set into the folder finishes it before its own."""
+    out, _ = previous
+    staging = out / (STAGING + "dead")
+    staging.mkdir()
+    for name in SET[1:]:
+        (staging / name).write_text((out / name).read_text().replace("OLD-SET", "NEW-SET"))
+    (out / SET[0]).write_text((out / SET[0]).read_text().replace("OLD-SET", "NEW-SET"))
+    (staging / COMMIT).write_text(json.dumps(list(SET)))
+    assert _titles(out, allow_mixed=True) == {"OLD-SET", "NEW-SET"}
+    write_set(out, {"other.txt": "x\n"})
+    assert _titles(out) == {"NEW-SET"} and not staging.exists()
+    (out / "other.txt").unlink()
+
+
+def test_settle_drops_an_uncommitted_staging_folder(previous):
+    out, before = previous
+    staging = out / (STAGING + "dead")
+    staging.mkdir()
+    (staging / SET[0]).write_text("half")
+    settle(out)
+    assert not staging.exists() and _digests(out) == before

@@ -24,7 +24,7 @@ from typing import Any
 
 from rootcause.artifacts import bundle, rundir
 from rootcause.errors import UsageError
-from rootcause.fileio import json_text, read_json
+from rootcause.fileio import json_text, read_json, settle
 
 SCHEMA_VERSION = 2
 SUPPORTED_SCHEMAS = (1, 2)  # 1 is migrated to 2 on load
@@ -89,6 +89,7 @@ def load(path: str | Path) -> dict[str, Any]:
     p = Path(path)
     if p.is_dir():
         raise UsageError(f"{p}: is a directory; give its attribution.json")
+    settle(p.parent)  # a set whose writer was killed mid-rename is finished before it is read
     doc = read_json(p, "no such attribution file")
     check(doc, str(p))
     if doc["schema_version"] == 1:
