@@ -74,6 +74,11 @@ class Context:
 
 def attribute_pair(a: Side, b: Side, ctx: Context) -> dict[str, Any]:
     """The attribution document of A (baseline) against B (candidate)."""
+    return _attribute_pair(a, b, ctx)[0]
+
+
+def _attribute_pair(a: Side, b: Side, ctx: Context) -> tuple[dict[str, Any], dict[int, dict[str, Any]]]:
+    """(attribution document, each unit's ns per profiled call of A and B: Attribution.unit_calls_ns)."""
     alignment = align(a.events, b.events, a.catalog, b.catalog, a.entry, b.entry)
     att = attribute(a.events, b.events, alignment, a.whole, b.whole, labels=(a.label, b.label),
                     environment=ctx.environment,
@@ -89,7 +94,7 @@ def attribute_pair(a: Side, b: Side, ctx: Context) -> dict[str, Any]:
     att.device, att.measurement, att.command = ctx.device, ctx.measurement, ctx.command
     doc = att.to_dict()
     doc["catalogs"] = {v: attribution.catalog_section(side.catalog_path) for v, side in (("a", a), ("b", b))}
-    return doc
+    return doc, att.unit_calls_ns
 
 
 def write_reports(doc: dict[str, Any], out_dir: Path, title: str | None = None) -> list[Path]:
@@ -276,10 +281,10 @@ def analyze_run(plan: dict[str, Any], out: Path, run_dir: Path, threshold: float
     environment = rundir.read_env(run_dir)
     ctx = Context(gpus.resolve_device(device, environment), environment,
                   rundir.measurement_meta(measurement["measurement"], mpath, (a, b)), command, split_notes)
-    doc = attribute_pair(sides[a], sides[b], ctx)
+    doc, unit_ns = _attribute_pair(sides[a], sides[b], ctx)
     hybrids = [Hybrid.from_dict(h) for h in plan.get("hybrids", [])]
-    unit_calls = {u["unit"]: {"a": confirm.unit_call_times(sides[a].events, u["kernels_a"]),
-                              "b": confirm.unit_call_times(sides[b].events, u["kernels_b"])} for u in doc["units"]}
+    # per launch, as the units were timed: a kernel split per source op counts only its own launches
+    unit_calls = {u: {v: t / 1e9 for v, t in sides_ns.items()} for u, sides_ns in unit_ns.items()}
     doc["confirmation"] = confirm.evaluate(measurement["measurement"], a, b, hybrids, doc["units"], threshold,
                                            doc["whole_graph"]["significant"], plan.get("failed", {}),
                                            unit_calls=unit_calls)

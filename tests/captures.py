@@ -96,3 +96,52 @@ def ncu_rows(name: str) -> list[tuple[str, float]]:
     col = head.index("gpu__time_duration.sum")
     assert units[col] == "ns"
     return [(r[head.index("Kernel Name")], float(r[col].replace(",", ""))) for r in rows[2:]]
+
+
+def run_launches(run: Path, variant: str) -> tuple[int, list[tuple[int, str, int, int]]]:
+    """(profiled calls, rows) of a `rootcause run` directory's CUPTI records of `variant`, a row being
+    (call, kernel, ordinal of the launch among that kernel's launches in its call, duration ns); the call
+    is the last of the run's call_starts_ns at or before the record's start."""
+    import bisect
+    from collections import Counter
+
+    info = json.loads((run / "measurement.json").read_text())["profiles"][variant]
+    starts = sorted(info["call_starts_ns"])
+    seen: Counter = Counter()
+    rows = []
+    for r in sorted(json.loads((run / info["file"]).read_text()), key=lambda r: r["start"]):
+        call = bisect.bisect_right(starts, r["start"]) - 1
+        assert call >= 0, (variant, r)
+        seen[call, r["name"]] += 1
+        rows.append((call, r["name"], seen[call, r["name"]] - 1, r["end"] - r["start"]))
+    return len(starts), rows
+
+
+def launch_nodes(calls: int, rows: list[tuple[int, str, int, int]],
+                 catalog: list[dict[str, Any]]) -> dict[tuple[str, int | None], tuple[str, ...]]:
+    """(kernel, ordinal) -> the source ops those launches compute, from the catalog and the raw
+    launches: a kernel whose catalog entry lists n > 1 distinct ops and that every call launches
+    exactly n times is n nodes, its i-th launch in a call computing the i-th op (the VM runs the
+    bindings in order); any other kernel is one node (kernel, None) covering all its ops."""
+    from collections import Counter
+
+    counts = Counter((c, k) for c, k, _, _ in rows)
+    nodes: dict[tuple[str, int | None], tuple[str, ...]] = {}
+    for k in catalog:
+        ops = tuple(k["source_ops"])
+        if len(ops) > 1 and len(set(ops)) == len(ops) and all(counts[c, k["name"]] == len(ops) for c in range(calls)):
+            nodes.update({(k["name"], i): (op,) for i, op in enumerate(ops)})
+        else:
+            nodes[(k["name"], None)] = ops
+    return nodes
+
+
+def node_call_ns(calls: int, rows: list[tuple[int, str, int, int]], nodes: set) -> Any:
+    """ns per call of the launches of `nodes` ((kernel, ordinal) or (kernel, None): every launch)."""
+    import numpy as np
+
+    out = np.zeros(calls)
+    for call, kernel, i, dur in rows:
+        if (kernel, i) in nodes or (kernel, None) in nodes:
+            out[call] += dur
+    return out

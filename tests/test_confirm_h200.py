@@ -4,7 +4,8 @@ cuda:sm_90, cached after the first session), then `analyze --from-run` on the co
 
 Every figure is recomputed in the test from the raw files: the whole-graph samples in
 measurement.json, the CUPTI records cut into calls at the run's own call_starts_ns, and the
-units closed over shared source ops from the bundles' catalogs (read from the IR at build)."""
+units closed over shared source ops from the bundles' catalogs (read from the IR at build), per
+launch: a kernel launched once per source op in every call is one node per launch ordinal."""
 from __future__ import annotations
 
 import contextlib
@@ -15,13 +16,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from captures import launch_nodes, node_call_ns, run_launches
 from rootcause import cli
 from rootcause.report import markdown, view
 
 ROOT = Path(__file__).resolve().parents[1]
 CASE = ROOT / "fixtures" / "cases" / "pool_fusion" / "variants.toml"
 ON, OFF = f"{CASE}#on", f"{CASE}#off"
-PER_LAUNCH = pytest.mark.xfail(strict=True, reason="the test's unit closes over every source op of a kernel; alignment now splits a kernel launched once per op (B's add2_kernel serves lv17 and lv18 in two launches) per launch, so the unit is fused_pool2d_add2 vs pool2d + add2's lv17 launch: _unit and _calls must count per launch")
 RUN = ROOT / "fixtures" / "captures" / "h200-2026-12-02-analyze" / "run"
 A, B = "pool_fusion-on", "pool_fusion-off"
 
@@ -43,17 +44,14 @@ def _raw():
     return m, {n: np.asarray(v["samples_s"]) for n, v in m["measurement"]["variants"].items()}
 
 
-def _calls(name: str, kernels: set[str]) -> np.ndarray:
-    """Seconds per profiled call of `kernels`: CUPTI records (end - start), call = the last of the
-    run's call_starts_ns at or before the record's start."""
-    m, _ = _raw()
-    info = m["profiles"][name]
-    starts = np.asarray(info["call_starts_ns"], dtype=np.int64)
-    per_call = np.zeros(len(starts))
-    for r in json.loads((RUN / info["file"]).read_text()):
-        if r["name"] in kernels:
-            per_call[np.searchsorted(starts, r["start"], side="right") - 1] += (r["end"] - r["start"]) * 1e-9
-    return per_call
+def _launches(name: str):
+    return run_launches(RUN, name)
+
+
+def _calls(name: str, nodes: set) -> np.ndarray:
+    """Seconds per profiled call of the launches `nodes` ((kernel, ordinal within the call), or
+    (kernel, None) for every launch): CUPTI records (end - start), cut at the run's call_starts_ns."""
+    return node_call_ns(*_launches(name), nodes) * 1e-9
 
 
 def _catalog(out: Path, name: str) -> list[dict]:
@@ -61,16 +59,21 @@ def _catalog(out: Path, name: str) -> list[dict]:
     return json.loads((out / plan["bundles"][name] / "manifest.json").read_text())["kernels"]
 
 
-def _unit(out: Path, ops: list[str]) -> tuple[set[str], set[str]]:
-    """A's and B's kernels that compute the hybrid's ops, closed over shared source ops."""
-    cats = {v: _catalog(out, n) for v, n in (("a", A), ("b", B))}
-    ops, kernels = set(ops), {"a": set(), "b": set()}
+def _unit(out: Path, ops: list[str]) -> tuple[set, set]:
+    """A's and B's launches (captures.launch_nodes) that compute the hybrid's ops, closed over
+    shared source ops: a kernel launched once per op joins each op's unit with that launch only."""
+    nodes = {v: launch_nodes(*_launches(n), _catalog(out, n)) for v, n in (("a", A), ("b", B))}
+    ops = set(ops)
     while True:
-        kernels = {v: {k["name"] for k in cats[v] if ops & set(k["source_ops"])} for v in "ab"}
-        more = {op for v in "ab" for k in cats[v] if k["name"] in kernels[v] for op in k["source_ops"]}
+        mine = {v: {node for node, covered in nodes[v].items() if ops & set(covered)} for v in "ab"}
+        more = {op for v in "ab" for node in mine[v] for op in nodes[v][node]}
         if more <= ops:
-            return kernels["a"], kernels["b"]
+            return mine["a"], mine["b"]
         ops |= more
+
+
+def _names(nodes: set) -> set[str]:
+    return {k for k, _ in nodes}
 
 
 def _bootstrap(t: dict[str, np.ndarray], ua: np.ndarray | None, ub: np.ndarray | None, blocks: int,
@@ -100,7 +103,6 @@ def _verdict(lo: float, hi: float, threshold: float) -> str:
     return "confirmed" if lo > threshold else "refuted" if hi < threshold else "inconclusive"
 
 
-@PER_LAUNCH
 def test_pool_split_judged_against_its_unit(h200):
     """The boundary after the pool: its share of the fused unit's delta, from the raw files."""
     out, printed, doc = h200
@@ -110,9 +112,13 @@ def test_pool_split_judged_against_its_unit(h200):
     h = next(x for x in plan["hybrids"] if x["change"].get("dataflow_boundaries_after") == ["lv16"])
     row = next(r for r in doc["confirmation"]["hybrids"] if r["name"] == h["name"])
     ka, kb = _unit(out, h["source_ops"])
-    assert ka == {"fused_pool2d_add2_kernel", "add2_kernel"} and kb == {"pool2d_kernel", "add2_kernel"}
+    # B's add2_kernel runs once for lv17 and once for lv18 in every call: only its first launch is the
+    # fused kernel's partner; A's own add2_kernel (lv18) and B's second launch are another unit
+    assert ka == {("fused_pool2d_add2_kernel", None)}
+    assert kb == {("pool2d_kernel", None), ("add2_kernel", 0)}
     unit = next(u for u in doc["units"] if u["unit"] == row["unit"])
-    assert (set(unit["kernels_a"]), set(unit["kernels_b"])) == (ka, kb)
+    assert (set(unit["kernels_a"]), set(unit["kernels_b"])) == (_names(ka), _names(kb))
+    assert unit["time_b_ns"]["median"] == pytest.approx(np.median(_calls(B, kb)) * 1e9)
 
     ua, ub = _calls(A, ka), _calls(B, kb)
     ta, tb, th = (np.median(t[n]) for n in (A, B, h["name"]))
@@ -141,7 +147,6 @@ def test_pool_split_judged_against_its_unit(h200):
     assert markdown.text(sentence) in md  # as the Markdown renderer escapes text
 
 
-@PER_LAUNCH
 def test_every_hybrid_recomputed(h200):
     """Each hybrid's judged share (unit hybrids: of their unit's delta; pass hybrids: of the A-B
     delta) and its verdict, from the raw samples and CUPTI records."""
@@ -172,7 +177,6 @@ def test_every_hybrid_recomputed(h200):
         assert row["speedup"]["vs_a"] == pytest.approx(ta / th) and row["speedup"]["vs_b"] == pytest.approx(tb / th)
 
 
-@PER_LAUNCH
 def test_html_report_carries_both_shares(h200):
     out, _, doc = h200
     html = (out / "report.html").read_text()

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from captures import launch_nodes, node_call_ns, run_launches
 from rootcause.report.markdown import text as md_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,15 +28,19 @@ def _doc(entry: str) -> dict:
     return json.loads((REPORTS / entry / "attribution.json").read_text())
 
 
-def _per_call(run: Path, variant: str, kernels: list[str]) -> np.ndarray:
-    """ns per profiled call of `kernels` from the raw CUPTI records, cut at the run's call starts."""
-    info = json.loads((run / "measurement.json").read_text())["profiles"][variant]
-    starts = np.asarray(info["call_starts_ns"], dtype=np.int64)
-    out = np.zeros(len(starts))
-    for r in json.loads((run / info["file"]).read_text()):
-        if r["name"] in kernels:
-            out[np.searchsorted(starts, r["start"], side="right") - 1] += r["end"] - r["start"]
-    return out
+def _per_call(run: Path, doc: dict, v: str, unit: dict) -> np.ndarray:
+    """ns per profiled call of `unit`'s launches on side `v` from the raw CUPTI records, cut at the
+    run's call starts, per launch: a kernel listed in several units that the catalog says runs once
+    per source op in every call (captures.launch_nodes) counts only the launches of this unit's ops."""
+    calls, rows = run_launches(run, doc["variants"][v]["label"])
+    nodes = launch_nodes(calls, rows, list(doc["catalogs"][v]["kernels"].values()))
+    mine = set()
+    for k in unit[f"kernels_{v}"]:
+        if sum(k in u[f"kernels_{v}"] for u in doc["units"]) == 1:
+            mine.add((k, None))  # every launch of it is this unit's
+        else:
+            mine |= {(n, i) for n, i in nodes if n == k and i is not None and nodes[n, i][0] in unit["source_ops"]}
+    return node_call_ns(calls, rows, mine)
 
 
 def _samples(run: Path, variant: str) -> np.ndarray:
@@ -45,18 +50,19 @@ def _samples(run: Path, variant: str) -> np.ndarray:
 
 @pytest.mark.parametrize("entry, run", [("prefill_dedup_h200_cupti", SEEDS / "prefill_dedup"),
                                         ("einsum_h200_cupti", SEEDS / "einsum_fusion"),
-                                        pytest.param("pool_fusion_h200_analyze", ANALYZE_RUN, marks=pytest.mark.xfail(
-                                            strict=True, reason="_per_call sums every launch of a kernel name; alignment "
-                                            "now gives add2_kernel's lv17 and lv18 launches (off) to two units: count per launch")),
+                                        ("pool_fusion_h200_analyze", ANALYZE_RUN),
                                         ("prefill_dedup_h200_analyze", PREFILL_RUN)])
 def test_units_and_whole_graph_from_the_raw_capture(entry, run):
     doc = _doc(entry)
     for v in "ab":
         label = doc["variants"][v]["label"]
         assert doc["whole_graph"][v]["median"] == pytest.approx(np.median(_samples(run, label)) * 1e9)
-        for u in doc["units"]:
-            raw = _per_call(run, label, u[f"kernels_{v}"])
+        raws = [_per_call(run, doc, v, u) for u in doc["units"]]
+        for u, raw in zip(doc["units"], raws):
             assert u[f"time_{v}_ns"]["median"] == pytest.approx(np.median(raw)), (entry, u["unit"], v)
+        # every launch is in exactly one unit: the units' per-call sums are the profile's kernel time
+        calls, rows = run_launches(run, label)
+        assert sum(raws) == pytest.approx(node_call_ns(calls, rows, {(k, None) for _, k, _, _ in rows}))
 
 
 def test_prefill_dedup_names_the_shared_executable_config():
@@ -98,8 +104,8 @@ def test_analyze_entry_confirms_the_pool_split():
     row = next(r for r in doc["confirmation"]["hybrids"] if r["change"].get("dataflow_boundaries_after") == ["lv16"])
     unit = next(u for u in doc["units"] if u["unit"] == row["unit"])
     ta, th = np.median(_samples(ANALYZE_RUN, "pool_fusion-on")), np.median(_samples(ANALYZE_RUN, row["name"]))
-    ua = np.median(_per_call(ANALYZE_RUN, "pool_fusion-on", unit["kernels_a"])) * 1e-9
-    ub = np.median(_per_call(ANALYZE_RUN, "pool_fusion-off", unit["kernels_b"])) * 1e-9
+    ua = np.median(_per_call(ANALYZE_RUN, doc, "a", unit)) * 1e-9
+    ub = np.median(_per_call(ANALYZE_RUN, doc, "b", unit)) * 1e-9
     assert row["recovered"]["of"] == "unit"
     assert row["recovered"]["median"] == pytest.approx((th - ta) / (ub - ua))
     assert row["verdict"] == "confirmed" and row["recovered"]["low"] > doc["confirmation"]["threshold"]
@@ -114,8 +120,8 @@ def test_prefill_analyze_entry_confirms_both_configurations():
     doc = _doc("prefill_dedup_h200_analyze")
     a, b = doc["variants"]["a"]["label"], doc["variants"]["b"]["label"]
     (unit,) = doc["units"]
-    ua = np.median(_per_call(PREFILL_RUN, a, unit["kernels_a"])) * 1e-9
-    ub = np.median(_per_call(PREFILL_RUN, b, unit["kernels_b"])) * 1e-9
+    ua = np.median(_per_call(PREFILL_RUN, doc, "a", unit)) * 1e-9
+    ub = np.median(_per_call(PREFILL_RUN, doc, "b", unit)) * 1e-9
     ta, tb = (np.median(_samples(PREFILL_RUN, n)) for n in (a, b))
     rows = doc["confirmation"]["hybrids"]
     assert sorted(r["base"] for r in rows) == ["a", "b"]

@@ -54,6 +54,9 @@ class Attribution:
     measurement: dict[str, Any] | None = None  # where the whole-graph latency came from
     command: str | None = None  # the command line that produced this attribution
     concurrency: dict[str, Any] | None = None  # kernel time hidden by overlap on several streams
+    # per unit id and side ('a', 'b'): the unit's ns in each profiled call, per launch as the
+    # alignment split it (what the unit rows take medians of; confirmation judges hybrids on it)
+    unit_calls_ns: dict[int, dict[str, np.ndarray]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -289,6 +292,7 @@ def attribute(events_a: pd.DataFrame, events_b: pd.DataFrame, alignment: Alignme
                          "intervals are that one call's values (no spread to bound them); profile more calls")
     att = _assemble(per, alignment, whole_a, whole_b, labels, notes, environment)
     att.timeline = {v: per[v]["timeline"] for v in "ab"}
+    att.unit_calls_ns = {int(u): {v: per[v]["times"][:, j] for v in "ab"} for j, u in enumerate(unit_ids)}
     for i, v in enumerate("ab"):
         if per[v]["n"] > 1 and per[v]["count"].max() == 1 and ("call" not in (events_a, events_b)[i].columns
                                                                 or ((events_a, events_b)[i]["call"] < 0).all()):

@@ -37,7 +37,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from rootcause.model import Hybrid
 from rootcause.stats import LEVEL, bootstrap_medians, percentile_interval
@@ -144,21 +143,6 @@ def unit_of(h: Hybrid, units: list[dict[str, Any]]) -> dict[str, Any] | None:
     return hit[0] if len(hit) == 1 else None
 
 
-def unit_call_times(events: pd.DataFrame, kernels: list[str]) -> np.ndarray:
-    """Seconds per graph call that `kernels` take in a profile cut into calls (column 'call'),
-    the per-call sum attribute medians for a unit; calls without one of them count 0. A profile
-    not cut yet is cut as attribute cuts it (profilers.split_calls)."""
-    if "call" not in events.columns or (events["call"] < 0).all():
-        from rootcause.profilers import split_calls
-
-        events = split_calls(events)
-    calls = np.unique(events["call"].to_numpy())
-    calls = calls[calls >= 0]
-    mine = events[events["kernel"].isin(kernels) & (events["call"] >= 0)]
-    per_call = mine.groupby("call")["duration_ns"].sum().reindex(calls, fill_value=0)
-    return per_call.to_numpy(dtype=float) / 1e9
-
-
 def _times(x: float) -> str:
     """'4.9x' / '1.13x': ratio to the digits a reader needs."""
     return f"{x:.0f}x" if x >= 10 else f"{x:.1f}x" if x >= 2 else f"{x:.2f}x"
@@ -183,7 +167,7 @@ def evaluate(measurement: dict[str, Any], name_a: str, name_b: str, hybrids: lis
     with interval and verdict, the whole-graph share beside it, and a sentence.
 
     unit_calls: per unit id, that unit's kernel seconds per profiled call of A and B ('a', 'b')
-    (unit_call_times); without them a unit hybrid is judged on the whole-graph share."""
+    (attribute's Attribution.unit_calls_ns, per launch); without them a unit hybrid is judged on the whole-graph share."""
     variants = measurement["variants"]
     repeats, blocks = _layout(measurement)
     failed, unit_calls = failed or {}, unit_calls or {}
