@@ -305,3 +305,27 @@ def test_recorded_sections_need_no_profile(attribution, raw_calls):
         t0 = raw[0]["start"]
         assert [(k["kernel"], k["start_ns"], k["end_ns"]) for k in tl[v]["kernels"]] == \
             [(r["name"], r["start"] - t0, r["end"] - t0) for r in raw]
+
+
+def test_timeline_colours_each_launch_by_its_own_unit():
+    """the committed H200 analyze attribution: OFF's add2_kernel runs for lv17 (with pool2d, against the
+    fused kernel) and then for lv18 (against ON's own add2): each launch takes its own unit's colour,
+    by the catalog's op order (reports/inputs manifest) and the launch order in the raw CUPTI records."""
+    root = Path(__file__).resolve().parents[1]
+    doc = json.loads((root / "reports/pool_fusion_h200_analyze/attribution.json").read_text())
+    ops = next(k for k in json.loads((CATALOGS / "pool_fusion_off.manifest.json").read_text())["kernels"]
+               if k["name"] == "add2_kernel")["source_ops"]
+    assert ops == ["main/lv17:add2", "main/lv18:add2"]
+    calls, rows = captures.run_launches(root / "fixtures/captures/h200-2026-12-02-analyze/run", "pool_fusion-off")
+    assert sorted(i for c, k, i, _ in rows if c == 0 and k == "add2_kernel") == [0, 1]  # twice a call
+    html = render_html(doc)
+    figs = json.loads(html[html.index("const FIGS=") + len("const FIGS="):html.index(";for(const [id,f]")])
+    colour = {}  # (side, kernel) -> colours of its launches in start order
+    for side, label in (("a", "pool_fusion-on"), ("b", "pool_fusion-off")):
+        bars = [(b, k, t["marker"]["color"]) for t in figs["timeline"]["data"] if t["name"] == label
+                for b, k in zip(t["base"], t["hovertext"])]
+        for _, k, c in sorted(bars):
+            colour.setdefault((side, k), []).append(c)
+    first, second = colour["b", "add2_kernel"]
+    assert first == colour["b", "pool2d_kernel"][0] == colour["a", "fused_pool2d_add2_kernel"][0]
+    assert second == colour["a", "add2_kernel"][0] != first

@@ -143,14 +143,32 @@ def _fig_pairs(doc, top, other) -> dict:
     return fig.to_plotly_json()
 
 
+def _launch_ranks(doc, top) -> dict[tuple[str, str], list[int]]:
+    """(variant, kernel) -> the colour (rank among the top units, -1 for the rest) of each of its
+    launches in a call, in launch order. A kernel in several units (the alignment split one launched
+    once per source op) gives its i-th launch to the unit that lists the i-th op of its catalog entry;
+    without a catalog that says, its launches take the units in turn."""
+    rank = {u["unit"]: r for r, u in enumerate(top)}
+    cats = view.catalogs(doc)
+    listed: dict[tuple[str, str], list[dict]] = {}
+    for u in doc.get("units") or []:
+        for v in "ab":
+            for k in u.get(f"kernels_{v}") or []:
+                listed.setdefault((v, k), []).append(u)
+    out = {}
+    for (v, k), us in listed.items():
+        ops = (cats[v]["kernels"].get(k) or {}).get("source_ops") or []
+        by_op = [[u for u in us if op in (u.get("source_ops") or [])] for op in ops]
+        if len(us) > 1 and ops and all(len(hit) == 1 for hit in by_op):
+            us = [hit[0] for hit in by_op]
+        out[(v, k)] = [rank.get(u["unit"], -1) for u in us]
+    return out
+
+
 def _fig_timeline(doc, prof, top) -> dict | None:
     import plotly.graph_objects as go
 
-    unit_of = {}
-    for rank, u in enumerate(top):
-        for v in "ab":
-            for k in u[f"kernels_{v}"]:
-                unit_of[(v, k)] = rank
+    ranks = _launch_ranks(doc, top)
     palette = ["#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#EECA3B", "#B279A2",
                "#FF9DA6", "#9D755D", "#BAB0AC", "#1F77B4", "#8C564B"]
     import numpy as np
@@ -167,8 +185,11 @@ def _fig_timeline(doc, prof, top) -> dict | None:
         # One trace per colour (unit rank, grey for the rest): per-point colour arrays make
         # plotly validate every element, which is slow for tens of thousands of bars.
         groups: dict[int, list[dict]] = {}
+        seen: dict[str, int] = {}
         for k in ks:
-            groups.setdefault(unit_of.get((v, k["kernel"]), -1), []).append(k)
+            mine = ranks.get((v, k["kernel"])) or [-1]
+            i = seen[k["kernel"]] = seen.get(k["kernel"], -1) + 1
+            groups.setdefault(mine[i % len(mine)], []).append(k)
         for rank, members in sorted(groups.items()):
             start = np.array([k["start_ns"] for k in members], dtype="float64")
             end = np.array([k["end_ns"] for k in members], dtype="float64")
