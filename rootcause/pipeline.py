@@ -14,6 +14,7 @@ import dataclasses
 import hashlib
 import json
 import re
+import statistics
 import sys
 import time
 from dataclasses import dataclass, field
@@ -59,6 +60,7 @@ class Side:
     entry: str | None = None
     whole: WholeGraph | None = None  # measured whole-graph latency, when there is one
     profiled_apart: bool = False  # a CPU profile taken after the measurement, not beside it
+    timed_apart_ns: float | None = None  # median call of that profile session timed without the profiler
 
 
 @dataclass
@@ -82,7 +84,8 @@ def _attribute_pair(a: Side, b: Side, ctx: Context) -> tuple[dict[str, Any], dic
     alignment = align(a.events, b.events, a.catalog, b.catalog, a.entry, b.entry)
     att = attribute(a.events, b.events, alignment, a.whole, b.whole, labels=(a.label, b.label),
                     environment=ctx.environment,
-                    scale_to_whole=tuple(v for v, s in (("a", a), ("b", b)) if s.profiled_apart))
+                    scale_to_whole=tuple(v for v, s in (("a", a), ("b", b)) if s.profiled_apart),
+                    timed_apart={v: s.timed_apart_ns for v, s in (("a", a), ("b", b)) if s.timed_apart_ns})
     att.notes[:0] = ctx.notes
     try:
         diagnose(att, alignment, a.catalog, b.catalog, ctx.device, a.entry, b.entry)
@@ -212,6 +215,10 @@ def run_variants(plan: dict[str, Any], out: Path, run_dir: Path, budget_s: float
 
 
 CPU_PROFILES = "cpu-profiles"
+# CPU calls are noisy: a profile takes up to this many calls, as many as fit in CPU_PROFILE_SECONDS of the
+# measured latency (at least the asked-for count), so the units' per-call medians add up to the median
+# call (closure) and its scale to the measurement is stable.
+CPU_PROFILE_CALLS, CPU_PROFILE_SECONDS = 200, 0.5
 
 
 def cpu_profiles(plan: dict[str, Any], out: Path, run_dir: Path, calls: int) -> dict[str, dict[str, Any]]:
@@ -230,12 +237,16 @@ def cpu_profiles(plan: dict[str, Any], out: Path, run_dir: Path, calls: int) -> 
             progress(f"reusing the CPU profiles taken for this run ({folder})")
             return {n: dict(r, file=str((folder / r["file"]).resolve())) for n, r in done["records"].items()}
     records = {}
+    variants = read_json(run_dir / rundir.MEASUREMENT, "no such file")["measurement"]["variants"]
     for name in (plan["a"], plan["b"]):
         b = bundles.read_bundle(out / plan["bundles"][name])
+        latency = (variants.get(name) or {}).get("median_s")
+        fit = int(CPU_PROFILE_SECONDS / latency) if isinstance(latency, (int, float)) and latency > 0 else 0
+        n = max(calls, min(CPU_PROFILE_CALLS, fit))
         progress(f"profiling {name} on the CPU ({b.frontend})")
         folder.mkdir(parents=True, exist_ok=True)
         try:
-            records[name] = sessions.cpu_profile(b, folder, calls)  # with the bundle's own runtime
+            records[name] = sessions.cpu_profile(b, folder, n)  # with the bundle's own runtime
         except UsageError as err:
             records[name] = {"profiler": f"{b.frontend}-cpu", "ok": False, "error": str(err)}
             progress(f"{name}: CPU profile failed: {err}")
@@ -277,7 +288,8 @@ def analyze_run(plan: dict[str, Any], out: Path, run_dir: Path, threshold: float
         loaded = bundles.read_bundle(out / plan["bundles"][name])
         sides[name] = Side(name, str(profile), profile_events(str(profile), _calls(extra, name), split_notes, name),
                            loaded.kernels(), str(out / plan["bundles"][name]), loaded.entry,
-                           rundir.variant_whole_graph(measurement, name, mpath), profiled_apart=name in extra)
+                           rundir.variant_whole_graph(measurement, name, mpath), profiled_apart=name in extra,
+                           timed_apart_ns=_timed_ns(extra, name))
     environment = rundir.read_env(run_dir)
     ctx = Context(gpus.resolve_device(device, environment), environment,
                   rundir.measurement_meta(measurement["measurement"], mpath, (a, b)), command, split_notes)
@@ -294,6 +306,13 @@ def analyze_run(plan: dict[str, Any], out: Path, run_dir: Path, threshold: float
                   "env_warnings": measurement.get("env_warnings", []), "target": plan["target"],
                   "profiles": profiles, "notes": run_notes}
     return doc
+
+
+def _timed_ns(extra: dict[str, Any], name: str) -> float | None:
+    """Median ns of the CPU profile session's calls timed without the profiler (its 'timed_ns')."""
+    timed = (extra.get(name) or {}).get("timed_ns")
+    ok = isinstance(timed, list) and timed and all(isinstance(t, (int, float)) and t > 0 for t in timed)
+    return float(statistics.median(timed)) if ok else None
 
 
 def _calls(extra: dict[str, Any], name: str) -> int | None:

@@ -201,20 +201,31 @@ def _kernel_stats(ev: pd.DataFrame, variant: str, codes: np.ndarray, names: np.n
     return stats
 
 
-def _scaled_to(ev: pd.DataFrame, whole: WholeGraph, label: str, notes: list[str]) -> pd.DataFrame:
-    """Kernel times of a profile taken apart from the measurement, scaled so that the median
-    call's busy time is the measured latency, when it exceeds it (module doc of attribute)."""
+def _scaled_to(ev: pd.DataFrame, whole: WholeGraph, label: str, notes: list[str],
+               timed_ns: float | None = None) -> pd.DataFrame:
+    """Kernel times of a profile taken apart from the measurement, scaled to the measurement (module
+    doc of attribute): by the measured latency over the latency of the profile session's own
+    uninstrumented calls (timed_ns) when it timed some, else down to the measured latency when the
+    median call's busy time exceeds it."""
     busy = float(_busy_per_call(ev).median())
-    if busy <= whole.median_ns:
+    if timed_ns:
+        s = whole.median_ns / timed_ns
+        note = (f"variant {label}: profiled apart from the measurement; the profile session's own calls without "
+                f"the profiler took {timed_ns / 1e3:.1f} us against the measured {whole.median_ns / 1e3:.1f} us, "
+                f"so its kernel times are scaled by {s:.3f} to the measurement (the machine's speed then against "
+                f"during the measurement); the residual is the measured latency less the scaled kernel time")
+    elif busy > whole.median_ns:
+        s = whole.median_ns / busy
+        note = (f"variant {label}: the profiled kernels take {busy / 1e3:.1f} us per call, more than the "
+                f"measured {whole.median_ns / 1e3:.1f} us (the profiler's instrumented calls ran slower than "
+                f"the timed ones): kernel times scaled by {s:.3f} to the measurement, shares kept; its "
+                "residual (host, gaps) is not measured")
+    else:
         return ev
-    s = whole.median_ns / busy
     t0 = ev.groupby("call")["start_ns"].transform("min")
     start = t0 + ((ev["start_ns"] - t0) * s).round().astype("int64")
     dur = (ev["duration_ns"] * s).round().astype("int64")
-    notes.append(f"variant {label}: the profiled kernels take {busy / 1e3:.1f} us per call, more than the "
-                 f"measured {whole.median_ns / 1e3:.1f} us (the profiler's instrumented calls ran slower than "
-                 f"the timed ones): kernel times scaled by {s:.3f} to the measurement, shares kept; its "
-                 "residual (host, gaps) is not measured")
+    notes.append(note)
     return ev.assign(start_ns=start, end_ns=start + dur, duration_ns=dur)
 
 
@@ -246,12 +257,15 @@ def _ival(x: Interval) -> dict[str, float]:
 def attribute(events_a: pd.DataFrame, events_b: pd.DataFrame, alignment: Alignment,
               whole_a: WholeGraph | None = None, whole_b: WholeGraph | None = None,
               labels: tuple[str, str] = ("A", "B"), n_boot: int = 2000, seed: int = 0,
-              environment: dict[str, Any] | None = None, scale_to_whole: tuple[str, ...] = ()) -> Attribution:
+              environment: dict[str, Any] | None = None, scale_to_whole: tuple[str, ...] = (),
+              timed_apart: dict[str, float] | None = None) -> Attribution:
     """Per-unit times and deltas, residual and closure (module doc). `whole_a`/`whole_b`:
     measured whole-graph latency per variant; both or neither. scale_to_whole: the variants
     ('a', 'b') profiled apart from their measurement (a CPU profiler's instrumented calls):
     when their kernels' busy time per call exceeds the measured latency, kernel times are
-    scaled down to it (shares kept, said in the notes)."""
+    scaled down to it (shares kept, said in the notes). timed_apart: per such variant, the median ns
+    of the profile session's own calls timed without the profiler: the kernel times are then scaled
+    by the measured latency over it, and closure outside CLOSURE_BAND says why in cannot_conclude."""
     if (whole_a is None) != (whole_b is None):
         raise ValueError("give the whole-graph measurement of both variants or of neither")
     notes: list[str] = list(alignment.notes)
@@ -259,7 +273,7 @@ def attribute(events_a: pd.DataFrame, events_b: pd.DataFrame, alignment: Alignme
     evs = {"a": _with_calls(events_a, labels[0], notes), "b": _with_calls(events_b, labels[1], notes)}
     for v, whole in (("a", whole_a), ("b", whole_b)):
         if v in scale_to_whole and whole is not None:
-            evs[v] = _scaled_to(evs[v], whole, labels[0 if v == "a" else 1], notes)
+            evs[v] = _scaled_to(evs[v], whole, labels[0 if v == "a" else 1], notes, (timed_apart or {}).get(v))
     unit_ids = alignment.units["unit"].to_numpy()
     per = {}
     k = len(unit_ids)
@@ -291,6 +305,10 @@ def attribute(events_a: pd.DataFrame, events_b: pd.DataFrame, alignment: Alignme
             notes.append(f"variant {labels[0 if v == 'a' else 1]}: {n} profiled graph call: per-unit "
                          "intervals are that one call's values (no spread to bound them); profile more calls")
     att = _assemble(per, alignment, whole_a, whole_b, labels, notes, environment)
+    if scale_to_whole and whole_a is not None:
+        why = _closure_why(att, labels)
+        if why:
+            att.cannot_conclude.append(why)
     att.timeline = {v: per[v]["timeline"] for v in "ab"}
     att.unit_calls_ns = {int(u): {v: per[v]["times"][:, j] for v in "ab"} for j, u in enumerate(unit_ids)}
     for i, v in enumerate("ab"):
@@ -301,6 +319,37 @@ def attribute(events_a: pd.DataFrame, events_b: pd.DataFrame, alignment: Alignme
                 f"sequence nor leave gaps between calls, so each of its {per[v]['n']} launches was taken as one "
                 "call: per-call times are per-launch times; give --calls N (or profile with ProfilerStep markers)")
     return att
+
+
+CLOSURE_BAND = (0.95, 1.05)  # a profile taken apart from the measurement closes within this
+
+
+def _closure_why(att: Attribution, labels: tuple[str, str]) -> str | None:
+    """The one line on why the closure of a profile taken apart from the measurement (a CPU
+    profile) does not conclude, the deepest cause first: the profiler's own cost inside the kernel
+    times (a negative residual), no significant delta to explain, or units and residual outside
+    CLOSURE_BAND; None when it closes."""
+    d = att.whole_graph["delta_ns"]
+    over = [(-att.residual[v]["median"], att.residual["launches_per_call"][v], labels[i])
+            for i, v in enumerate("ab") if att.residual[v]["median"] < 0]
+    if over:
+        extra, n, label = max(over)
+        return (f"closure is no check here: {label}'s profiled kernels take {extra / 1e3:.1f} us per call more than "
+                f"its measured latency (scaled to it; {extra / n / 1e3:.1f} us or more per launch, {n:g} launches per "
+                "call): the profiler's own cost lands inside the kernel times, so the residual is not measured and "
+                f"the units carry up to that bias against a {abs(d['median']) / 1e3:.1f} us delta")
+    if att.closure is None:
+        return (f"closure not computed: the measured whole-graph delta {d['median'] / 1e3:+.1f} us "
+                f"[{d['low'] / 1e3:+.1f}, {d['high'] / 1e3:+.1f}] is not significant, so there is no delta for "
+                "the units and the residual to explain")
+    if CLOSURE_BAND[0] <= att.closure <= CLOSURE_BAND[1]:
+        return None
+    wide = max((b["high"] - b["low"]) / 2 for b in (att.variants[v]["kernel_busy_ns"] for v in "ab"))
+    calls = min(att.variants[v]["calls"] for v in "ab")
+    return (f"closure {att.closure:.0%} is outside {CLOSURE_BAND[0]:.0%}-{CLOSURE_BAND[1]:.0%}: the profiled kernel "
+            f"time per call is known to +-{wide / 1e3:.1f} us (95% interval over {calls} calls) against a "
+            f"{abs(d['median']) / 1e3:.1f} us delta, so the units' medians do not add up to the measured delta; "
+            "profile more calls (--profile-calls) or on a quieter machine")
 
 
 def _assemble(per, alignment, whole_a, whole_b, labels, notes, environment) -> Attribution:
