@@ -145,3 +145,40 @@ def node_call_ns(calls: int, rows: list[tuple[int, str, int, int]], nodes: set) 
         if (kernel, i) in nodes or (kernel, None) in nodes:
             out[call] += dur
     return out
+
+
+def unit_launches(doc: dict[str, Any], v: str, unit: dict[str, Any],
+                  nodes: dict[tuple[str, int | None], tuple[str, ...]]) -> set:
+    """The launch nodes (launch_nodes) of `unit` on side `v` of an attribution: a kernel the unit
+    alone lists, every launch; a kernel several units list, the launches of the ops this unit covers."""
+    mine = set()
+    for k in unit[f"kernels_{v}"]:
+        if sum(k in u[f"kernels_{v}"] for u in doc["units"]) == 1:
+            mine.add((k, None))
+        else:
+            mine |= {(n, i) for n, i in nodes if n == k and i is not None and nodes[n, i][0] in unit["source_ops"]}
+    return mine
+
+
+def cpu_profile_rows(out: Path, doc: dict[str, Any], v: str) -> tuple[float, float, int, list[tuple[int, str, int, int]]]:
+    """(measured median ns, scale, calls, rows as run_launches gives them) of side `v` of an llvm
+    `rootcause analyze` folder: the CPU profile's Chrome trace, each duration scaled (and rounded to
+    the ns, as attribute does) by the measured median (run/measurement.json samples) over the median
+    of the profile session's own timed calls (cpu-profiles/profiles.json 'timed_ns')."""
+    from collections import Counter
+
+    import numpy as np
+
+    name = doc["variants"][v]["label"]
+    record = json.loads((out / "cpu-profiles" / "profiles.json").read_text())["records"][name]
+    trace = json.loads((out / "cpu-profiles" / record["file"]).read_text())["traceEvents"]
+    samples = json.loads((out / "run" / "measurement.json").read_text())["measurement"]["variants"][name]["samples_s"]
+    whole = float(np.median(samples)) * 1e9
+    scale = whole / float(np.median(record["timed_ns"]))
+    seen: Counter = Counter()
+    rows = []
+    for e in sorted(trace, key=lambda e: e["ts"]):
+        call = e["args"]["call"]
+        seen[call, e["name"]] += 1
+        rows.append((call, e["name"], seen[call, e["name"]] - 1, round(round(e["dur"] * 1000) * scale)))
+    return whole, scale, record["calls"], rows

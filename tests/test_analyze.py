@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from captures import cpu_profile_rows, launch_nodes, node_call_ns, unit_launches
 from rootcause import cli
 from rootcause.artifacts.attribution import check
 from rootcause.report import view
@@ -86,22 +87,19 @@ def test_hybrid_really_splits_the_pool(analyzed):
     assert len(covering) == 1 and covering[0]["source_ops"] == ["main/lv16:pool2d"]
 
 
-def _unit_calls(trace: dict, kernels: list[str]) -> np.ndarray:
-    """Seconds per call of the named kernels, summed from the TVM VM trace's own events."""
-    per_call = np.zeros(trace["otherData"]["calls"])
-    for e in trace["traceEvents"]:
-        if e["name"] in kernels:
-            per_call[e["args"]["call"]] += e["dur"] * 1e-6  # chrome trace: microseconds
-    return per_call
+def _unit_calls(out: Path, doc: dict, v: str, unit: dict) -> np.ndarray:
+    """Seconds per call of `unit`'s launches on side v, summed from the TVM trace's own events,
+    scaled to the measurement (captures.cpu_profile_rows) and per launch (captures.unit_launches)."""
+    _, _, calls, rows = cpu_profile_rows(out, doc, v)
+    nodes = launch_nodes(calls, rows, list(doc["catalogs"][v]["kernels"].values()))
+    return node_call_ns(calls, rows, unit_launches(doc, v, unit, nodes)) * 1e-9
 
 
 def test_confirmation_recomputed_from_samples(analyzed):
     """Whole-graph share from the measured samples; a unit hybrid's judged share from the samples
-    and the unit's per-call times in the VM traces."""
+    and the unit's per-call times in the CPU traces (scaled to the measurement, per launch)."""
     doc = json.loads((analyzed / "attribution.json").read_text())
     m = json.loads((analyzed / "run" / "measurement.json").read_text())["measurement"]["variants"]
-    traces = {v: json.loads((analyzed / "cpu-profiles" / f"{n}.tvm-vm.json").read_text())
-              for v, n in (("a", "pool_fusion-on"), ("b", "pool_fusion-off"))}
     rows = [r for r in doc["confirmation"]["hybrids"] if r.get("recovered")]
     assert rows
     ta, tb = np.median(m["pool_fusion-on"]["samples_s"]), np.median(m["pool_fusion-off"]["samples_s"])
@@ -114,8 +112,8 @@ def test_confirmation_recomputed_from_samples(analyzed):
             assert r["recovered"]["of"] == "graph" and r["recovered"]["median"] == pytest.approx(graph)
         else:
             u = units[r["unit"]]
-            ua = np.median(_unit_calls(traces["a"], u["kernels_a"]))
-            ub = np.median(_unit_calls(traces["b"], u["kernels_b"]))
+            ua = np.median(_unit_calls(analyzed, doc, "a", u))
+            ub = np.median(_unit_calls(analyzed, doc, "b", u))
             assert r["recovered"]["of"] == "unit"
             assert r["recovered"]["median"] == pytest.approx((th - ta) / (ub - ua), rel=1e-6)
         for rec in (r["recovered"], r["recovered_graph"]):

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from captures import launch_nodes, node_call_ns, run_launches
+from captures import launch_nodes, node_call_ns, run_launches, unit_launches
 from rootcause.report.markdown import text as md_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,12 +34,7 @@ def _per_call(run: Path, doc: dict, v: str, unit: dict) -> np.ndarray:
     per source op in every call (captures.launch_nodes) counts only the launches of this unit's ops."""
     calls, rows = run_launches(run, doc["variants"][v]["label"])
     nodes = launch_nodes(calls, rows, list(doc["catalogs"][v]["kernels"].values()))
-    mine = set()
-    for k in unit[f"kernels_{v}"]:
-        if sum(k in u[f"kernels_{v}"] for u in doc["units"]) == 1:
-            mine.add((k, None))  # every launch of it is this unit's
-        else:
-            mine |= {(n, i) for n, i in nodes if n == k and i is not None and nodes[n, i][0] in unit["source_ops"]}
+    mine = unit_launches(doc, v, unit, nodes)
     return node_call_ns(calls, rows, mine)
 
 

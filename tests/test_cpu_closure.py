@@ -1,0 +1,74 @@
+"""The README's CPU default (pool_fusion on/off for llvm) through `rootcause analyze`: real TVM builds,
+the run stage's interleaved measurement on this host, and the TVM CPU profile (launches replayed
+after calls timed without a profiler).
+
+Everything is recomputed here from the raw files the run left: the Chrome trace of each profile,
+the profile session's own timed calls (cpu-profiles/profiles.json), the measured samples
+(run/measurement.json) and the catalogs; the closure either lands within 95-105% or one
+cannot_conclude line says why, with the numbers computed here."""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from captures import cpu_profile_rows, launch_nodes, node_call_ns, unit_launches
+from rootcause import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+CASE = ROOT / "fixtures" / "cases" / "pool_fusion" / "variants.toml"
+
+
+@pytest.fixture(scope="module")
+def cpu_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cpu") / "O"
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        assert cli.main(["analyze", f"{CASE}#on", f"{CASE}#off", "--no-confirm", "--budget-s", "4",
+                         "--out", str(out)]) == 0
+    return out, json.loads((out / "attribution.json").read_text()), printed.getvalue()
+
+
+def test_cpu_closure_from_the_raw_profile_and_measurement(cpu_run):
+    out, doc, printed = cpu_run
+    busy, units, whole = {}, {}, {}
+    for v in "ab":
+        whole[v], scale, calls, rows = cpu_profile_rows(out, doc, v)
+        assert f"scaled by {scale:.3f} to the measurement" in " ".join(doc["notes"])
+        nodes = launch_nodes(calls, rows, list(doc["catalogs"][v]["kernels"].values()))
+        per_unit = {u["unit"]: node_call_ns(calls, rows, unit_launches(doc, v, u, nodes)) for u in doc["units"]}
+        busy[v] = node_call_ns(calls, rows, {(k, None) for _, k, _, _ in rows})  # one thread: no overlap
+        assert sum(per_unit.values()) == pytest.approx(busy[v])  # every launch in exactly one unit
+        units[v] = {u: float(np.median(t)) for u, t in per_unit.items()}
+        for u in doc["units"]:
+            assert u[f"time_{v}_ns"]["median"] == pytest.approx(units[v][u["unit"]], abs=2)
+        resid = whole[v] - float(np.median(busy[v]))
+        assert doc["residual"][v]["median"] == pytest.approx(resid, abs=2)
+    d_whole = whole["b"] - whole["a"]
+    d_units = sum(units["b"][u] - units["a"][u] for u in units["a"])
+    d_resid = (whole["b"] - np.median(busy["b"])) - (whole["a"] - np.median(busy["a"]))
+    closure = (d_units + d_resid) / d_whole
+    lines = [c for c in doc["cannot_conclude"] if "closure" in c]
+    resid = {v: whole[v] - float(np.median(busy[v])) for v in "ab"}
+    if doc["whole_graph"]["significant"]:
+        assert doc["closure"] == pytest.approx(closure, rel=1e-3)
+    else:
+        assert doc["closure"] is None
+    # one line, the deepest cause first: kernels longer than the measured call (no residual to
+    # close with), no significant delta, closure outside the band; none when it closes
+    if min(resid.values()) < 0:
+        worst = min("ab", key=resid.get)
+        assert lines == [next(c for c in lines if c.startswith(
+            f"closure is no check here: {doc['variants'][worst]['label']}'s profiled kernels take "
+            f"{-resid[worst] / 1e3:.1f} us per call more"))]
+    elif not doc["whole_graph"]["significant"]:
+        assert lines == [next(c for c in lines if c.startswith(
+            f"closure not computed: the measured whole-graph delta {d_whole / 1e3:+.1f} us"))]
+    elif not 0.95 <= closure <= 1.05:
+        assert lines == [next(c for c in lines if c.startswith(f"closure {closure:.0%} is outside 95%-105%"))]
+    else:
+        assert lines == []
+    assert all(f"Cannot conclude: {c}." in printed for c in lines)
