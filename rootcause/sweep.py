@@ -31,7 +31,8 @@ error, and the other pairs go on.
 
 Executors: `run_sequential` (here, one pair after another) and `run_on_ray` (stages as Ray
 tasks: builds and attributions take one CPU, GPU runs num_gpus=1 plus one unit of a custom
-resource named after the target, e.g. {"cuda:sm_90": 1}). Between tasks a stage's folder
+resource named after the target, e.g. {"cuda:sm_90": 1}; at most max_in_flight pairs out at
+once), and `ray_map` (one-CPU tasks for work outside pairs: a bisection's builds). Between tasks a stage's folder
 travels as a tar archive in Ray's object store, or, with a shared folder every node mounts,
 the tasks read and write the pair folders there.
 """

@@ -1,6 +1,7 @@
 """`rootcause bisect SPEC --good V1 --bad V2`: the first compiler release (or wheel, or
 environment) that shows the change between a good and a bad toolchain, then `analyze` of the
-last good against the first bad (rootcause.bisect holds the search).
+last good against the first bad (rootcause.bisect holds the search). With --ray the builds
+run side by side as Ray tasks (docs/SWEEP.md); the measurements stay here.
 
 Writes OUT/bisect.json (every candidate's verdict and ratio), OUT/bundles/, OUT/runs/ and, from
 the analysis, OUT/analyze/ (attribution.json and the reports). Exit status 0 when a first bad
