@@ -14,6 +14,12 @@ under <cache>/bisect/ by the two bundles' build keys and the budget, so a rerun 
 `by="catalog"` bisects without timing: a candidate is bad when its kernel catalog's formation
 (how many kernels, and the pipeline or rule that scheduled each) differs from the good
 version's, which finds the release that changed dispatch formation, deterministically.
+
+With Ray (`parallel`), the builds a bisection is about to need run side by side as one-CPU
+tasks through rootcause.sweep's executor: good, bad and the first probes together, then before
+each probe the probes of both halves that could follow it (LOOKAHEAD levels). Each bundle comes
+back as a tar through the object store. Measurements stay here, one at a time, interleaved, so
+the search and its verdicts are the sequential one's.
 """
 from __future__ import annotations
 
@@ -21,6 +27,7 @@ import dataclasses
 import hashlib
 import json
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +39,7 @@ from rootcause.fileio import cache_dir, read_json, write_json
 from rootcause.runner import RunRequest, run_bundles
 from rootcause.spec import VariantSpec, pinned, toolchain_packages
 
+LOOKAHEAD = 2  # with Ray: probe levels whose builds are submitted ahead of the measurement
 MEASURE_VERSION = 1  # bump when what a cached measurement means changes
 
 
@@ -102,7 +110,9 @@ class Bisection:
     """The state of one bisection: candidates good..bad, their bundles under out/bundles/."""
 
     def __init__(self, spec: VariantSpec, candidates: list[Candidate], out: Path, budget_s: float,
-                 threshold: float, by: str = "time"):
+                 threshold: float, by: str = "time", parallel: dict[str, int] | None = None):
+        """parallel: {'max_in_flight': N, 'max_retries': M} to build on the Ray cluster ray.init
+        joined; None builds here, one at a time."""
         if threshold <= 0:
             raise UsageError(f"--threshold: must be > 0, got {threshold:g}")
         if by not in ("time", "catalog"):
@@ -112,6 +122,7 @@ class Bisection:
         self.budget_s, self.threshold = budget_s, threshold
         self.bundles: dict[str, Path] = {}
         self.direction = ""  # 'slower' | 'faster': what bad shows against good
+        self.parallel = parallel
 
     def bundle(self, c: Candidate) -> Path | None:
         if c.label not in self.bundles:
@@ -123,6 +134,38 @@ class Bisection:
                 progress(f"{c.label}: skipped ({c.note})")
                 return None
         return self.bundles[c.label]
+
+    def prebuild(self, indices: list[int]) -> None:
+        """With Ray: the bundles of these candidates built side by side, each published into
+        out/bundles/. A candidate that cannot be built is skipped as bundle() would; one whose
+        task failed otherwise is left for bundle() to build here."""
+        from rootcause import sweep
+
+        todo = [self.candidates[i] for i in dict.fromkeys(indices)
+                if self.candidates[i].label not in self.bundles and self.candidates[i].status != "skip"]
+        if not self.parallel or not todo:
+            return
+        progress(f"building on Ray: {', '.join(c.label for c in todo)}")
+        results = sweep.ray_map(_build_task, [(c.spec(self.spec),) for c in todo], **self.parallel)
+        for c, result in zip(todo, results):
+            if result["ok"]:
+                path = self.out / "bundles" / _safe(c.label)
+                sweep.publish_build(result["tar"], path)
+                self.bundles[c.label] = path
+            elif result.get("skip"):
+                c.status, c.note = "skip", f"cannot build: {result['error']}"
+                progress(f"{c.label}: skipped ({c.note})")
+            else:
+                progress(f"{c.label}: Ray build failed ({result['error']}); building here")
+
+    def probes(self, lo: int, hi: int, depth: int = LOOKAHEAD) -> list[int]:
+        """The candidates the bisection of (lo, hi) tests in its next `depth` steps, whichever
+        way each goes: the middle, then the middles of both halves."""
+        between = [i for i in range(lo + 1, hi) if self.candidates[i].status != "skip"]
+        if not between or depth == 0:
+            return []
+        i = between[len(between) // 2]
+        return [i] + self.probes(lo, i, depth - 1) + self.probes(i, hi, depth - 1)
 
     def measure(self, c: Candidate, budget_s: float) -> dict[str, Any] | None:
         """candidate time / good time with its interval (cached); None when outputs differ."""
@@ -207,6 +250,8 @@ class Bisection:
         good, bad = self.candidates[0], self.candidates[-1]
         if self.by == "catalog":
             return self.run_catalog()
+        last = len(self.candidates) - 1
+        self.prebuild([0, last] + self.probes(0, last))
         ratio = self.measure(bad, self.budget_s)
         for c, flag in ((good, "good"), (bad, "bad")):
             if c.status == "skip":
@@ -231,6 +276,7 @@ class Bisection:
             if not between:
                 break
             i = between[len(between) // 2]
+            self.prebuild(self.probes(lo, hi))
             verdict = self.tester()(self.candidates[i])
             if verdict == "bad":
                 hi = i
@@ -243,6 +289,8 @@ class Bisection:
 
     def run_catalog(self) -> dict[str, Any]:
         good, bad = self.candidates[0], self.candidates[-1]
+        last = len(self.candidates) - 1
+        self.prebuild([0, last] + self.probes(0, last))
         forms = [self.formation(good), self.formation(bad)]
         for c, flag, form in ((good, "good", forms[0]), (bad, "bad", forms[1])):
             if form is None:
@@ -260,6 +308,7 @@ class Bisection:
             if not between:
                 return self.result(lo, hi)
             i = between[len(between) // 2]
+            self.prebuild(self.probes(lo, hi))
             if self.test_catalog(self.candidates[i]) == "bad":
                 hi = i
             elif self.candidates[i].status == "good":
@@ -286,6 +335,19 @@ class Bisection:
     def specs(self, result: dict[str, Any]) -> tuple[VariantSpec, VariantSpec]:
         by_label = {c.label: c for c in self.candidates}
         return by_label[result["last_good"]].spec(self.spec), by_label[result["first_bad"]].spec(self.spec)
+
+
+def _build_task(spec: VariantSpec) -> dict[str, Any]:
+    """Ray task: one candidate's bundle, as a tar (rootcause.sweep's packing)."""
+    from rootcause import sweep
+
+    try:
+        with tempfile.TemporaryDirectory(prefix="rootcause-bisect-") as tmp:
+            return {"ok": True, "tar": sweep.pack(build_bundle(spec, Path(tmp) / "bundle"))}
+    except UsageError as err:
+        return {"ok": False, "skip": True, "error": str(err)}
+    except Exception as err:  # anything else: the driver builds it here and sees the error itself
+        return {"ok": False, "error": sweep.stage_error(err)}
 
 
 def _formation_text(form: list[str]) -> str:

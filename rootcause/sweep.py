@@ -31,7 +31,8 @@ error, and the other pairs go on.
 
 Executors: `run_sequential` (here, one pair after another) and `run_on_ray` (stages as Ray
 tasks: builds and attributions take one CPU, GPU runs num_gpus=1 plus one unit of a custom
-resource named after the target, e.g. {"cuda:sm_90": 1}). Between tasks a stage's folder
+resource named after the target, e.g. {"cuda:sm_90": 1}; at most max_in_flight pairs out at
+once), and `ray_map` (one-CPU tasks for work outside pairs: a bisection's builds). Between tasks a stage's folder
 travels as a tar archive in Ray's object store, or, with a shared folder every node mounts,
 the tasks read and write the pair folders there.
 """
@@ -256,13 +257,35 @@ def _stage_keys(pair: Pair, folder: Path) -> dict[str, str]:
     sweep file's folder, so a sweep built in one checkout resumes in another."""
     h = hashlib.sha256()
     for spec in (pair.spec_a, pair.spec_b):
-        h.update(json.dumps(_relative(spec.to_dict(), str(folder)), sort_keys=True).encode())
+        h.update(json.dumps(_relative(canonical(spec), str(folder)), sort_keys=True).encode())
         for path in _spec_files(spec):
             h.update(Path(path).read_bytes())
     o = pair.options
     build = _digest(h.hexdigest(), pair.target, o.hybrids)
     run = _digest(build, o.budget_s, o.profile_calls)
     return {"build": build, "run": run, "attribute": _digest(run, o.threshold, o.device)}
+
+
+def canonical(obj: Any) -> Any:
+    """A dataclass as the dict of only its fields that differ from their defaults (nested ones
+    alike, paths as strings): a field added later with a default leaves every key as it was."""
+    if isinstance(obj, (list, tuple)):
+        return [canonical(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: canonical(v) for k, v in obj.items()}
+    if isinstance(obj, Path):
+        return str(obj)
+    if not dataclasses.is_dataclass(obj):
+        return obj
+    out = {}
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if f.default is not dataclasses.MISSING and value == f.default:
+            continue
+        if f.default_factory is not dataclasses.MISSING and value == f.default_factory():
+            continue
+        out[f.name] = canonical(value)
+    return out
 
 
 def _spec_files(spec: VariantSpec) -> list[Path]:
@@ -567,73 +590,100 @@ def run_resources(target: str) -> dict[str, Any]:
     return {"num_cpus": 1, "num_gpus": 1, "resources": {target: 1}}
 
 
+MAX_IN_FLIGHT = 32  # pairs with tasks on the cluster at once (each pins its build's tar until done)
+
+
 def run_on_ray(sweep: Sweep, out: Path, shared: Path | None = None, until: str = "attribute",
                retry_failed: bool = False, max_retries: int = 3,
-               on_row: Callable[[int, dict[str, Any]], None] | None = None) -> list[dict[str, Any] | None]:
+               on_row: Callable[[int, dict[str, Any]], None] | None = None,
+               max_in_flight: int = MAX_IN_FLIGHT) -> list[dict[str, Any] | None]:
     """Every pair's stages as Ray tasks on the cluster ray.init connected to (the caller's
-    job). Finished stages are published into the pair folders as they arrive."""
+    job), at most max_in_flight pairs submitted at once (the next when one finishes). Finished
+    stages are published into the pair folders as they arrive."""
     import ray
 
+    if max_in_flight < 1:
+        raise UsageError(f"--max-in-flight: must be >= 1, got {max_in_flight}")
     pairs_root = (shared or out) / "pairs"
     shared_arg = str(pairs_root) if shared else None
-    build = ray.remote(num_cpus=1, max_retries=max_retries)(_task_build)
-    run = ray.remote(max_retries=max_retries)(_task_run)
-    attribute = ray.remote(num_cpus=1, max_retries=max_retries)(_task_attribute)
+    tasks = {"build": ray.remote(num_cpus=1, max_retries=max_retries)(_task_build),
+             "run": ray.remote(max_retries=max_retries)(_task_run),
+             "attribute": ray.remote(num_cpus=1, max_retries=max_retries)(_task_attribute)}
     offered = ray.cluster_resources()
     rows: list[dict[str, Any] | None] = [None] * len(sweep.pairs)
-    chains: dict[int, list[tuple[str, Any]]] = {}
-    for i, pair in enumerate(sweep.pairs):
-        folder = pairs_root / pair.id
-        rows[i] = _resume_row(pair, folder, retry_failed)
-        if rows[i] is not None:
-            if on_row:
-                on_row(i, rows[i])
-            continue
-        done = done_stages(pair, folder)
-        wanted = STAGES[: STAGES.index(until) + 1]
-        options = run_resources(pair.target)
-        missing = [r for r in options.get("resources", {}) if r not in offered]
-        if "run" in wanted and "run" not in done and missing:
-            rows[i] = failed_row(pair, "run", f"run: no node of the Ray cluster offers the resource '{missing[0]}' "
-                                 f"(start GPU nodes with ray start --num-gpus N --resources "
-                                 f"'{{\"{missing[0]}\": N}}')", folder)
-            if on_row:
-                on_row(i, rows[i])
-            continue
-        chain: list[tuple[str, Any]] = []
-        built = (ray.put({"ok": True} if shared else {"ok": True, "tar": pack(folder)}) if "build" in done
-                 else build.remote(pair, shared_arg))
-        if "build" not in done:
-            chain.append(("build", built))
-        if "run" in wanted:
-            ran = (ray.put({"ok": True} if shared else {"ok": True, "tar": pack(folder / "run")}) if "run" in done
-                   else run.options(**options).remote(pair, built, shared_arg))
-            if "run" not in done:
-                chain.append(("run", ran))
-            if "attribute" in wanted:
-                chain.append(("attribute", attribute.remote(pair, built, ran, shared_arg, str(folder))))
-        chains[i] = chain
-    _collect(sweep, pairs_root, chains, rows, shared is not None, on_row)
+
+    def submit(i: int) -> list[tuple[str, Any]]:
+        """The pair's remaining stages as chained tasks ([] when nothing is left to submit)."""
+        rows[i] = _submit_pair(sweep.pairs[i], pairs_root, shared_arg, until, retry_failed, tasks, offered)
+        if rows[i] is not None and on_row:
+            on_row(i, rows[i])
+        return [] if rows[i] is not None else _chain(sweep.pairs[i], pairs_root, shared_arg, until, tasks)
+
+    _collect(sweep, pairs_root, submit, rows, shared is not None, on_row, max_in_flight)
     return rows
 
 
-def _collect(sweep: Sweep, pairs_root: Path, chains: dict[int, list[tuple[str, Any]]],
-             rows: list[dict[str, Any] | None], shared: bool,
-             on_row: Callable[[int, dict[str, Any]], None] | None) -> None:
-    """Publish each pair's stages in order as their tasks finish; a failure ends its pair."""
+def _submit_pair(pair: Pair, pairs_root: Path, shared: str | None, until: str, retry_failed: bool,
+                 tasks: dict[str, Any], offered: dict[str, float]) -> dict[str, Any] | None:
+    """The pair's row when it needs no tasks: done earlier, or a target no node offers."""
+    folder = pairs_root / pair.id
+    row = _resume_row(pair, folder, retry_failed)
+    if row is not None:
+        return row
+    missing = [r for r in run_resources(pair.target).get("resources", {}) if r not in offered]
+    if "run" in STAGES[: STAGES.index(until) + 1] and "run" not in done_stages(pair, folder) and missing:
+        return failed_row(pair, "run", f"run: no node of the Ray cluster offers the resource '{missing[0]}' "
+                          f"(start GPU nodes with ray start --num-gpus N --resources "
+                          f"'{{\"{missing[0]}\": N}}')", folder)
+    return None
+
+
+def _chain(pair: Pair, pairs_root: Path, shared: str | None, until: str,
+           tasks: dict[str, Any]) -> list[tuple[str, Any]]:
+    """(stage, object ref) of each stage still to run, each task fed its predecessors' refs."""
     import ray
 
-    owner = {ref: i for i, chain in chains.items() for _, ref in chain}
-    while any(chains.values()):
-        pending = [ref for chain in chains.values() for _, ref in chain[:1]]
-        ready, _ = ray.wait(pending, num_returns=1)
-        i = owner[ready[0]]
+    folder = pairs_root / pair.id
+    done = done_stages(pair, folder)
+    wanted = STAGES[: STAGES.index(until) + 1]
+    chain: list[tuple[str, Any]] = []
+    built = (ray.put({"ok": True} if shared else {"ok": True, "tar": pack(folder)}) if "build" in done
+             else tasks["build"].remote(pair, shared))
+    if "build" not in done:
+        chain.append(("build", built))
+    if "run" in wanted:
+        ran = (ray.put({"ok": True} if shared else {"ok": True, "tar": pack(folder / "run")}) if "run" in done
+               else tasks["run"].options(**run_resources(pair.target)).remote(pair, built, shared))
+        if "run" not in done:
+            chain.append(("run", ran))
+        if "attribute" in wanted:
+            chain.append(("attribute", tasks["attribute"].remote(pair, built, ran, shared, str(folder))))
+    return chain
+
+
+def _collect(sweep: Sweep, pairs_root: Path, submit: Callable[[int], list[tuple[str, Any]]],
+             rows: list[dict[str, Any] | None], shared: bool,
+             on_row: Callable[[int, dict[str, Any]], None] | None, max_in_flight: int) -> None:
+    """Publish each pair's stages in order as their tasks finish; a failure ends its pair.
+    Pairs are submitted in order, a new one whenever fewer than max_in_flight have tasks out."""
+    import ray
+
+    chains: dict[int, list[tuple[str, Any]]] = {}
+    waiting = list(range(len(sweep.pairs)))
+    while waiting or chains:
+        while waiting and len(chains) < max_in_flight:
+            i = waiting.pop(0)
+            chain = submit(i)
+            if chain:
+                chains[i] = chain
+        if not chains:
+            continue
+        heads = {chain[0][1]: i for i, chain in chains.items()}
+        ready, _ = ray.wait(list(heads), num_returns=1)
+        i = heads[ready[0]]
         pair, folder = sweep.pairs[i], pairs_root / sweep.pairs[i].id
         stage, ref = chains[i].pop(0)
-        try:
-            result = ray.get(ref)
-        except ray.exceptions.RayError as err:  # a task that failed past its retries
-            result = {"ok": False, "stage": stage, "error": f"{stage}: {stage_error(err).splitlines()[0][:300]}"}
+        result = _result(ref, stage)
         if not result["ok"]:
             pipeline.progress(f"{pair.id}: {result['error']}")
             rows[i] = failed_row(pair, result["stage"], result["error"], folder)
@@ -647,5 +697,36 @@ def _collect(sweep: Sweep, pairs_root: Path, chains: dict[int, list[tuple[str, A
                     result["tar"], folder)
             if stage == "attribute":
                 rows[i] = result["row"]
-        if not chains[i] and on_row and rows[i] is not None:
-            on_row(i, rows[i])
+        if not chains[i]:
+            del chains[i]
+            if on_row and rows[i] is not None:
+                on_row(i, rows[i])
+
+
+def _result(ref: Any, stage: str) -> dict[str, Any]:
+    """A task's returned dict, or a failed one for a task that died past its retries."""
+    import ray
+
+    try:
+        return ray.get(ref)
+    except ray.exceptions.RayError as err:
+        return {"ok": False, "stage": stage, "error": f"{stage}: {stage_error(err).splitlines()[0][:300]}"}
+
+
+def ray_map(fn: Callable[..., dict[str, Any]], items: list[tuple], max_in_flight: int = MAX_IN_FLIGHT,
+            max_retries: int = 3, stage: str = "build") -> list[dict[str, Any]]:
+    """fn(*item) for every item as one-CPU Ray tasks, at most max_in_flight at once; the
+    results in the items' order (a task that died past its retries: ok False and its error).
+    For work outside a sweep's pairs, e.g. the builds of a bisection."""
+    import ray
+
+    task = ray.remote(num_cpus=1, max_retries=max_retries)(fn)
+    results: list[dict[str, Any] | None] = [None] * len(items)
+    waiting, running = list(range(len(items))), {}
+    while waiting or running:
+        while waiting and len(running) < max_in_flight:
+            i = waiting.pop(0)
+            running[task.remote(*items[i])] = i
+        ready, _ = ray.wait(list(running), num_returns=1)
+        results[running.pop(ready[0])] = _result(ready[0], stage)
+    return results  # type: ignore[return-value]

@@ -191,3 +191,51 @@ def test_bad_sweep_file_is_one_line_exit_2(tmp_path, capsys, body, message):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0] and err[0].startswith("rootcause sweep: "), err
     assert not (tmp_path / "o").exists()
+
+
+def test_stage_keys_ignore_an_added_default_field_and_follow_a_changed_value():
+    """A spec type with one more field (at its default) keys as today's; a changed toolchain
+    or flag does not."""
+    import dataclasses
+
+    from rootcause.spec import VariantSpec
+
+    @dataclasses.dataclass
+    class Later(VariantSpec):
+        new_option: str = ""
+        new_list: list = dataclasses.field(default_factory=list)
+
+    pair = _load().pairs[0]
+    folder = SWEEP.resolve().parent
+    keys = sweeps._stage_keys(pair, folder)
+    later = dataclasses.replace(pair, spec_a=Later(**{f.name: getattr(pair.spec_a, f.name)
+                                                      for f in dataclasses.fields(VariantSpec)}))
+    assert isinstance(later.spec_a, Later) and sweeps._stage_keys(later, folder) == keys
+    for changed in (dataclasses.replace(pair.spec_a, toolchain=["iree-base-compiler==3.8.0"]),
+                    dataclasses.replace(later.spec_a, new_option="x")):
+        assert sweeps._stage_keys(dataclasses.replace(pair, spec_a=changed), folder)["build"] != keys["build"]
+
+
+def test_pairs_in_flight_on_ray_stay_under_the_cap(tmp_path, monkeypatch):
+    """Ray's own view: every ray.wait the driver makes lists the heads of the chains it has out."""
+    ray = pytest.importorskip("ray")
+    waited: list[int] = []
+    real_wait = ray.wait
+
+    def wait(refs, **kw):
+        waited.append(len(refs))
+        return real_wait(refs, **kw)
+
+    monkeypatch.setattr(ray, "wait", wait)
+    ray.init(num_cpus=2, include_dashboard=False)
+    try:
+        sweep = _load()
+        rows = sweeps.run_on_ray(sweep, tmp_path / "o", until="build", max_in_flight=2)
+        # a function every worker can import (this test module is not on their path)
+        joined = sweeps.ray_map(os.path.join, [("d", str(i)) for i in range(6)], max_in_flight=3)
+    finally:
+        ray.shutdown()
+    built = [p for p in sweep.pairs if (tmp_path / "o" / "pairs" / p.id / "sweep-build.json").is_file()]
+    assert len(built) == 6 and [r["id"] for r in rows if r] == [FAILING]  # every pair went through
+    assert max(waited[:len(waited) - 6]) == 2 and max(waited[-6:]) == 3 
+    assert joined == [f"d/{i}" for i in range(6)]  # in the items' order

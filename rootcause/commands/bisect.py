@@ -1,6 +1,7 @@
 """`rootcause bisect SPEC --good V1 --bad V2`: the first compiler release (or wheel, or
 environment) that shows the change between a good and a bad toolchain, then `analyze` of the
-last good against the first bad (rootcause.bisect holds the search).
+last good against the first bad (rootcause.bisect holds the search). With --ray the builds
+run side by side as Ray tasks (docs/SWEEP.md); the measurements stay here.
 
 Writes OUT/bisect.json (every candidate's verdict and ratio), OUT/bundles/, OUT/runs/ and, from
 the analysis, OUT/analyze/ (attribution.json and the reports). Exit status 0 when a first bad
@@ -11,9 +12,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rootcause import bisect, pipeline, spec as spec_mod
+from rootcause import bisect, pipeline, spec as spec_mod, sweep as sweeps
 from rootcause.commands.analyze import resolve_target
 from rootcause.commands.compare import command_line
+from rootcause.commands.sweep import check_ray_options, init_ray
 from rootcause.errors import UsageError
 from rootcause.fileio import write_json
 from rootcause.report import render_text
@@ -37,9 +39,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, help="output directory (default reports/bisect-<name>/)")
     parser.add_argument("--no-analyze", action="store_true", help="stop after finding the first bad version")
     parser.add_argument("--profile-calls", type=int, default=10, help="graph calls profiled per variant (analyze)")
+    parser.add_argument("--ray", metavar="ADDRESS",
+                        help="build the versions side by side as Ray tasks (good, bad and the next probes of both "
+                             "halves ahead of each measurement): local, auto or a cluster address, as for sweep; "
+                             "measurements stay here")
+    parser.add_argument("--num-cpus", type=int, help="with --ray local: CPUs the cluster offers (default all)")
+    parser.add_argument("--max-in-flight", type=int, default=sweeps.MAX_IN_FLIGHT,
+                        help="with --ray: builds on the cluster at once (default %(default)s)")
+    parser.add_argument("--max-retries", type=int, default=3,
+                        help="with --ray: times a build whose worker died is run again (default 3)")
 
 
 def run(args: argparse.Namespace) -> int:
+    check_ray_options(args)
     if args.budget_s <= 0:
         raise UsageError(f"--budget-s: must be > 0, got {args.budget_s:g}")
     if bool(args.versions) == bool(args.good or args.bad):
@@ -54,7 +66,11 @@ def run(args: argparse.Namespace) -> int:
         candidates = bisect.registry_candidates(spec, args.good, args.bad)
     out: Path = args.out or Path("reports") / f"bisect-{pipeline.safe_name(spec.name)}"
     out.mkdir(parents=True, exist_ok=True)
-    search = bisect.Bisection(spec, candidates, out, args.budget_s, args.threshold, args.by)
+    parallel = None
+    if args.ray:
+        init_ray(args.ray, args.num_cpus)
+        parallel = {"max_in_flight": args.max_in_flight, "max_retries": args.max_retries}
+    search = bisect.Bisection(spec, candidates, out, args.budget_s, args.threshold, args.by, parallel)
     result = search.run()
     write_json(out / "bisect.json", result)
     between = f" (skipped, could be any: {', '.join(result['skipped_between'])})" if result["skipped_between"] else ""

@@ -36,13 +36,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-retries", type=int, default=3,
                         help="with --ray: times a task whose worker died is run again (default 3)")
     parser.add_argument("--num-cpus", type=int, help="with --ray local: CPUs the cluster offers (default all)")
+    parser.add_argument("--max-in-flight", type=int, default=sweeps.MAX_IN_FLIGHT,
+                        help="with --ray: pairs with tasks on the cluster at once; the next is submitted when one "
+                             f"finishes (bounds the object store's pinned bundles; default {sweeps.MAX_IN_FLIGHT})")
 
 
 def run(args: argparse.Namespace) -> int:
     if args.shared and not args.ray:
         raise UsageError("--shared: only with --ray (without Ray every stage runs here, in OUT)")
-    if args.max_retries < 0:
-        raise UsageError(f"--max-retries: must be >= 0, got {args.max_retries}")
+    check_ray_options(args)
     sweep = sweeps.load(args.sweep_file, lambda target, spec: resolve_target(target, spec, False))
     out: Path = args.out or Path("reports") / f"sweep-{pipeline.safe_name(sweep.name)}"
     out.mkdir(parents=True, exist_ok=True)
@@ -61,8 +63,9 @@ def run(args: argparse.Namespace) -> int:
 
     pipeline.progress(f"sweep {sweep.name}: {len(sweep.pairs)} pairs, {executor}, into {out}")
     if args.ray:
-        _init_ray(args.ray, args.num_cpus)
-        rows[:] = sweeps.run_on_ray(sweep, out, args.shared, args.until, args.retry_failed, args.max_retries, on_row)
+        init_ray(args.ray, args.num_cpus)
+        rows[:] = sweeps.run_on_ray(sweep, out, args.shared, args.until, args.retry_failed, args.max_retries, on_row,
+                                   args.max_in_flight)
     else:
         rows[:] = sweeps.run_sequential(sweep, out, args.until, args.retry_failed, on_row)
     written = sweeps.write_summary(sweep, out, pairs_root, rows, executor)
@@ -75,7 +78,15 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _init_ray(address: str, num_cpus: int | None) -> None:
+def check_ray_options(args: argparse.Namespace) -> None:
+    """--max-retries and --max-in-flight (shared by sweep and bisect)."""
+    if args.max_retries < 0:
+        raise UsageError(f"--max-retries: must be >= 0, got {args.max_retries}")
+    if args.max_in_flight < 1:
+        raise UsageError(f"--max-in-flight: must be >= 1, got {args.max_in_flight}")
+
+
+def init_ray(address: str, num_cpus: int | None) -> None:
     try:
         import ray
     except ImportError:
