@@ -97,6 +97,10 @@ def ensure(requirements: list[str], progress: str = "") -> Path:
     found = cached_python(requirements)
     if found is not None:
         return found
+    missing = [r for r in requirements if not r.endswith(".whl")]
+    if offline() and missing:
+        raise UsageError(f"ROOTCAUSE_OFFLINE: {', '.join(missing)}: offline only wheel files install; carry "
+                         "the wheel (a bundle's toolchain/ folder, or name it in the spec's toolchain)")
     root = env_dir(requirements)
     root.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
@@ -131,10 +135,6 @@ def _make(staging: Path, requirements: list[str]) -> None:
     cmd = [sys.executable, "-m", "pip", "--python", str(staging / "bin" / "python"), "install", "--no-input",
            "--disable-pip-version-check", "-q"]
     if offline():
-        missing = [r for r in requirements if not r.endswith(".whl")]
-        if missing:
-            raise UsageError(f"ROOTCAUSE_OFFLINE: {', '.join(missing)}: offline only wheel files install; carry "
-                             "the wheel (a bundle's toolchain/ folder, or name it in the spec's toolchain)")
         _see_parent_packages(staging)
         cmd += ["--no-index", "--no-deps", *requirements]
     else:
