@@ -231,3 +231,52 @@ def test_python_key_builds_and_runs_in_an_existing_environment(bundles: dict[str
     assert proc.returncode == 0, proc.stderr
     doc = json.loads((tmp_path / "run" / "measurement.json").read_text())
     assert doc["verification"]["ok"] and [c["against"] for c in doc["verification"]["checks"]] == ["reference"]
+
+
+TVM_CASE = ROOT / "fixtures" / "cases" / "tvm_versions"
+
+# Run by each apache-tvm release's own python, no rootcause: legalize the case with the release's
+# CUDA pipeline and print the first kernel's (blockIdx.x, blockIdx.y) launch extents from its TIR.
+_TVM_OWN_LAUNCH = """
+import re, sys
+import tvm
+from tvm.relax.backend.cuda import pipeline
+from tvm.script import ir as I, relax as R
+text = open(sys.argv[1]).read()
+mod = tvm.script.from_source(text[text.index("@I.ir_module"):], extra_vars=dict(I=I, R=R))
+target = tvm.target.Target({"kind": "cuda", "arch": "sm_90"}, host={"kind": "llvm", "mcpu": "generic"})
+with target, tvm.transform.PassContext(opt_level=3):
+    mod = tvm.transform.Sequential(pipeline.library_dispatch_passes(target) + pipeline.legalize_passes(target))(mod)
+script = mod["sort"].script()
+first = script[:script.index('launch_thread("threadIdx.x"', script.index('launch_thread("threadIdx.x"') + 1)]
+extent = {a: int(n) for a, n in re.findall(r'launch_thread\\("(blockIdx\\.[xy])", T\\.int64\\((\\d+)\\)\\)', first)}
+print(extent["blockIdx.x"], extent["blockIdx.y"])
+"""
+
+
+def test_two_tvm_releases_build_the_sort_with_other_launch_grids(cache: Path, tmp_path: Path) -> None:
+    """fixtures/cases/tvm_versions: apache-tvm 0.26.0 and 0.27.0.post1 build the same four CUDA
+    kernels of R.sort, and each catalog's launch grid is what that release's own lowering says:
+    0.27 puts the 64 rows on blockIdx.x, 0.26 on blockIdx.y."""
+    from rootcause import toolchain
+
+    if toolchain.find_tool("nvcc") is None:
+        pytest.skip("no nvcc: install rootcause[cuda-tools]")
+    spec = TVM_CASE / "variants.toml"
+    grids, names = {}, {}
+    for v, release in (("v0_26_0", "0.26.0"), ("v0_27_0", "0.27.0.post1")):
+        proc = _cli("build", f"{spec}#{v}", "--out", str(tmp_path / v))
+        assert proc.returncode == 0, proc.stderr
+        manifest = json.loads((tmp_path / v / "manifest.json").read_text())
+        assert manifest["toolchain"]["compiler"] == {"apache-tvm": release}
+        kernels = {k["name"]: k for k in manifest["kernels"]}
+        names[v] = sorted(kernels)
+        python = Path(manifest["toolchain"]["python"])
+        env = dict(os.environ, LD_LIBRARY_PATH=str(toolchain.libcuda_stub_dir()), PYTHONPATH="")
+        own = subprocess.run([str(python), "-c", _TVM_OWN_LAUNCH, str(TVM_CASE / "sort.py")], capture_output=True,
+                             text=True, env=env, cwd=tmp_path)
+        assert own.returncode == 0, own.stderr[-2000:]
+        grids[v] = kernels["sort_kernel"]["launch"]["grid"][:2]
+        assert grids[v] == [int(n) for n in own.stdout.split()]
+    assert names["v0_26_0"] == names["v0_27_0"] and len(names["v0_26_0"]) == 4
+    assert grids == {"v0_26_0": [4, 64], "v0_27_0": [64, 4]}
