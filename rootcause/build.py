@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import rootcause
-from rootcause import envs, frontends
+from rootcause import envs, frontends, toolchain
 from rootcause.artifacts.bundle import write_bundle
 from rootcause.errors import UsageError
 from rootcause.fileio import cache_dir, locked, write_atomic, write_json
@@ -56,8 +56,6 @@ def cache_key(spec: VariantSpec) -> str:
 
 
 def _compiler_versions(spec: VariantSpec) -> dict[str, str | None]:
-    from rootcause import toolchain
-
     dists = frontends.get(spec.frontend).compiler_packages
     if spec.toolchain:
         out: dict[str, str | None] = {}  # the pins are in the key
@@ -175,8 +173,11 @@ def build_in(python: Path, spec: VariantSpec, out_dir: Path) -> BuildOutput:
     out_dir.mkdir(parents=True, exist_ok=True)
     request = write_json(out_dir / "toolchain_request.json", spec.to_dict())
     result_path = out_dir / "toolchain_result.json"
+    extra = {}
+    if spec.target.startswith("cuda") and toolchain.cuda_root() is not None:
+        extra[toolchain.CUDA_ROOT_VAR] = str(toolchain.cuda_root())
     proc = subprocess.run([str(python), "-m", "rootcause.build", "--child", str(request), str(out_dir)],
-                          capture_output=True, text=True, env=envs.checkout_env())
+                          capture_output=True, text=True, env=envs.checkout_env(extra))
     result = json.loads(result_path.read_text()) if result_path.is_file() else {}
     request.unlink()
     result_path.unlink(missing_ok=True)

@@ -10,6 +10,11 @@ The venv gets the toolchain's packages (with their own dependencies) and the dep
 rootcause declares in pyproject.toml; rootcause itself is imported from this checkout
 (PYTHONPATH), so a child run there is the same code as its parent. pip is this interpreter's
 (`pip --python VENV`), so the venv needs none of its own.
+
+Offline ($ROOTCAUSE_OFFLINE=1, a host with no package registry, such as the GPU host): only wheel
+files install, without their dependencies (`--no-index --no-deps`), into a venv that also sees
+this interpreter's packages (a .pth file adds its site-packages and $PYTHONPATH folders, after the
+venv's own), so a runtime-only environment needs nothing but the runtime's wheel.
 """
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ import json
 import os
 import re
 import shutil
+import site
 import subprocess
 import sys
 import tempfile
@@ -60,7 +66,14 @@ def env_key(requirements: list[str]) -> str:
     """The cache key of a toolchain: its requirements (wheels by content), this Python's version."""
     parts = [f"wheel:{wheel_sha(Path(r))}" if r.endswith(".whl") else r for r in requirements]
     parts.append(f"python:{sys.version_info.major}.{sys.version_info.minor}")
+    if offline():  # its packages come partly from this interpreter's
+        parts.append(f"offline:{sys.prefix}:{os.environ.get('PYTHONPATH', '')}")
     return hashlib.sha256(json.dumps(sorted(parts)).encode()).hexdigest()[:16]
+
+
+def offline() -> bool:
+    """True when $ROOTCAUSE_OFFLINE asks for environments made from wheel files alone."""
+    return os.environ.get("ROOTCAUSE_OFFLINE", "") not in ("", "0")
 
 
 def envs_root() -> Path:
@@ -84,6 +97,10 @@ def ensure(requirements: list[str], progress: str = "") -> Path:
     found = cached_python(requirements)
     if found is not None:
         return found
+    missing = [r for r in requirements if not r.endswith(".whl")]
+    if offline() and missing:
+        raise UsageError(f"ROOTCAUSE_OFFLINE: {', '.join(missing)}: offline only wheel files install; carry "
+                         "the wheel (a bundle's toolchain/ folder, or name it in the spec's toolchain)")
     root = env_dir(requirements)
     root.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
@@ -116,11 +133,31 @@ def _make(staging: Path, requirements: list[str]) -> None:
     if proc.returncode != 0:
         raise UsageError(f"cannot make a venv with {sys.executable}: {_last(proc.stderr)}")
     cmd = [sys.executable, "-m", "pip", "--python", str(staging / "bin" / "python"), "install", "--no-input",
-           "--disable-pip-version-check", "-q", *requirements, *rootcause_dependencies()]
+           "--disable-pip-version-check", "-q"]
+    if offline():
+        _see_parent_packages(staging)
+        cmd += ["--no-index", "--no-deps", *requirements]
+    else:
+        cmd += [*requirements, *rootcause_dependencies()]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise UsageError(f"pip cannot install {' '.join(_label(r) for r in requirements)} for Python "
                          f"{sys.version_info.major}.{sys.version_info.minor}: {_pip_error(proc.stderr)}")
+
+
+def _see_parent_packages(venv: Path) -> None:
+    """A .pth in the venv's site-packages that adds this interpreter's site-packages and
+    $PYTHONPATH folders after the venv's own (--system-site-packages would give the base
+    interpreter's, not those of the venv this process may run in)."""
+    code = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    purelib = subprocess.run([str(venv / "bin" / "python"), "-I", "-c", code], capture_output=True, text=True,
+                             check=True).stdout.strip()
+    user = [site.getusersitepackages()] if site.ENABLE_USER_SITE else []
+    pythonpath = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    folders = [p for p in dict.fromkeys([*pythonpath, *site.getsitepackages(), *user])
+               if Path(p).is_dir() and Path(p).resolve() != ROOT]
+    lines = [f"import site; site.addsitedir({p!r})" for p in folders]
+    Path(purelib, "rootcause-parent.pth").write_text("\n".join(lines) + "\n")
 
 
 def _relocate_scripts(staging: Path, final: Path) -> None:
@@ -152,10 +189,13 @@ def installed_version(dist: str) -> str | None:
 def installed_versions(python: Path, dists: tuple[str, ...] | None = None) -> dict[str, str | None]:
     """{distribution: version} of an environment's packages (all of them when dists is None);
     None for a named one it lacks."""
-    code = ("import importlib.metadata as m, json, sys\n"
+    code = ("import importlib.metadata as m, json, re, sys\n"
             "names = json.loads(sys.argv[1])\n"
             "if names is None:\n"
-            "    print(json.dumps({d.metadata['Name']: d.version for d in m.distributions()}))\n"
+            "    found = {}\n"
+            "    for d in m.distributions():  # in sys.path order: the first is what imports\n"
+            "        found.setdefault(re.sub(r'[-_.]+', '-', d.metadata['Name']).lower(), d.version)\n"
+            "    print(json.dumps(found))\n"
             "else:\n"
             "    def v(n):\n"
             "        try:\n"

@@ -73,11 +73,16 @@ def runtime_python(bundle: Bundle) -> Path | None:
         if found is not None:
             return found
     requirements = [_carried_wheel(bundle, d) or f"{d}=={v}" for d, v in (record.get("runtime") or {}).items()]
+    wants = ", ".join(f"{d} {v} (here: {have or 'none'})" for d, (v, have) in differ.items())
     try:
-        return envs.ensure(requirements, progress=f" to run {bundle.name}")
+        python = envs.ensure(requirements, progress=f" to run {bundle.name}")
     except UsageError as err:
-        wants = ", ".join(f"{d} {v} (here: {have or 'none'})" for d, (v, have) in differ.items())
         raise UsageError(f"{bundle.path}: needs {wants} and no environment with it can be made: {err}") from None
+    if not _has(python, want):  # e.g. a carried wheel of another version
+        raise UsageError(f"{bundle.path}: needs {wants}; the environment made from "
+                         f"{', '.join(Path(r).name for r in requirements)} has "
+                         f"{envs.installed_versions(python, tuple(want))}")
+    return python
 
 
 def _has(python: Path, want: dict[str, str]) -> bool:

@@ -22,12 +22,20 @@ from pathlib import Path
 from rootcause.errors import UsageError
 
 
+# Set by a build for its child in a toolchain's environment (rootcause.build.build_in), which has
+# the compiler release but not rootcause[cuda-tools]: the child uses the parent's nvcc and headers.
+CUDA_ROOT_VAR = "ROOTCAUSE_CUDA_ROOT"
+
+
 class ToolMissing(UsageError, RuntimeError):
     """A build tool rootcause needs is not installed (one line, exit status 2)."""
 
 
 def _pypi_cuda_roots() -> list[Path]:
     roots = []
+    given = os.environ.get(CUDA_ROOT_VAR)  # a parent's tools, for a build in a toolchain's venv
+    if given and (Path(given) / "bin").is_dir():
+        roots.append(Path(given))
     for entry in sys.path:
         base = Path(entry) / "nvidia"
         for sub in ("cu13", "cuda_nvcc", "cu12"):
@@ -45,6 +53,12 @@ def find_tool(name: str) -> Path | None:
             return candidate
     found = shutil.which(name)
     return Path(found) if found else None
+
+
+def cuda_root() -> Path | None:
+    """The toolkit-like folder (bin/nvcc, include/) of the nvcc find_tool picks; None without one."""
+    nvcc = find_tool("nvcc")
+    return nvcc.parent.parent if nvcc else None
 
 
 def require_tool(name: str) -> Path:

@@ -185,3 +185,131 @@ def test_bisect_refuses_bad_ray_options(cache: Path, tmp_path: Path) -> None:
                 "--max-in-flight", "0", "--out", str(tmp_path / "b"))
     assert proc.returncode == 2 and proc.stderr.strip().splitlines() == \
         ["rootcause bisect: --max-in-flight: must be >= 1, got 0"], proc.stderr
+
+
+def _copy_for_gpu_host(bundle: Path, dest: Path) -> Path:
+    """A copy of a bundle as the GPU host sees it: the environment that built it is not there
+    (its path in the manifest names nothing)."""
+    import shutil
+
+    shutil.copytree(bundle, dest)
+    manifest = json.loads((dest / "manifest.json").read_text())
+    manifest["toolchain"]["python"] = str(dest.parent / "not-on-this-host" / "bin" / "python")
+    (dest / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    return dest
+
+
+def test_offline_runtime_environment_from_the_carried_wheel(bundles: dict[str, Path], tmp_path: Path) -> None:
+    """ROOTCAUSE_OFFLINE (the GPU host): the bundle's runtime environment is made from the wheel
+    in its toolchain/ alone, stripped as gpu/stage_versions.py strips it, over this python's
+    packages; the child that runs it imports that release's runtime, and the outputs are NumPy's."""
+    raw = tmp_path / "raw"
+    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "-d", str(raw),
+                    "iree-base-runtime==3.8.0"], check=True, capture_output=True)
+    (wheel,) = raw.glob("*.whl")
+    bundle = _copy_for_gpu_host(bundles["v3_8_0"], tmp_path / "b" / "v3_8_0")
+    subprocess.run([sys.executable, str(ROOT / "gpu" / "strip_wheel.py"), str(wheel), str(bundle / "toolchain"),
+                    "--store", "--drop", "iree/_runtime_libs_tracy/"], check=True, capture_output=True)
+    offline = dict(os.environ, PYTHONPATH=str(ROOT), ROOTCAUSE_OFFLINE="1", ROOTCAUSE_ENVS=str(tmp_path / "envs"))
+    proc = subprocess.run([sys.executable, "-m", "rootcause", "run", str(bundle), "--out", str(tmp_path / "run"),
+                           "--profile", "none", "--budget-s", "1"], capture_output=True, text=True, env=offline)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((tmp_path / "run" / "measurement.json").read_text())
+    assert doc["verification"]["ok"] and [c["against"] for c in doc["verification"]["checks"]] == ["reference"]
+    (made,) = (tmp_path / "envs").glob("*/toolchain.json")
+    code = ("import importlib.metadata as m, iree.runtime as r, os; "
+            "print(m.version('iree-base-runtime'), os.path.isdir(os.path.join(os.path.dirname(r.__file__), "
+            "'..', '_runtime_libs_tracy')), r.__file__)")
+    said = subprocess.run([str(made.parent / "bin" / "python"), "-I", "-c", code], capture_output=True, text=True,
+                          check=True).stdout.split()
+    assert said[:2] == ["3.8.0", "False"] and said[2].startswith(str(made.parent))
+    assert json.loads(made.read_text())["packages"]["iree-base-runtime"] == "3.8.0"
+    # offline, a runtime with no carried wheel stops in one line
+    bare = _copy_for_gpu_host(bundles["v3_7_1"], tmp_path / "b" / "v3_7_1")
+    proc = subprocess.run([sys.executable, "-m", "rootcause", "run", str(bare), "--out", str(tmp_path / "run2"),
+                           "--profile", "none", "--budget-s", "1"], capture_output=True, text=True, env=offline)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "ROOTCAUSE_OFFLINE: iree-base-runtime==3.7.0" in proc.stderr
+
+
+def test_python_key_builds_and_runs_in_an_existing_environment(bundles: dict[str, Path], tmp_path: Path) -> None:
+    """`python = PATH`: the spec names an environment that is already there (here the one made
+    for 3.8.0); the build runs in it, the manifest names it, the catalog is that compiler's."""
+    import shutil
+
+    python = Path(json.loads((bundles["v3_8_0"] / "manifest.json").read_text())["toolchain"]["python"])
+    for name in ("matmul_512.mlir", "reference.py"):
+        shutil.copy2(CASE / name, tmp_path / name)
+    spec = SPEC.read_text().split("[variants.")[0] + (f'[variants.mine]\npython = "{python}"\n'
+                                                      "allow_outside_paths = true\n")
+    (tmp_path / "mine.toml").write_text(spec)
+    proc = _cli("build", f"{tmp_path / 'mine.toml'}#mine", "--out", str(tmp_path / "bundle"))
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads((tmp_path / "bundle" / "manifest.json").read_text())
+    said = subprocess.run([str(python), "-I", "-c", "from iree.compiler import version; print(version.VERSION)"],
+                          capture_output=True, text=True).stdout
+    assert record["toolchain"]["source"] == "python" and record["toolchain"]["python"] == str(python)
+    assert said.startswith(record["toolchain"]["compiler"]["iree-base-compiler"])
+    (tmp_path / "dump").mkdir()
+    assert len(record["kernels"]) == _dumped_executables(python, tmp_path / "dump")
+    proc = _cli("run", str(tmp_path / "bundle"), "--out", str(tmp_path / "run"), "--profile", "none", "--budget-s", "1")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((tmp_path / "run" / "measurement.json").read_text())
+    assert doc["verification"]["ok"] and [c["against"] for c in doc["verification"]["checks"]] == ["reference"]
+
+
+TVM_CASE = ROOT / "fixtures" / "cases" / "tvm_versions"
+
+# Run by each apache-tvm release's own python, no rootcause: legalize the case with the release's
+# CUDA pipeline and print the first kernel's (blockIdx.x, blockIdx.y) launch extents from its TIR.
+_TVM_OWN_LAUNCH = """
+import re, sys
+import tvm
+from tvm.relax.backend.cuda import pipeline
+from tvm.script import ir as I, relax as R
+text = open(sys.argv[1]).read()
+mod = tvm.script.from_source(text[text.index("@I.ir_module"):], extra_vars=dict(I=I, R=R))
+target = tvm.target.Target({"kind": "cuda", "arch": "sm_90"}, host={"kind": "llvm", "mcpu": "generic"})
+with target, tvm.transform.PassContext(opt_level=3):
+    mod = tvm.transform.Sequential(pipeline.library_dispatch_passes(target) + pipeline.legalize_passes(target))(mod)
+script = mod["sort"].script()
+first = script[:script.index('launch_thread("threadIdx.x"', script.index('launch_thread("threadIdx.x"') + 1)]
+extent = {a: int(n) for a, n in re.findall(r'launch_thread\\("(blockIdx\\.[xy])", T\\.int64\\((\\d+)\\)\\)', first)}
+print(extent["blockIdx.x"], extent["blockIdx.y"])
+"""
+
+
+def test_two_tvm_releases_build_the_sort_with_other_launch_grids(cache: Path, tmp_path: Path) -> None:
+    """fixtures/cases/tvm_versions: apache-tvm 0.26.0 and 0.27.0.post1 build the same four CUDA
+    kernels of R.sort, and each catalog's launch grid is what that release's own lowering says:
+    0.27 puts the 64 rows on blockIdx.x, 0.26 on blockIdx.y."""
+    from rootcause import toolchain
+
+    if toolchain.find_tool("nvcc") is None:
+        pytest.skip("no nvcc: install rootcause[cuda-tools]")
+    spec = TVM_CASE / "variants.toml"
+    grids, names = {}, {}
+    for v, release in (("v0_26_0", "0.26.0"), ("v0_27_0", "0.27.0.post1")):
+        proc = _cli("build", f"{spec}#{v}", "--out", str(tmp_path / v))
+        assert proc.returncode == 0, proc.stderr
+        manifest = json.loads((tmp_path / v / "manifest.json").read_text())
+        assert manifest["toolchain"]["compiler"] == {"apache-tvm": release}
+        kernels = {k["name"]: k for k in manifest["kernels"]}
+        names[v] = sorted(kernels)
+        python = Path(manifest["toolchain"]["python"])
+        env = dict(os.environ, LD_LIBRARY_PATH=str(toolchain.libcuda_stub_dir()), PYTHONPATH="")
+        own = subprocess.run([str(python), "-c", _TVM_OWN_LAUNCH, str(TVM_CASE / "sort.py")], capture_output=True,
+                             text=True, env=env, cwd=tmp_path)
+        assert own.returncode == 0, own.stderr[-2000:]
+        grids[v] = kernels["sort_kernel"]["launch"]["grid"][:2]
+        assert grids[v] == [int(n) for n in own.stdout.split()]
+    assert names["v0_26_0"] == names["v0_27_0"] and len(names["v0_26_0"]) == 4
+    assert grids == {"v0_26_0": [4, 64], "v0_27_0": [64, 4]}
+    # what a report says changed between the two catalogs: the launches, read from the manifests
+    from rootcause.artifacts.attribution import catalog_section
+    from rootcause.report import view
+
+    cats = {x: catalog_section(str(tmp_path / v / "manifest.json")) for x, v in (("a", "v0_26_0"), ("b", "v0_27_0"))}
+    said = view.launch_changes(cats, "A", "B")
+    assert f"Launch of sort_kernel: grid {grids['v0_26_0'][0]}x{grids['v0_26_0'][1]}x1 block 1024x1x1 in A, grid " \
+           f"{grids['v0_27_0'][0]}x{grids['v0_27_0'][1]}x1 block 1024x1x1 in B." in said

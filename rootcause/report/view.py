@@ -279,6 +279,7 @@ def catalog_changes(doc: dict[str, Any], cats: dict) -> list[str]:
         if only and names[w]:
             shown = ", ".join(short(n, 40) for n in only[:4]) + (f" and {len(only) - 4} more" if len(only) > 4 else "")
             out.append(f"Only in {tag}: {shown}.")
+    out += launch_changes(cats, A, B)
     for u in units_sorted(doc)[:6]:
         sched = {v: sorted({t for k in u[f"kernels_{v}"] if (t := schedule_text(cats[v]["kernels"].get(k)))})
                  for v in "ab"}
@@ -286,6 +287,26 @@ def catalog_changes(doc: dict[str, Any], cats: dict) -> list[str]:
             out.append(f"Unit {u['unit']} ({unit_label(u)}): schedule {'; '.join(sched['a'])} in {A}, "
                        f"{'; '.join(sched['b'])} in {B}.")
     return out or ["The catalogs show the same kernels and schedules on both sides."]
+
+
+def launch_changes(cats: dict, a_label: str, b_label: str, most: int = 4) -> list[str]:
+    """One sentence per kernel of both catalogs whose launch grid or block differs (a release can
+    keep the kernels and map them onto other thread axes)."""
+    out = []
+    kernels = {v: {k["name"]: k for k in cats[v]["kernels"].values()} for v in "ab"}
+    for name in sorted(set(kernels["a"]) & set(kernels["b"])):
+        la, lb = ((kernels[v][name].get("launch") or {}) for v in "ab")
+        if la and lb and (la.get("grid"), la.get("block")) != (lb.get("grid"), lb.get("block")):
+            out.append(f"Launch of {short(name, 40)}: grid {_dims(la.get('grid'))} block {_dims(la.get('block'))} "
+                       f"in {a_label}, grid {_dims(lb.get('grid'))} block {_dims(lb.get('block'))} in {b_label}.")
+    return out[:most] + ([f"{len(out) - most} more kernels launch differently."] if len(out) > most else [])
+
+
+def _dims(dims: Any) -> str:
+    """[64, 4, 1] as 64x4x1; a symbolic extent as 'symbolic' (its TIR text is long)."""
+    if not isinstance(dims, list):
+        return "?"
+    return "x".join(str(d) if isinstance(d, int) else "symbolic" for d in dims)
 
 
 def schedule_text(cat: dict[str, Any] | None) -> str | None:
