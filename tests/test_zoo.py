@@ -53,6 +53,17 @@ def test_zoo_has_cases_of_every_class():
                        "shared-executable", "registers-occupancy", "null"}
 
 
+def test_every_case_folder_is_complete():
+    """Each folder with a variants.toml is a case: expected.toml, a README citing its public
+    thread, and a committed capture (so no case, held out or not, drops out of CASES silently)."""
+    folders = sorted(p.parent for p in bench.ZOO.glob("*/variants.toml"))
+    for case in folders:
+        assert (case / "expected.toml").is_file(), f"{case.name}: no expected.toml"
+        assert "https://github.com/" in (case / "README.md").read_text(), f"{case.name}: README cites no thread"
+        assert (case / "capture" / "run").is_dir(), f"{case.name}: no capture"
+    assert [c.name for c in folders] == [c.name for c in CASES]
+
+
 def _profiled(case: Path) -> bool:
     """Every planned variant has a per-kernel profile in the capture."""
     m = _measurement(case)
