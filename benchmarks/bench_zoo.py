@@ -19,6 +19,9 @@ attribution.json is read (the layout rootcause/report/view.py reads). Columns:
 - B/A: the capture's measured whole-graph medians (measurement.json), read without analyze, and
   whether the expected slower side is the measured one (a check of the zoo, not of the tool)
 
+The totals are printed for all cases and again for the held-out ones (expected.toml's
+`held_out = true`: built after the rules, their expectations written before any verdict).
+
 Only the CLI is used (no rootcause imports): the modules are moving, the commands are not.
 """
 from __future__ import annotations
@@ -121,6 +124,24 @@ def score(att: dict, exp: dict) -> dict:
             "top_kernels": (list(unit.get("kernels_a") or []), list(unit.get("kernels_b") or [])) if unit else None}
 
 
+def _pct(n: int, d: int) -> str:
+    return f"{n}/{d} ({n / d:.0%})" if d else "0/0"
+
+
+def summary(rows: list[dict]) -> str:
+    """The scoreboard's totals over these rows."""
+    ok = [r for r in rows if "error" not in r]
+    real = [r for r in ok if r["class"] != "null"]
+    gpu_closure = [r for r in ok if isinstance(r["closure"], (int, float))]
+    within = sum(1 for r in gpu_closure if 0.95 <= r["closure"] <= 1.05)
+    return (f"cases scored {len(ok)} of {len(rows)}; slower right {_pct(sum(r['slower'] for r in ok), len(ok))}; "
+            f"top unit right {_pct(sum(r['top'] for r in real), len(real))}; "
+            f"cause right {_pct(sum(bool(r['cause']) for r in real), len(real))}; "
+            f"false findings {sum(r['false'] for r in ok)} (in {sum(1 for r in ok if r['false'])} cases); "
+            f"closure within 95-105% {_pct(within, len(gpu_closure))}; "
+            f"hybrids confirmed {sum(r['confirmed'] for r in ok)}/{sum(r['hybrids'] for r in ok)}")
+
+
 def _mark(x) -> str:
     return "-" if x is None else ("yes" if x else "NO")
 
@@ -136,8 +157,8 @@ def main(argv: list[str] | None = None) -> int:
             exp = expected(case)
             t0 = time.perf_counter()
             att, err = analyze(case, Path(tmp) / case.name)
-            row = {"case": case.name, "class": exp["class"], "seconds": time.perf_counter() - t0,
-                   "measured": measured(case)}
+            row = {"case": case.name, "class": exp["class"], "held_out": bool(exp.get("held_out")),
+                   "seconds": time.perf_counter() - t0, "measured": measured(case)}
             row.update(score(att, exp) if att else {"error": err})
             rows.append(row)
     head = (f"{'case':26} {'class':21} {'B/A':>14} {'slower':6} {'top':4} {'cause':5} {'false':5} {'closure':8} "
@@ -153,21 +174,14 @@ def main(argv: list[str] | None = None) -> int:
         closure = f"{r['closure']:.0%}" if isinstance(r["closure"], (int, float)) else "n/a"
         print(f"{r['case']:26} {r['class']:21} {ba:>14} {_mark(r['slower']):6} {_mark(r['top']):4} {_mark(r['cause']):5} "
               f"{r['false']:<5} {closure:8} {r['confirmed']}/{r['hybrids']:<6} {', '.join(r['rules'])}")
-    ok = [r for r in rows if "error" not in r]
-    real = [r for r in ok if r["class"] != "null"]
-    gpu_closure = [r for r in ok if isinstance(r["closure"], (int, float))]
-    within = sum(1 for r in gpu_closure if 0.95 <= r["closure"] <= 1.05)
-    pct = lambda n, d: f"{n}/{d} ({n / d:.0%})" if d else "0/0"
     print("-" * len(head))
     expect = [r for r in rows if r["measured"]["as_expected"] is not None]
-    print(f"measured slower side as expected in {pct(sum(r['measured']['as_expected'] for r in expect), len(expect))} "
+    print(f"measured slower side as expected in {_pct(sum(r['measured']['as_expected'] for r in expect), len(expect))} "
           f"non-null cases (measurement.json, without analyze)")
-    print(f"cases scored {len(ok)} of {len(rows)}; slower right {pct(sum(r['slower'] for r in ok), len(ok))}; "
-          f"top unit right {pct(sum(r['top'] for r in real), len(real))}; "
-          f"cause right {pct(sum(bool(r['cause']) for r in real), len(real))}; "
-          f"false findings {sum(r['false'] for r in ok)} (in {sum(1 for r in ok if r['false'])} cases); "
-          f"closure within 95-105% {pct(within, len(gpu_closure))}; "
-          f"hybrids confirmed {sum(r['confirmed'] for r in ok)}/{sum(r['hybrids'] for r in ok)}")
+    print(f"all cases: {summary(rows)}")
+    held = [r for r in rows if r["held_out"]]
+    if held:
+        print(f"held-out cases (built after the rules, README.md's held-out section): {summary(held)}")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     return 0
