@@ -55,7 +55,7 @@ def test_zoo_has_cases_of_every_class():
 
 FOLDERS = sorted(p.parent for p in bench.ZOO.glob("*/variants.toml"))
 NOT_CAPTURED = ("no committed capture: build, stage and run it on the H200 as README.md's Capturing section "
-                "says, then commit it (the held-out cases were staged, the device call did not come back)")
+                "says, then commit it")
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, id=c.name, marks=[] if (c / "capture" / "run").is_dir() else
