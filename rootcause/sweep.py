@@ -614,7 +614,7 @@ def run_on_ray(sweep: Sweep, out: Path, shared: Path | None = None, until: str =
 
     def submit(i: int) -> list[tuple[str, Any]]:
         """The pair's remaining stages as chained tasks ([] when nothing is left to submit)."""
-        rows[i] = _submit_pair(sweep.pairs[i], pairs_root, shared_arg, until, retry_failed, tasks, offered)
+        rows[i] = _row_without_tasks(sweep.pairs[i], pairs_root, until, retry_failed, offered)
         if rows[i] is not None and on_row:
             on_row(i, rows[i])
         return [] if rows[i] is not None else _chain(sweep.pairs[i], pairs_root, shared_arg, until, tasks)
@@ -623,8 +623,8 @@ def run_on_ray(sweep: Sweep, out: Path, shared: Path | None = None, until: str =
     return rows
 
 
-def _submit_pair(pair: Pair, pairs_root: Path, shared: str | None, until: str, retry_failed: bool,
-                 tasks: dict[str, Any], offered: dict[str, float]) -> dict[str, Any] | None:
+def _row_without_tasks(pair: Pair, pairs_root: Path, until: str, retry_failed: bool,
+                       offered: dict[str, float]) -> dict[str, Any] | None:
     """The pair's row when it needs no tasks: done earlier, or a target no node offers."""
     folder = pairs_root / pair.id
     row = _resume_row(pair, folder, retry_failed)
