@@ -174,8 +174,9 @@ def build_in(python: Path, spec: VariantSpec, out_dir: Path) -> BuildOutput:
     request = write_json(out_dir / "toolchain_request.json", spec.to_dict())
     result_path = out_dir / "toolchain_result.json"
     extra = {}
-    if spec.target.startswith("cuda") and toolchain.cuda_root() is not None:
-        extra[toolchain.CUDA_ROOT_VAR] = str(toolchain.cuda_root())
+    cuda = toolchain.cuda_root() if spec.target.startswith("cuda") else None
+    if cuda is not None:
+        extra[toolchain.CUDA_ROOT_VAR] = str(cuda)
     proc = subprocess.run([str(python), "-m", "rootcause.build", "--child", str(request), str(out_dir)],
                           capture_output=True, text=True, env=envs.checkout_env(extra))
     result = json.loads(result_path.read_text()) if result_path.is_file() else {}

@@ -293,7 +293,7 @@ def launch_changes(cats: dict, a_label: str, b_label: str, most: int = 4) -> lis
     """One sentence per kernel of both catalogs whose launch grid or block differs (a release can
     keep the kernels and map them onto other thread axes)."""
     out = []
-    kernels = {v: {k["name"]: k for k in cats[v]["kernels"].values()} for v in "ab"}
+    kernels = {v: cats[v]["kernels"] for v in "ab"}  # catalog_section keys them by name
     for name in sorted(set(kernels["a"]) & set(kernels["b"])):
         la, lb = ((kernels[v][name].get("launch") or {}) for v in "ab")
         if la and lb and (la.get("grid"), la.get("block")) != (lb.get("grid"), lb.get("block")):
