@@ -289,6 +289,27 @@ def renamed_executable(text: str, name: str, file: str = "<text>") -> str:
     return text.replace(f"@{names[0]}", f"@{name}")
 
 
+_EXPORT_LAYOUT = re.compile(r"hal\.executable\.export\s+(?:public\s+)?" + _SYM + r"[^\n]*?\blayout\(")
+_ALIAS_DEF = re.compile(r"^(#[\w.$-]+)\s*=\s*(.*?)\s*$", re.M)
+
+
+def export_layouts(text: str, file: str = "<text>") -> list[str]:
+    """The pipeline layout of each hal.executable.export, in order, aliases resolved: two
+    executables whose exports bind the same layouts can stand in for each other at a call site."""
+    aliases = dict(_ALIAS_DEF.findall(text))
+    out = []
+    for m in _EXPORT_LAYOUT.finditer(text):
+        depth, i = 1, m.end()
+        while depth and i < len(text):
+            depth += {"(": 1, ")": -1}.get(text[i], 0)
+            i += 1
+        if depth:
+            raise ParseError(file, f"line {text.count(chr(10), 0, m.start()) + 1}", "unbalanced layout( of an export")
+        layout = text[m.end():i - 1].strip()
+        out.append(aliases.get(layout, layout))
+    return out
+
+
 # -- the log --------------------------------------------------------------------------------------
 
 def ir_before(log: str, pass_name: str) -> tuple[str, str]:

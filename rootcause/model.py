@@ -82,7 +82,7 @@ class Hybrid:
 
     name: str  # the hybrid's variant (bundle) name
     base: str  # 'a' | 'b': whose spec it starts from
-    kind: str  # 'dataflow-boundary' | 'schedule-override' | 'passes' | 'configuration' | 'flags'
+    kind: str  # 'dataflow-boundary' | 'schedule-override' | 'passes' | 'configuration' | 'executable' | 'flags'
     change: dict[str, Any]  # the spec edit, as data
     description: str  # what the hybrid restores, in words
     source_ops: list[str] = field(default_factory=list)  # the unit's ops ([] for whole-spec edits)

@@ -14,6 +14,7 @@ import dataclasses
 import hashlib
 import json
 import re
+import shutil
 import statistics
 import sys
 import time
@@ -123,17 +124,23 @@ def plan_hybrids(spec_a: VariantSpec, spec_b: VariantSpec, catalog_a: list[Catal
         return [], [f"A is {spec_a.frontend} and B is {spec_b.frontend}: no hybrid mixes two frontends"]
     found = frontends.get(spec_a.frontend).plan_hybrids(spec_a, spec_b, catalog_a, catalog_b, bundle_dirs,
                                                         work_dir, notes)
-    if spec_a.source != spec_b.source and not any(h.kind == "configuration" for h in found):
+    if spec_a.source != spec_b.source and not any(h.kind in ("configuration", "executable") for h in found):
         notes.append(f"the variants compile different sources ({spec_a.source.name} vs {spec_b.source.name}): "
                      "no compiler knob swaps one unit between different graphs")
     unique: list[Hybrid] = []
-    keys = {_build_key(spec_a), _build_key(spec_b)}
+    sides = {_build_key(spec_a): spec_a.name, _build_key(spec_b): spec_b.name}
+    keys = set(sides)
     for h in found:
         key = _build_key(h.spec)
+        if key in sides:
+            notes.append(f"{h.description}: that builds {sides[key]} itself (the variants differ in nothing "
+                         "else a hybrid can swap), so the A-B measurement is this counterfactual")
         if key in keys:
             continue  # the same build as A, B or an earlier hybrid
         keys.add(key)
         unique.append(h)
+    if not unique and not notes:
+        notes.append("the specs differ in nothing a hybrid can swap")
     if len(unique) > limit:
         notes.append(f"{len(unique) - limit} more hybrid(s) possible; built the first {limit} "
                      f"({', '.join(h.description for h in unique[limit:])} left out)")
@@ -142,6 +149,25 @@ def plan_hybrids(spec_a: VariantSpec, spec_b: VariantSpec, catalog_a: list[Catal
         h.name = f"{specs[h.base].name}~h{i}-{h.kind}"
         h.spec = dataclasses.replace(h.spec, name=h.name)
     return unique[:limit], notes
+
+
+def _kernel_bytes(bundle: Path) -> list[tuple[str, bytes]] | None:
+    """The bundle's compiled kernel binaries (manifest 'binaries'), as bytes; None when it lists none."""
+    files = bundles.read_bundle(bundle).manifest.get("binaries") or []
+    return sorted((Path(f).name, (bundle / f).read_bytes()) for f in files) or None
+
+
+def _same_kernels(paths: dict[str, Path], h: Hybrid, base_name: str, kept: list[Hybrid]) -> str | None:
+    """The bundle built from the same base spec (the base itself, or a hybrid kept before h) whose
+    kernel binaries are byte for byte h's: two edits that compile alike (a configuration that
+    fits base's body as well as the other side's body does) are one counterfactual, measured once."""
+    mine = _kernel_bytes(paths[h.name])
+    if mine is None:
+        return None
+    for name in [base_name] + [k.name for k in kept if k.base == h.base and k.name in paths]:
+        if _kernel_bytes(paths[name]) == mine:
+            return name
+    return None
 
 
 def _build_key(spec: VariantSpec) -> str:
@@ -170,8 +196,8 @@ def build_variants(spec_a: VariantSpec, spec_b: VariantSpec, out: Path, no_confi
                                       bundle_dirs={"a": paths[spec_a.name], "b": paths[spec_b.name]},
                                       work_dir=out / "hybrids")
         if not hybrids:
-            progress("no hybrid can be built for this pair: " + ("; ".join(notes) or "the specs differ in nothing "
-                                                                 "a hybrid can swap"))
+            progress("no hybrid can be built for this pair: " + "; ".join(notes))
+        kept = []
         for h in hybrids:
             progress(f"building hybrid {h.name}: {h.description}")
             try:
@@ -179,6 +205,16 @@ def build_variants(spec_a: VariantSpec, spec_b: VariantSpec, out: Path, no_confi
             except UsageError as err:
                 failed[h.name] = f"build failed: {err}"
                 progress(f"hybrid {h.name} did not build: {err}")
+                kept.append(h)
+                continue
+            twin = _same_kernels(paths, h, [spec_a.name, spec_b.name][h.base == "b"], kept)
+            if twin:
+                notes.append(f"{h.description}: compiles to the same kernels as {twin}, so it was not kept")
+                progress(f"hybrid {h.name} compiles to the same kernels as {twin}: dropped")
+                shutil.rmtree(paths.pop(h.name))
+                continue
+            kept.append(h)
+        hybrids = kept
     plan = {"a": spec_a.name, "b": spec_b.name, "target": spec_a.target,
             "specs": {"a": spec_a.to_dict(), "b": spec_b.to_dict()},
             "hybrids": [h.to_dict() for h in hybrids], "failed": failed, "notes": notes,

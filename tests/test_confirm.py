@@ -154,3 +154,17 @@ def test_evaluate_judges_unit_hybrids_on_their_unit():
     # without per-call times the unit hybrid falls back to the whole-graph share, and says so
     bare = confirm.evaluate(measurement, "A", "B", [h], [unit])["hybrids"][0]
     assert bare["recovered"]["of"] == "graph" and "judged on the A-B delta" in bare["sentence"]
+
+
+def test_a_hybrid_that_is_the_other_side_is_named_not_built():
+    """The zoo's tvm_serial_rowsum: one function scheduled by an override in A, by dlight in B. The
+    only hybrid (B with A's override) is A itself: none is built, and the notes say why (the
+    pair's own catalogs, from its H200 capture's manifests)."""
+    case = ROOT / "fixtures" / "zoo" / "tvm_serial_rowsum"
+    a, b = (spec_mod.load(f"{case / 'variants.toml'}#{v}") for v in ("serial", "dlight"))
+    bundles = case / "capture" / "analyze" / "bundles"
+    cats = [read_bundle(bundles / n).kernels() for n in ("rowsum-serial", "rowsum-dlight")]
+    hybrids, notes = pipeline.plan_hybrids(a, b, *cats)
+    assert hybrids == []
+    assert notes == ["scheduling sum as A does (serial_kernel.py): that builds rowsum-serial itself (the variants "
+                     "differ in nothing else a hybrid can swap), so the A-B measurement is this counterfactual"]

@@ -6,6 +6,7 @@ configured as alone configures it" must compile to alone's kernel. Truth comes f
 code under test: the configured dumps grepped with plain regexes, the dumped PTX text, ptxas -v
 run here, the hsaco's own notes (parsers.hsaco) and iree-compile's own NOTE/WARNING lines.
 """
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -39,7 +40,7 @@ def pair(tmp_path_factory):
             hybrids, notes = pipeline.plan_hybrids(a, b, built["a"].kernels, built["b"].kernels, bundle_dirs=dirs,
                                           work_dir=root / "hybrids")
             out = {}
-            for h in hybrids:
+            for h in (h for h in hybrids if h.kind == "configuration"):
                 out[h.base] = (h, iree.build(h.spec, root / f"h-{h.base}"), root / f"h-{h.base}")
             cache[target] = {"dirs": dirs, "built": built, "hybrids": hybrids, "notes": notes, "h": out}
         return cache[target]
@@ -64,7 +65,8 @@ def ptxas_v(ptx: Path, arch: str = "sm_80") -> tuple[int, str]:
 @pytest.mark.parametrize("target", ["cuda", "hip"])
 def test_plan_transplants_the_other_sides_configuration(pair, target):
     p = pair(target)
-    assert [h.kind for h in p["hybrids"]] == ["configuration", "configuration"]
+    # the configurations first; the whole executables after (their bodies differ in the text)
+    assert [h.kind for h in p["hybrids"]] == ["configuration", "configuration", "executable", "executable"]
     assert not any("different sources" in n for n in p["notes"])
     h = p["h"]["b"][0]
     (exe, path), = h.spec.iree.substitute_configurations.items()
@@ -194,3 +196,9 @@ def test_analyze_bundle_only_writes_the_hybrids(tmp_path, capsys):
     ptx = next((h2 / "binaries").glob("*.ptx")).read_text()
     alone = next((out / "bundles" / "prefill_bs8-alone-cuda" / "binaries").glob("*.ptx")).read_text()
     assert ptx == alone.replace("prefill_bs8", "prefill_bs2")
+    # the executable hybrids were built too, and dropped: here a configuration fits either body,
+    # so each compiles to the bytes of its base's configuration hybrid
+    notes = json.loads((out / "plan.json").read_text())["notes"]
+    assert sorted(n.rpartition("same kernels as ")[2] for n in notes if "compiles to the same kernels" in n) == [
+        "prefill_bs8-alone-cuda~h1-configuration, so it was not kept",
+        "prefill_bs8-dedup-cuda~h2-configuration, so it was not kept"]

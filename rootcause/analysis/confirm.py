@@ -17,6 +17,10 @@ module only judges them:
   iree.substitute_configurations): the same graph and executables, one executable's codegen
   decision swapped (e.g. a deduplicated executable configured as the build that does not share
   it configures its own).
+- IREE, executables: where the two sides' executables for that dispatch differ in their bodies
+  too (a deduplicated executable specialized for another call's value ranges), the other side's
+  whole configured executable, renamed, substituted for base's: judged beside the configuration
+  hybrid, it tells a configuration's share from the body's.
 - IREE, flags: the same one-level bisection over the differing iree.flags.
 
 Recovered share (module doc of evaluate). A hybrid that changes one unit u is judged against
@@ -184,6 +188,7 @@ def evaluate(measurement: dict[str, Any], name_a: str, name_b: str, hybrids: lis
             continue
         rows.append({**row, **_judge(h, u, variants, name_a, name_b, repeats, blocks, threshold,
                                      delta_significant, unit_calls, n_boot, seed)})
+    _body_against_configuration(rows)
     return {"threshold": threshold,
             "rule": f"confirmed when the {LEVEL:.0%} interval of the recovered share lies above {threshold:.0%}, "
                     "refuted when below; a hybrid that changes one unit is judged against that unit's delta, "
@@ -193,6 +198,26 @@ def evaluate(measurement: dict[str, Any], name_a: str, name_b: str, hybrids: lis
                        "(T_A - T_B); T = median whole-graph seconds per call, t_u = median profiled seconds "
                        "per call of the unit's kernels",
             "hybrids": rows}
+
+
+def _body_against_configuration(rows: list[dict[str, Any]]) -> None:
+    """An executable hybrid (the other side's whole executable) beside the configuration hybrid of
+    the same executable and base: when the whole executable is confirmed and its configuration
+    alone is not, the rest lies in the executable's body (its tiles, its value-range assumptions),
+    and the executable's row says so with the configuration's figure."""
+    def exe(r):
+        return r["base"], tuple(sorted((r.get("change") or {}).get("substitute_configurations", {})))
+
+    configs = {exe(r): r for r in rows if r["kind"] == "configuration" and "recovered" in r}
+    for r in rows:
+        c = configs.get(exe(r)) if r["kind"] == "executable" and "recovered" in r else None
+        if c is None or c["verdict"] == r["verdict"] or r["verdict"] != "confirmed":
+            continue
+        rec = c["recovered"]
+        r["body_not_configuration"] = True
+        r["sentence"] = (r["sentence"].rstrip(".") + f"; its configuration alone recovers "
+                         f"{_share(rec['median'], rec['low'], rec['high'])} ({c['verdict']}), so the rest of the "
+                         "unit's delta is in the executable's body, not in its configuration.")
 
 
 def _judge(h: Hybrid, u: dict[str, Any] | None, variants: dict[str, Any], name_a: str, name_b: str,

@@ -1,10 +1,12 @@
-"""IREE hybrids: executable configurations substituted from the other side, and flag bisection."""
+"""IREE hybrids: executable configurations, or whole executables, substituted from the other side;
+flag bisection."""
 from __future__ import annotations
 
 import dataclasses
 import re
 from pathlib import Path
 
+from parsers import ParseError, iree_ir
 from rootcause.errors import UsageError
 from rootcause.frontends.base import bisection_subsets
 from rootcause.model import CatalogKernel, Hybrid
@@ -24,6 +26,10 @@ def plan(spec_a: VariantSpec, spec_b: VariantSpec, catalog_a: list[CatalogKernel
             found += singles
             if len(singles) > 1:
                 found.append(all_configurations(base, specs[base], singles))
+        for base in "ab":  # after every configuration hybrid: those are kept first under --hybrids
+            other = "b" if base == "a" else "a"
+            found += executable_hybrids(base, specs[base], cats[base], cats[other], Path(bundles[base]),
+                                        Path(bundles[other]), Path(work_dir), notes)
     else:
         notes.append("no bundles given: IREE configuration hybrids (executable substitution) not planned")
     found += flag_hybrids(spec_a, spec_b)
@@ -39,20 +45,44 @@ def _config_words(k: CatalogKernel) -> str:
     return ", ".join(parts) or f"pipeline {k.schedule.get('pipeline')}"
 
 
-def config_hybrids(base: str, spec: VariantSpec, catalog: list[CatalogKernel], other: list[CatalogKernel],
-                   bundle: Path, other_bundle: Path, work_dir: Path, notes: list[str]) -> list[Hybrid]:
-    """Base's executables configured as the other side configures the same dispatch (module doc)."""
-    from rootcause.frontends.iree.configs import transplant_configuration
-
-    side = "B" if base == "a" else "A"
+def _mates(spec: VariantSpec, catalog: list[CatalogKernel],
+           other: list[CatalogKernel]) -> list[tuple[CatalogKernel, CatalogKernel, list[str]]]:
+    """(base kernel, the one other-side kernel computing its source ops, the shared ops), largest
+    traffic first, for base executables not already substituted by the spec. A kernel whose ops
+    the other side splits over several dispatches has no one counterpart and is left out."""
     by_op = {op: k for k in other for op in k.source_ops}
     out, done = [], set(spec.iree.substitute_configurations)
     for k in sorted(catalog, key=lambda k: -(k.bytes_moved or 0)):
         exe = k.schedule.get("executable")
         mates = list(dict.fromkeys(by_op[op].name for op in k.source_ops if op in by_op))
         if not exe or exe in done or len(mates) != 1:
-            continue  # no counterpart, or several (the other side split the dispatch: not one config)
-        mate = next(m for m in other if m.name == mates[0])
+            continue
+        done.add(exe)
+        out.append((k, next(m for m in other if m.name == mates[0]), [op for op in k.source_ops if op in by_op]))
+    return out
+
+
+def _substituted(spec: VariantSpec, exe: str, path: Path) -> VariantSpec:
+    subs = {**spec.iree.substitute_configurations, exe: path}
+    return dataclasses.replace(spec, iree=dataclasses.replace(spec.iree, substitute_configurations=subs))
+
+
+def _hybrid_file(work_dir: Path, stem: str, text: str) -> Path:
+    path = work_dir / f"{re.sub(r'[^A-Za-z0-9._~-]+', '_', stem)}.mlir"  # shell-safe: printed in commands
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def config_hybrids(base: str, spec: VariantSpec, catalog: list[CatalogKernel], other: list[CatalogKernel],
+                   bundle: Path, other_bundle: Path, work_dir: Path, notes: list[str]) -> list[Hybrid]:
+    """Base's executables configured as the other side configures the same dispatch (module doc)."""
+    from rootcause.frontends.iree.configs import transplant_configuration
+
+    side = "B" if base == "a" else "A"
+    out = []
+    for k, mate, shared in _mates(spec, catalog, other):
+        exe = k.schedule["executable"]
         if all(k.schedule.get(f) == mate.schedule.get(f) for f in CONFIG_FACTS):
             continue
         files = (k.schedule.get("config_file"), mate.schedule.get("config_file"))
@@ -65,17 +95,52 @@ def config_hybrids(base: str, spec: VariantSpec, catalog: list[CatalogKernel], o
         except (UsageError, OSError) as err:
             notes.append(f"{exe}: configuration not transplanted: {err}")
             continue
-        done.add(exe)
-        stem = f"{spec.name}~{exe}~as~{mate.schedule.get('executable') or mate.name}"
-        path = work_dir / f"{re.sub(r'[^A-Za-z0-9._~-]+', '_', stem)}.mlir"  # shell-safe: printed in commands
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        subs = {**spec.iree.substitute_configurations, exe: path}
-        edited = dataclasses.replace(spec, iree=dataclasses.replace(spec.iree, substitute_configurations=subs))
-        shared = [op for op in k.source_ops if op in by_op]
+        path = _hybrid_file(work_dir, f"{spec.name}~{exe}~as~{mate.schedule.get('executable') or mate.name}", text)
         out.append(Hybrid("", base, "configuration", {"substitute_configurations": {exe: str(path)}},
                           f"configuring {exe} as {side} configures {mate.schedule.get('executable') or mate.name} "
-                          f"({_config_words(mate)} instead of {_config_words(k)})", shared, [k.name], edited))
+                          f"({_config_words(mate)} instead of {_config_words(k)})", shared, [k.name],
+                          _substituted(spec, exe, path)))
+    return out
+
+
+def executable_hybrids(base: str, spec: VariantSpec, catalog: list[CatalogKernel], other: list[CatalogKernel],
+                       bundle: Path, other_bundle: Path, work_dir: Path, notes: list[str]) -> list[Hybrid]:
+    """Base's executables replaced whole by the other side's configured executable for the same
+    dispatch, body included. A configuration hybrid keeps base's body; when the bodies differ too
+    (a deduplicated executable specialized for another call's value ranges: its tiles, its
+    util.assume divisibility), only the whole executable can recover what the body holds. Planned
+    only where the bodies differ beyond the configuration, and only between executables with the
+    same pipeline layouts (base's call sites bind base's layout)."""
+    from rootcause.frontends.iree.configs import transplant_configuration
+
+    side = "B" if base == "a" else "A"
+    out = []
+    for k, mate, shared in _mates(spec, catalog, other):
+        exe, theirs = k.schedule["executable"], mate.schedule.get("executable") or mate.name
+        files = (k.schedule.get("config_file"), mate.schedule.get("config_file"))
+        if not all(files):
+            continue  # config_hybrids has said so
+        try:
+            mine = (bundle / files[0]).read_text()
+            whole = iree_ir.renamed_executable((other_bundle / files[1]).read_text(), exe, files[1])
+            layouts = iree_ir.export_layouts(mine, files[0]), iree_ir.export_layouts(whole, files[1])
+        except (ParseError, OSError) as err:
+            notes.append(f"{exe}: {side}'s executable {theirs} cannot stand in for it: {err}")
+            continue
+        if layouts[0] != layouts[1]:
+            notes.append(f"{exe}: {side}'s executable {theirs} binds another pipeline layout, so it cannot "
+                         "stand in for it: no executable hybrid")
+            continue
+        try:
+            if transplant_configuration(mine, whole, files[0], files[1]) == whole:
+                continue  # the bodies agree: the configuration hybrid is this hybrid
+        except UsageError:
+            pass  # configured ops differ: the bodies differ
+        path = _hybrid_file(work_dir, f"{spec.name}~{exe}~is~{theirs}", whole)
+        out.append(Hybrid("", base, "executable", {"substitute_configurations": {exe: str(path)}},
+                          f"replacing {exe} whole with {side}'s {theirs} (its body and configuration; the "
+                          "bodies differ beyond the configuration)", shared, [k.name],
+                          _substituted(spec, exe, path)))
     return out
 
 

@@ -1,0 +1,75 @@
+"""IREE executable hybrids (the zoo's iree_dedup_matmul): a whole executable of one side standing in
+for the other side's, real iree-compile.
+
+A = mm_bs4 alone, B = mm_bs4 in a module with mm_bs1 (one deduplicated executable, named after
+mm_bs1, whose body is specialized for rows divisible by 32 where alone's assumes 128). A
+configuration hybrid keeps base's body, so it cannot recover what the body holds; the executable
+hybrid must compile to the other side's kernel exactly. Truth: the other build's own PTX and
+configured dump, read with plain text operations.
+"""
+import re
+from pathlib import Path
+
+import pytest
+
+from parsers import iree_ir
+from rootcause import pipeline, spec as specs
+from rootcause.frontends.iree import build as iree
+
+CASE = Path(__file__).resolve().parent.parent / "fixtures" / "zoo" / "iree_dedup_matmul"
+SHARED, ALONE_EXE = "mm_bs1$async_dispatch_0", "mm_bs4$async_dispatch_0"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    root = tmp_path_factory.mktemp("dedup-exe")
+    a, b = (specs.load(f"{CASE / 'variants.toml'}#{v}") for v in ("alone", "dedup"))
+    dirs = {"a": root / "a", "b": root / "b"}
+    out = {s: iree.build(spec, dirs[s]) for s, spec in (("a", a), ("b", b))}
+    hybrids, notes = pipeline.plan_hybrids(a, b, out["a"].kernels, out["b"].kernels, bundle_dirs=dirs,
+                                           work_dir=root / "hybrids")
+    return {"dirs": dirs, "out": out, "hybrids": hybrids, "notes": notes, "root": root}
+
+
+def ptx(folder: Path) -> str:
+    (f,) = (folder / "binaries").glob("*.ptx")
+    return f.read_text()
+
+
+def test_plan_adds_executable_hybrids_after_the_configurations(built):
+    kinds = [(h.base, h.kind) for h in built["hybrids"]]
+    assert kinds == [("a", "configuration"), ("b", "configuration"), ("a", "executable"), ("b", "executable")]
+    h = next(h for h in built["hybrids"] if (h.base, h.kind) == ("b", "executable"))
+    (exe, path), = h.spec.iree.substitute_configurations.items()
+    assert exe == SHARED
+    alone = (built["dirs"]["a"] / "ir" / f"configured_module_{ALONE_EXE}.mlir").read_text()
+    # alone's whole dump, its executable renamed: the body keeps alone's 128-row specialization
+    assert Path(path).read_text() == alone.replace("@mm_bs4$", "@mm_bs1$")
+    assert "udiv = 128>" in Path(path).read_text() and "udiv = 32>" not in Path(path).read_text()
+
+
+@pytest.mark.parametrize("base, other, names", [("b", "a", ("mm_bs4", "mm_bs1")), ("a", "b", ("mm_bs1", "mm_bs4"))])
+def test_executable_hybrid_compiles_to_the_other_sides_kernel(built, base, other, names):
+    h = next(h for h in built["hybrids"] if (h.base, h.kind) == (base, "executable"))
+    out_dir = built["root"] / f"h-{base}"
+    iree.build(h.spec, out_dir)
+    # the hybrid's PTX is the other side's, but for the executable's name
+    assert ptx(out_dir) == ptx(built["dirs"][other]).replace(*names)
+    log = (out_dir / "iree-compile.log").read_text()
+    (exe,) = h.spec.iree.substitute_configurations
+    assert re.search(rf"NOTE: hal\.executable `{re.escape(exe)}` substituted", log)
+    # the configuration hybrid of the same base does not: its body stays base's
+    c = next(h for h in built["hybrids"] if (h.base, h.kind) == (base, "configuration"))
+    c_dir = built["root"] / f"c-{base}"
+    iree.build(c.spec, c_dir)
+    assert ptx(c_dir) != ptx(built["dirs"][other]).replace(*names)
+
+
+def test_export_layouts_resolve_aliases():
+    text = ('#pipeline_layout = #hal.pipeline.layout<constants = 1, bindings = [#hal.pipeline.binding<storage_buffer>]>\n'
+            'hal.executable public @e {\n  hal.executable.variant public @v target(#t) {\n'
+            '    hal.executable.export public @e_0 ordinal(0) layout(#pipeline_layout) count(%a: !hal.device) -> (index) {\n'
+            '    hal.executable.export public @e_1 ordinal(1) layout(#hal.pipeline.layout<constants = 2, bindings = []>) {\n')
+    assert iree_ir.export_layouts(text) == [
+        "#hal.pipeline.layout<constants = 1, bindings = [#hal.pipeline.binding<storage_buffer>]>",
+        "#hal.pipeline.layout<constants = 2, bindings = []>"]
