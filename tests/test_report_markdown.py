@@ -241,3 +241,23 @@ def test_line_breaks_in_names_keep_rows_whole(attribution, brk):
     assert any("evil" in c and "kernel" in c for t in found for r in t for c in r)
     for t in found:
         assert len({len(r) for r in t}) == 1
+
+
+def test_a_delta_under_the_practical_threshold_says_so(attribution):
+    """The TVM cross-version pair's figures (fixtures/captures/h200-2026-12-03-versions: 53.0 vs
+    52.8 us, delta -214 ns [-251, -196]): the interval excludes 0, yet the delta is under the
+    1% threshold, and the verdict says that is why it is not significant."""
+    from rootcause.report.view import verdict, verdict_sentence
+
+    doc = copy.deepcopy(attribution)
+    w = doc["whole_graph"]
+    w["a"].update(median=53_014.0, low=52_990.0, high=53_040.0)
+    w["b"].update(median=52_800.0, low=52_770.0, high=52_830.0)
+    w["delta_ns"].update(median=-214.0, low=-251.0, high=-196.0)
+    w["significant"] = False
+    doc["significance"]["min_effect_ns"] = 530.14
+    line = verdict_sentence(verdict(doc))
+    assert line.startswith("No significant whole-graph difference")
+    assert "interval excludes 0, but the delta is below the practical threshold of 530 ns" in line
+    w["delta_ns"].update(low=-251.0, high=12.0)  # an interval that holds 0 needs no such words
+    assert "threshold" not in verdict_sentence(verdict(doc))

@@ -94,7 +94,21 @@ def verdict(doc: dict[str, Any]) -> dict[str, Any]:
             "faster": A if b_slower else B, "ratio": ratio, "ratio_low": lo, "ratio_high": hi,
             "time_a": a, "time_b": b, "delta": w["delta_ns"], "source": w.get("source", "not available"),
             "source_note": w.get("note"), "closure": doc.get("closure"),
-            "unit_sum_ns": w.get("unit_delta_sum_ns"), "residual": get(doc, "residual.delta_ns")}
+            "unit_sum_ns": w.get("unit_delta_sum_ns"), "residual": get(doc, "residual.delta_ns"),
+            "min_effect_ns": get(doc, "significance.min_effect_ns")}
+
+
+def _below_threshold(v: dict[str, Any]) -> str:
+    """', below the 1% threshold (4.0 us)' when the interval excludes 0 but the delta is smaller
+    than the practical threshold, which is then why it is not significant; else ''."""
+    d, floor = v["delta"], v.get("min_effect_ns")
+    if not isinstance(floor, (int, float)) or floor <= 0 or not all(
+            isinstance(d.get(k), (int, float)) for k in ("median", "low", "high")):
+        return ""
+    if (d["low"] > 0 or d["high"] < 0) and abs(d["median"]) < floor:
+        return (f" (the interval excludes 0, but the delta is below the practical threshold of "
+                f"{fmt_time(floor)} that significance also asks for)")
+    return ""
 
 
 def verdict_sentence(v: dict[str, Any]) -> str:
@@ -104,7 +118,7 @@ def verdict_sentence(v: dict[str, Any]) -> str:
               "profiler-steps": "ProfilerStep wall time",
               "launch-interval": "launch-to-launch interval, host included"}.get(v["source"], str(v["source"]))
     if v["significant"] is False or v["ratio"] is None:
-        text = f"No significant whole-graph difference between {v['b']} and {v['a']}: {times}"
+        text = f"No significant whole-graph difference between {v['b']} and {v['a']}{_below_threshold(v)}: {times}"
     else:
         verb = "slower" if v["slower"] == v["b"] else "faster"
         rng = (f" (interval {v['ratio_low']:.2f}x-{v['ratio_high']:.2f}x)"
