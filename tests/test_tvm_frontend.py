@@ -352,3 +352,22 @@ dataflow_boundaries_after = ["chain"]
     assert fused.flops == n * m * (3 * depth + 1)
     by_role = {("add" if k.function == "add" else "chain"): k.flops for k in partial.kernels}
     assert by_role == {"chain": n * 3 * depth, "add": n * m}
+
+
+def test_boundaries_after_two_bindings_split_at_both(tmp_path):
+    """The zoo's tvm_softmax_unfused: splitting `fused_matmul_multiply_add` back needs boundaries
+    after two bindings in a row (its H200 capture's plan). The second was once lost, because the
+    first split rebuilt the binding it named: the hybrid ran matmul + fused_multiply_add. Truth:
+    the unfused side's own kernels for those ops, from its own build."""
+    from rootcause.frontends.tvm import build as frontend
+    from rootcause.model import Hybrid
+
+    case = ROOT / "fixtures" / "zoo" / "tvm_softmax_unfused"
+    plan = json.loads((case / "capture" / "analyze" / "plan.json").read_text())
+    (h,) = [Hybrid.from_dict(d) for d in plan["hybrids"] if "matmul_multiply_add" in d["description"]]
+    assert len(h.spec.tvm.dataflow_boundaries_after) == 2
+    hybrid = frontend.build(spec_mod.with_target(h.spec, "llvm"), tmp_path / "h")
+    off = frontend.build(spec_mod.with_target(spec_mod.load(f"{case / 'variants.toml'}#off"), "llvm"), tmp_path / "off")
+    owner = {op: k.function for k in off.kernels for op in k.source_ops}
+    mine = {op: k.function for k in hybrid.kernels for op in k.source_ops}
+    assert {mine[op] for op in h.source_ops} == {owner[op] for op in h.source_ops} == {"matmul", "multiply", "add"}

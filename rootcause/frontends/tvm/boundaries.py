@@ -12,16 +12,23 @@ def split_dataflow(mod: Any, spec: VariantSpec) -> Any:
     """End the dataflow block right after each named call_tir (callee or binding var name)."""
     if not spec.tvm.dataflow_boundaries_after:
         return mod
-    bindings = [(fn, b, callee) for fn, b, callee in call_tir_bindings(mod) if fn == spec.entry]
     for i, name in enumerate(spec.tvm.dataflow_boundaries_after):
-        hits = [b for _, b, callee in bindings if name in (callee, b.var.name)]
+        bindings = _entry_bindings(mod, spec.entry)
+        hits = [b.var.name for b, callee in bindings if name in (callee, b.var.name)]
         if not hits:
-            callees = sorted({callee for _, _, callee in bindings})
+            callees = sorted({callee for _, callee in bindings})
             raise UsageError(f"{spec.where('tvm', 'dataflow_boundaries_after')}[{i}]: no call_tir of "
                              f"\"{name}\" in {spec.entry}; callees: {', '.join(callees)}")
-        for hit in hits:
+        for var in hits:
+            # looked up again: a split rebuilds the bindings that use a promoted var, so the
+            # binding objects found before it no longer sit in the function
+            hit = next(b for b, _ in _entry_bindings(mod, spec.entry) if b.var.name == var)
             mod = _split_after(mod, spec.entry, hit)
     return mod
+
+
+def _entry_bindings(mod: Any, entry: str) -> list[tuple[Any, str]]:
+    return [(b, callee) for fn, b, callee in call_tir_bindings(mod) if fn == entry]
 
 
 def _split_after(mod: Any, fn_name: str, target_binding: Any) -> Any:
