@@ -33,7 +33,7 @@ EIFMT_SVAL, followed by that many payload bytes.
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
+from collections import namedtuple
 
 from parsers import elf
 from parsers.base import KernelRecord, ParseError
@@ -62,13 +62,9 @@ STACK_UNKNOWN = 0xFFFFFFFF
 RESERVED_SMEM_DEFAULT = 1024
 
 
-class NvInfoRecord(NamedTuple):
-    """One .nv.info / .nv.compat attribute: value is an int (BVAL/HVAL), bytes (SVAL) or None."""
-
-    fmt: int
-    attr: int
-    value: int | bytes | None
-    offset: int
+NvInfoRecord = namedtuple("NvInfoRecord", "fmt attr value offset")
+NvInfoRecord.__doc__ = ("One .nv.info / .nv.compat attribute: value is an int (BVAL/HVAL), bytes (SVAL) "
+                        "or None. (collections.namedtuple: typing is not imported on inspect's path.)")
 
 
 def matches(data: bytes) -> bool:

@@ -9,7 +9,7 @@ section or symbol and the offset. Layouts: System V gABI, "ELF Header", "Section
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
+from collections import namedtuple
 
 from parsers.base import ParseError
 
@@ -29,52 +29,14 @@ _SYM = "IBBHQQ"
 _new = tuple.__new__
 
 
-class Header(NamedTuple):
-    """The ELF header; byteorder is '<' or '>', the struct prefix of every other field."""
-
-    byteorder: str
-    osabi: int
-    abi_version: int
-    type: int
-    machine: int
-    version: int
-    entry: int
-    phoff: int
-    shoff: int
-    flags: int
-    ehsize: int
-    phentsize: int
-    phnum: int
-    shentsize: int
-    shnum: int
-    shstrndx: int
-
-
-class Section(NamedTuple):
-    index: int
-    name: str
-    type: int
-    flags: int
-    addr: int
-    offset: int
-    size: int
-    link: int
-    info: int
-    addralign: int
-    entsize: int
-
-
-class Symbol(NamedTuple):
-    """One symbol; shndx is resolved through SHT_SYMTAB_SHNDX when st_shndx is SHN_XINDEX."""
-
-    index: int
-    name: str
-    value: int
-    size: int
-    bind: int
-    type: int
-    other: int
-    shndx: int
+# collections.namedtuple, not typing.NamedTuple: importing typing would cost inspect's start-up.
+Header = namedtuple("Header", "byteorder osabi abi_version type machine version entry phoff shoff "
+                              "flags ehsize phentsize phnum shentsize shnum shstrndx")
+Header.__doc__ = "The ELF header; byteorder is '<' or '>', the struct prefix of every other field (ints)."
+Section = namedtuple("Section", "index name type flags addr offset size link info addralign entsize")
+Section.__doc__ = "One section header (name a str, the rest ints), with its index in the table."
+Symbol = namedtuple("Symbol", "index name value size bind type other shndx")
+Symbol.__doc__ = "One symbol; shndx is resolved through SHT_SYMTAB_SHNDX when st_shndx is SHN_XINDEX."
 
 
 def matches(data: bytes) -> bool:

@@ -17,13 +17,18 @@ from __future__ import annotations
 
 import functools
 import importlib
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+import os
+import stat
 
 from parsers import KernelRecord, ParseError
 
+# typing, dataclasses and pathlib are not imported at run time: on 100 small files they would
+# be a fifth of the process (pathlib is imported for directories and bundles only).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any, Callable
+
     from rootcause import gpus
 
 # The keys of one output row, in order (JSON, CSV, table and Markdown columns).
@@ -42,13 +47,16 @@ _HOST_MACHINES = (62, 183)
 HEAD_BYTES = 1 << 18
 
 
-@dataclass
 class Inspection:
     """What one inspect call found: kernel records, bad files (one line each), notes."""
 
-    records: list[KernelRecord] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    __slots__ = ("records", "errors", "notes")
+
+    def __init__(self, records: list[KernelRecord] | None = None, errors: list[str] | None = None,
+                 notes: list[str] | None = None):
+        self.records = [] if records is None else records
+        self.errors = [] if errors is None else errors
+        self.notes = [] if notes is None else notes
 
 
 def _reader(module: str):
@@ -380,16 +388,23 @@ def inspect_paths(paths: list[str | Path], arch: str | None = None,
     """Inspect files, directories and bundles. Bad files become one-line errors, not raises."""
     out = Inspection()
     for p in paths:
-        path = Path(p)
-        if path.is_dir():
+        name = _path_name(p)
+        try:
+            mode = os.stat(name).st_mode
+        except (OSError, ValueError):
+            mode = 0
+        if stat.S_ISDIR(mode):
+            from pathlib import Path
+
+            path = Path(name)
             if (path / "manifest.json").is_file():
                 _inspect_bundle(path, arch, out)
             else:
                 _inspect_dir(path, arch, out)
-        elif path.is_file():
-            _inspect_file(path, arch, out, explicit=True)
+        elif stat.S_ISREG(mode):
+            _inspect_file(name, arch, out, explicit=True)
         else:
-            out.errors.append(f"{path}: no such file or directory")
+            out.errors.append(f"{name}: no such file or directory")
     for r in out.records:
         if r.block is None and block is not None:
             r.block = block
@@ -400,10 +415,21 @@ def inspect_paths(paths: list[str | Path], arch: str | None = None,
     return out
 
 
-def _inspect_file(path: Path, arch: str | None, out: Inspection, explicit: bool,
+def _path_name(p: str | Path) -> str:
+    """str(pathlib.Path(p)) on POSIX, without importing pathlib for plain files: no empty or
+    '.' parts, a root of '/' (or exactly two slashes, as POSIX allows), '.' for nothing."""
+    if not isinstance(p, str) or os.sep != "/":
+        from pathlib import Path
+
+        return str(Path(p))
+    root = "//" if p[:2] == "//" and p[2:3] != "/" else "/" if p[:1] == "/" else ""
+    return root + "/".join(part for part in p.split("/") if part and part != ".") or "."
+
+
+def _inspect_file(path: str, arch: str | None, out: Inspection, explicit: bool,
                   launches: dict[str, Any] | None = None) -> None:
     try:
-        with path.open("rb") as f:
+        with open(path, "rb") as f:
             # In a directory, look at the head first: a large input array or log is skipped unread.
             data = f.read(HEAD_BYTES if not explicit else -1)
             fmt = detect(data)
@@ -417,7 +443,7 @@ def _inspect_file(path: Path, arch: str | None, out: Inspection, explicit: bool,
         out.errors.append(f"{path}: read: {err.strerror or err}")
         return
     try:
-        records = inspect_bytes(data, str(path), arch, out.notes, fmt=fmt)
+        records = inspect_bytes(data, path, arch, out.notes, fmt=fmt)
     except ParseError as err:
         out.errors.append(str(err))
         return
@@ -431,7 +457,7 @@ def _inspect_file(path: Path, arch: str | None, out: Inspection, explicit: bool,
 
 def _inspect_dir(path: Path, arch: str | None, out: Inspection) -> None:
     for f in sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".")):
-        _inspect_file(f, arch, out, explicit=False)
+        _inspect_file(str(f), arch, out, explicit=False)
 
 
 def _inspect_bundle(path: Path, arch: str | None, out: Inspection) -> None:
@@ -459,7 +485,7 @@ def _inspect_bundle(path: Path, arch: str | None, out: Inspection) -> None:
         if not f.is_file():
             out.errors.append(f"{manifest_path}: {f.relative_to(path)}: listed but missing")
         else:
-            _inspect_file(f, arch, out, explicit=True, launches=launches)
+            _inspect_file(str(f), arch, out, explicit=True, launches=launches)
 
 
 def _bundle_arch(target: Any) -> str | None:
