@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import operator
 import os
 import stat
 
@@ -508,7 +509,7 @@ def _apply_launches(records: list[KernelRecord], launches: dict[str, Any]) -> No
 
 def row(record: KernelRecord) -> dict[str, Any]:
     """The output row of one record: ROW_KEYS, with occupancy where the block is known."""
-    d = {k: getattr(record, k) for k in _RECORD_KEYS}
+    d = dict(zip(_RECORD_KEYS, _record_values(record)))
     block = tuple(record.block) if record.block is not None else None
     d["block"] = list(block) if block is not None else None
     d["occupancy"], d["occupancy_limiter"] = (None, None) if block is None else _occupancy_cells(
@@ -518,6 +519,7 @@ def row(record: KernelRecord) -> dict[str, Any]:
 
 
 _RECORD_KEYS = ROW_KEYS[:ROW_KEYS.index("occupancy")]  # the keys a KernelRecord holds, in row order
+_record_values = operator.attrgetter(*_RECORD_KEYS)
 
 
 @functools.lru_cache(maxsize=4096)
