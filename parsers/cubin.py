@@ -235,8 +235,8 @@ _NAME_VALUE = itemgetter(1, 2)  # elf.Symbol's name and value
 
 
 def kernels(data: bytes, file: str = "<bytes>") -> list[KernelRecord]:
-    """One KernelRecord per kernel entry of a cubin (format 'cubin')."""
-    data = bytes(data)
+    """One KernelRecord per kernel entry of a cubin (format 'cubin'); data may be a memoryview."""
+    data = data if isinstance(data, (bytes, memoryview)) else bytes(data)
     image = _open(data, file)
     header = image.header
     arch = cubin_arch(header.flags, header.abi_version, _accelerator_target(image))

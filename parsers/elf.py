@@ -60,7 +60,10 @@ def read_header(data: bytes, file: str = "<bytes>") -> Header:
 
 
 class Elf:
-    """Sections and symbols of one ELF64 file; section bytes are sliced on demand."""
+    """Sections and symbols of one ELF64 file; section bytes are sliced on demand.
+
+    data may be a memoryview (a cubin inside a fatbin's bytes): then only the tables and the
+    sections asked for are copied, not the code."""
 
     def __init__(self, data: bytes, file: str = "<bytes>"):
         self.data = data
@@ -77,7 +80,7 @@ class Elf:
         """The section's bytes (empty for SHT_NOBITS); bounds were checked when the table was read."""
         if sec.type == SHT_NOBITS:
             return b""
-        return self.data[sec.offset:sec.offset + sec.size]
+        return bytes(self.data[sec.offset:sec.offset + sec.size])  # bytes, also from a memoryview
 
     def symbols(self, sec: Section | str = ".symtab") -> list[Symbol]:
         """Every entry of a symbol table section (by name or Section); [] when there is none."""
@@ -150,7 +153,7 @@ class Elf:
             if shstrndx >= count:
                 raise ParseError(file, "e_shstrndx", f"section name table index {shstrndx} >= {count} sections")
             _, _, _, _, off, size, *_rest = raw[shstrndx]
-            strings = data[off:off + size]
+            strings = bytes(data[off:off + size])
             names = _names(strings, cols[0], file, "section {i}", "section name table")
         # tuple.__new__ skips the namedtuple's Python-level __new__.
         return list(map(_new, repeat(Section), zip(range(count), names, *cols[1:])))
@@ -201,4 +204,4 @@ def _string(strings: bytes, offset: int, file: str, where: str, table: str) -> s
 
 def parse(data: bytes, file: str = "<bytes>") -> Elf:
     """Read data's header and section table; ParseError on anything out of bounds."""
-    return Elf(bytes(data) if not isinstance(data, bytes) else data, file)
+    return Elf(data if isinstance(data, (bytes, memoryview)) else bytes(data), file)

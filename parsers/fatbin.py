@@ -138,7 +138,8 @@ def _entry(data: bytes, pos: int, end: int, index: int, file: str,
     body, codec = _decompress(payload, flags, usize, file, where)
     common = dict(compressed=codec, offset=pos, container=index, flags=flags)
     if kind == KIND_PTX:
-        return [FatbinEntry("ptx", _arch(sm, flags), body.rstrip(b"\0"), ptx_version=f"{major}.{minor}", **common)], nxt
+        return [FatbinEntry("ptx", _arch(sm, flags), bytes(body).rstrip(b"\0"), ptx_version=f"{major}.{minor}",
+                            **common)], nxt
     if kind == KIND_ELF:
         return [FatbinEntry("cubin", _arch(sm, flags), body, **common)], nxt
     if kind == KIND_CONCAT:
@@ -165,7 +166,7 @@ def _members(data: bytes, pos: int, hsize: int, body: bytes, common: dict, file:
         kind_name = {KIND_PTX: "ptx", KIND_ELF: "cubin"}.get(kind)
         if kind_name is None:
             raise ParseError(file, f"{where}, member {i}", f"unknown member kind {kind:#x}")
-        out.append(FatbinEntry(kind_name, _arch(sm, mflags), member.rstrip(b"\0") if kind == KIND_PTX else member,
+        out.append(FatbinEntry(kind_name, _arch(sm, mflags), bytes(member).rstrip(b"\0") if kind == KIND_PTX else member,
                                **{**common, "flags": mflags}))
     return out
 
@@ -173,11 +174,14 @@ def _members(data: bytes, pos: int, hsize: int, body: bytes, common: dict, file:
 def entries(data: bytes, file: str = "<bytes>", redundant_ptx: bool = True) -> list[FatbinEntry]:
     """Every code object in the (possibly concatenated) fatbin containers of data.
 
+    From a memoryview, an uncompressed cubin's data is a memoryview into it (not a copy: the
+    cubins are most of a fatbin's bytes, and a reader needs only their tables); PTX is bytes.
+
     redundant_ptx=False: a PTX entry whose container holds a cubin of the same arch comes back
     with data None, undecoded (`rootcause inspect` reads the cubin; a compressed PTX is often
     the largest entry). Its framing is checked all the same.
     """
-    data = bytes(data)
+    data = data if isinstance(data, (bytes, memoryview)) else bytes(data)
     out: list[FatbinEntry] = []
     for index, (start, end) in enumerate(containers(data, file)):
         _, _, hsize, _ = HEADER.unpack_from(data, start)

@@ -169,7 +169,8 @@ def _fatbin(data: bytes, file: str, arch, notes, prefix: str) -> list[KernelReco
 def _fatbin_entries(data: bytes, file: str, arch: str | None) -> list:
     # Without --arch, _fatbin_rows skips PTX that a cubin of the same arch makes redundant, so
     # it is not decoded. With --arch it may be the entry the driver would load (_driver_pick).
-    return _reader("fatbin").entries(data, file, redundant_ptx=arch is not None)
+    # A memoryview: the cubins come back as views into data, not copies of most of it.
+    return _reader("fatbin").entries(memoryview(data), file, redundant_ptx=arch is not None)
 
 
 # The end of the note for a PTX entry that a cubin makes redundant (the CLI counts them).
