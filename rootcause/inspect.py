@@ -9,9 +9,11 @@ file. Rows that know their block size get a theoretical occupancy (rootcause.gpu
 A PTX entry is not assembled when a cubin of the same arch sits in the same fatbin container
 (nvcc -gencode arch=compute_90,code=[sm_90,compute_90] builds that cubin from this PTX): its
 rows would repeat the cubin's, the driver loads the cubin, and cuobjdump reports only the cubin.
+Without --arch such PTX is not even decompressed (with --arch it may be what the driver loads).
 
-Imports that only some formats or options need (the readers, rootcause.gpus, the toolchain)
-happen where they are used, so a run pays only for the formats it meets.
+Imports that only some formats or options need (the readers, rootcause.gpus, the toolchain,
+pathlib for directories, csv and json for their formats) happen where they are used, so a run
+pays only for the formats it meets; typing and dataclasses are not imported at all.
 """
 from __future__ import annotations
 
