@@ -8,7 +8,7 @@ resource.getrusage) beside wall time, and goals are judged on CPU time: the mach
 and other load stretches wall time far more than CPU time.
 
 - startup: `python -m rootcause inspect --help`, --runs times interleaved with a bare
-  `python -c pass` (the interpreter and site, with this venv's editable-install finder); min and
+  `python -c pass` (the interpreter and site, with this venv's .pth files); min and
   median. Goal: <= 60 ms CPU. Children run with bytecode cached in a temporary
   PYTHONPYCACHEPREFIX (what an installed package has); the line after it repeats the figure
   with PYTHONDONTWRITEBYTECODE=1, where every run compiles rootcause's sources again.
