@@ -8,7 +8,7 @@ resource.getrusage) beside wall time, and goals are judged on CPU time: the mach
 and other load stretches wall time far more than CPU time.
 
 - startup: `python -m rootcause inspect --help`, --runs times interleaved with a bare
-  `python -c pass` (the interpreter and site, with this venv's editable-install finder); min and
+  `python -c pass` (the interpreter and site, with this venv's .pth files); min and
   median. Goal: <= 60 ms CPU. Children run with bytecode cached in a temporary
   PYTHONPYCACHEPREFIX (what an installed package has); the line after it repeats the figure
   with PYTHONDONTWRITEBYTECODE=1, where every run compiles rootcause's sources again.
@@ -18,7 +18,9 @@ and other load stretches wall time far more than CPU time.
   each). Goal: one process >= 5x faster. Done twice: small files (7 kernels) and medium ones
   (a fatbin of 40 kernels for sm_80 and sm_90 plus compute_90 PTX). Also printed: one process
   on the first file alone, so that the per-file cost (the difference over files - 1) shows
-  beside cuobjdump's cost per run.
+  beside cuobjdump's cost per run, and the floor: what 5x leaves for the whole process beside
+  the CPU time of `python -I -S -c pass` (the interpreter alone), `python -c pass` (with site)
+  and `inspect --help` (argparse and the CLI), each the least of --repeat runs.
 
 Inputs are built once with the PyPI nvcc and cached under $ROOTCAUSE_CACHE/bench-inspect
 (default ~/.cache/rootcause): a fatbin of N distinct kernels for sm_80, sm_86, sm_89 and sm_90
@@ -199,12 +201,13 @@ def bench_cuobjdump(label: str, files: list[Path], repeat: int) -> None:
         env = child_env(True, Path(cache))
         inspect = [sys.executable, "-m", "rootcause", "inspect", "--format", "json"]
         timed(inspect + [str(files[0])], env)  # warm the bytecode cache
-        ours, one, theirs = [], [], []
+        ours, one, theirs, floors = [], [], [], []
         for _ in range(repeat):
             ours.append(timed(inspect + [str(f) for f in files], env))
             one.append(timed(inspect + [str(files[0])], env))
             runs = [timed([cuobjdump, "--dump-resource-usage", str(f)]) for f in files]
             theirs.append((sum(r[0] for r in runs), sum(r[1] for r in runs)))
+            floors.append([timed(cmd, env)[0] for cmd in _floor_commands()])
     best = lambda xs, i: min(x[i] for x in xs)  # noqa: E731
     n = len(files)
     size = sum(f.stat().st_size for f in files)
@@ -219,6 +222,16 @@ def bench_cuobjdump(label: str, files: list[Path], repeat: int) -> None:
     ratio = best(theirs, 0) / best(ours, 0)
     print(f"  speed-up on CPU time {ratio:.2f}x, wall {best(theirs, 1) / best(ours, 1):.2f}x; "
           f"goal >= 5x: {'met' if ratio >= 5 else 'not met'}")
+    bare, site, helped = (min(f[i] for f in floors) * 1e3 for i in range(3))
+    print(f"  the floor: 5x leaves {best(theirs, 0) / 5 * 1e3:.0f} ms CPU for the whole process; "
+          f"python -I -S -c pass takes {bare:.0f} ms, python -c pass {site:.0f} ms, "
+          f"inspect --help {helped:.0f} ms")
+
+
+def _floor_commands() -> list[list[str]]:
+    """The interpreter alone (no site), with site (this venv's .pth files), and inspect --help."""
+    return [[sys.executable, "-I", "-S", "-c", "pass"], [sys.executable, "-c", "pass"],
+            [sys.executable, "-m", "rootcause", "inspect", "--help"]]
 
 
 def measure(label: str, path: Path, repeat: int) -> None:

@@ -1,8 +1,9 @@
 """The two types every reader shares: the error it raises and the kernel row it returns."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any
+TYPE_CHECKING = False  # typing is not imported at run time: inspect's start-up pays for every module
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class ParseError(Exception):
@@ -22,7 +23,12 @@ def _one_line(text: str, limit: int = 400) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-@dataclass
+# KernelRecord's fields, in order (its constructor's positional order, repr, equality, to_dict).
+RECORD_FIELDS = ("name", "file", "format", "arch", "registers", "sgpr", "agpr", "shared_bytes",
+                 "local_bytes", "stack_bytes", "param_bytes", "max_threads_per_block", "spills",
+                 "wavefront_size", "block", "extra")
+
+
 class KernelRecord:
     """One kernel's static resources, as read from a binary.
 
@@ -30,27 +36,57 @@ class KernelRecord:
     None means the format does not carry the field (not zero). `format` names the container
     the kernel was found in, innermost last, e.g. 'tvm-so/fatbin/cubin'. `extra` holds
     format-specific facts (barriers, stack_max, kernarg alignment, launch tags, ...).
+
+    A plain class with __slots__, not a dataclass: importing dataclasses (and with it inspect,
+    ast, dis, tokenize) would be a fifth of `rootcause inspect`'s start-up.
     """
 
-    name: str
-    file: str
-    format: str
-    arch: str | None = None
-    registers: int | None = None
-    sgpr: int | None = None
-    agpr: int | None = None
-    shared_bytes: int | None = None
-    local_bytes: int | None = None
-    stack_bytes: int | None = None
-    param_bytes: int | None = None
-    max_threads_per_block: int | None = None
-    spills: int | None = None
-    wavefront_size: int | None = None
-    block: tuple[int, int, int] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    __slots__ = RECORD_FIELDS
+    __hash__ = None  # mutable, compared by value
+
+    def __init__(self, name: str, file: str, format: str, arch: str | None = None,
+                 registers: int | None = None, sgpr: int | None = None, agpr: int | None = None,
+                 shared_bytes: int | None = None, local_bytes: int | None = None,
+                 stack_bytes: int | None = None, param_bytes: int | None = None,
+                 max_threads_per_block: int | None = None, spills: int | None = None,
+                 wavefront_size: int | None = None, block: tuple[int, int, int] | None = None,
+                 extra: dict[str, Any] | None = None):
+        self.name, self.file, self.format, self.arch = name, file, format, arch
+        self.registers, self.sgpr, self.agpr = registers, sgpr, agpr
+        self.shared_bytes, self.local_bytes, self.stack_bytes = shared_bytes, local_bytes, stack_bytes
+        self.param_bytes, self.max_threads_per_block, self.spills = param_bytes, max_threads_per_block, spills
+        self.wavefront_size, self.block = wavefront_size, block
+        self.extra = {} if extra is None else extra
+
+    def _values(self) -> tuple:
+        return tuple(getattr(self, k) for k in RECORD_FIELDS)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._values() == other._values()
+
+    def __repr__(self) -> str:
+        return f"KernelRecord({', '.join(f'{k}={getattr(self, k)!r}' for k in RECORD_FIELDS)})"
 
     def to_dict(self) -> dict[str, Any]:
-        row = asdict(self)
+        """Every field, block as a list, extra copied through (nested dicts and lists too)."""
+        row = {k: _copied(getattr(self, k)) for k in RECORD_FIELDS}
         if row["block"] is not None:
             row["block"] = list(row["block"])
         return row
+
+
+def _copied(value: Any) -> Any:
+    """A deep copy of a field value, as dataclasses.asdict makes one."""
+    if isinstance(value, dict):
+        return {_copied(k): _copied(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copied(v) for v in value]
+    if isinstance(value, tuple) and not hasattr(value, "_fields"):
+        return type(value)(_copied(v) for v in value)
+    if isinstance(value, (str, int, float, bool, type(None), bytes)):
+        return value
+    import copy
+
+    return copy.deepcopy(value)

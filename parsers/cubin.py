@@ -33,7 +33,8 @@ EIFMT_SVAL, followed by that many payload bytes.
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
+from collections import namedtuple
+from operator import itemgetter
 
 from parsers import elf
 from parsers.base import KernelRecord, ParseError
@@ -62,13 +63,9 @@ STACK_UNKNOWN = 0xFFFFFFFF
 RESERVED_SMEM_DEFAULT = 1024
 
 
-class NvInfoRecord(NamedTuple):
-    """One .nv.info / .nv.compat attribute: value is an int (BVAL/HVAL), bytes (SVAL) or None."""
-
-    fmt: int
-    attr: int
-    value: int | bytes | None
-    offset: int
+NvInfoRecord = namedtuple("NvInfoRecord", "fmt attr value offset")
+NvInfoRecord.__doc__ = ("One .nv.info / .nv.compat attribute: value is an int (BVAL/HVAL), bytes (SVAL) "
+                        "or None. (collections.namedtuple: typing is not imported on inspect's path.)")
 
 
 def matches(data: bytes) -> bool:
@@ -179,7 +176,9 @@ def _kernel_attrs(data: bytes, section: str, file: str) -> dict:
         attr, fmt, pos, half = rec
         value = half & 0xFF if fmt == EIFMT_BVAL else half if fmt == EIFMT_HVAL else None
         if attr == EIATTR_KPARAM_INFO:  # the most common record: one per parameter
-            kparams.append(_payload(data, rec, 12, section, file))  # decoded only when needed
+            if fmt != EIFMT_SVAL or half < 12:
+                _payload(data, rec, 12, section, file)  # raises
+            kparams.append(pos + 4)  # decoded only when needed
         elif attr == EIATTR_MAX_THREADS:
             out["max_threads"] = _U32X3.unpack_from(data, _payload(data, rec, 12, section, file))
         elif attr == EIATTR_REQNTID:
@@ -210,8 +209,13 @@ def _accelerator_target(image: elf.Elf) -> bool:
     sec = image.section(".nv.compat")
     if sec is None:
         return False
-    recs = nvinfo_records(image.section_data(sec), ".nv.compat", image.file)
-    return any(r.attr == EICOMPAT_ATTR_CUDA_ACCELERATOR_TARGET and r.value == 1 for r in recs)
+    # nvinfo_records' value == 1, without building every record (each one's framing is checked).
+    recs = _walk(image.section_data(sec), ".nv.compat", image.file, _ACCELERATOR)
+    return any((fmt == EIFMT_BVAL and half & 0xFF == 1) or (fmt == EIFMT_HVAL and half == 1)
+               for _, fmt, _, half in recs)
+
+
+_ACCELERATOR = frozenset((EICOMPAT_ATTR_CUDA_ACCELERATOR_TARGET,))
 
 
 def _reserved_smem(symbols: dict[str, int]) -> int:
@@ -224,12 +228,15 @@ def _symbols(image: elf.Elf) -> tuple[list[elf.Symbol], dict[str, int]]:
     """FUNC symbols defined in a section; name -> st_value of every symbol."""
     syms = image.symbols(".symtab")
     funcs = [s for s in syms if s.type == elf.STT_FUNC and elf.SHN_UNDEF < s.shndx < elf.SHN_LORESERVE]
-    return funcs, {s.name: s.value for s in syms}
+    return funcs, dict(map(_NAME_VALUE, syms))
+
+
+_NAME_VALUE = itemgetter(1, 2)  # elf.Symbol's name and value
 
 
 def kernels(data: bytes, file: str = "<bytes>") -> list[KernelRecord]:
-    """One KernelRecord per kernel entry of a cubin (format 'cubin')."""
-    data = bytes(data)
+    """One KernelRecord per kernel entry of a cubin (format 'cubin'); data may be a memoryview."""
+    data = data if isinstance(data, (bytes, memoryview)) else bytes(data)
     image = _open(data, file)
     header = image.header
     arch = cubin_arch(header.flags, header.abi_version, _accelerator_target(image))
@@ -241,11 +248,12 @@ def kernels(data: bytes, file: str = "<bytes>") -> list[KernelRecord]:
     reserved = _reserved_smem(symvalues) if header.type == elf.ET_EXEC else 0
     marked = any(s.other & STO_CUDA_ENTRY for s in funcs)
     rows = []
+    section = image.section
     for sym in funcs:
-        text = image.section(f".text.{sym.name}")
+        text = section(f".text.{sym.name}")
         if text is None or sym.shndx != text.index:
             continue  # a device function inside another kernel's text, or not ours
-        info = image.section(f".nv.info.{sym.name}")
+        info = section(f".nv.info.{sym.name}")
         # Entries carry STO_CUDA_ENTRY; in a relocatable cubin device functions have their
         # own .text and .nv.info too, so .nv.info only decides when no symbol is marked.
         if not (sym.other & STO_CUDA_ENTRY) and (marked or info is None):

@@ -9,7 +9,9 @@ section or symbol and the offset. Layouts: System V gABI, "ELF Header", "Section
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
+from collections import namedtuple
+from itertools import repeat
+from operator import add, and_, rshift
 
 from parsers.base import ParseError
 
@@ -29,52 +31,14 @@ _SYM = "IBBHQQ"
 _new = tuple.__new__
 
 
-class Header(NamedTuple):
-    """The ELF header; byteorder is '<' or '>', the struct prefix of every other field."""
-
-    byteorder: str
-    osabi: int
-    abi_version: int
-    type: int
-    machine: int
-    version: int
-    entry: int
-    phoff: int
-    shoff: int
-    flags: int
-    ehsize: int
-    phentsize: int
-    phnum: int
-    shentsize: int
-    shnum: int
-    shstrndx: int
-
-
-class Section(NamedTuple):
-    index: int
-    name: str
-    type: int
-    flags: int
-    addr: int
-    offset: int
-    size: int
-    link: int
-    info: int
-    addralign: int
-    entsize: int
-
-
-class Symbol(NamedTuple):
-    """One symbol; shndx is resolved through SHT_SYMTAB_SHNDX when st_shndx is SHN_XINDEX."""
-
-    index: int
-    name: str
-    value: int
-    size: int
-    bind: int
-    type: int
-    other: int
-    shndx: int
+# collections.namedtuple, not typing.NamedTuple: importing typing would cost inspect's start-up.
+Header = namedtuple("Header", "byteorder osabi abi_version type machine version entry phoff shoff "
+                              "flags ehsize phentsize phnum shentsize shnum shstrndx")
+Header.__doc__ = "The ELF header; byteorder is '<' or '>', the struct prefix of every other field (ints)."
+Section = namedtuple("Section", "index name type flags addr offset size link info addralign entsize")
+Section.__doc__ = "One section header (name a str, the rest ints), with its index in the table."
+Symbol = namedtuple("Symbol", "index name value size bind type other shndx")
+Symbol.__doc__ = "One symbol; shndx is resolved through SHT_SYMTAB_SHNDX when st_shndx is SHN_XINDEX."
 
 
 def matches(data: bytes) -> bool:
@@ -96,7 +60,10 @@ def read_header(data: bytes, file: str = "<bytes>") -> Header:
 
 
 class Elf:
-    """Sections and symbols of one ELF64 file; section bytes are sliced on demand."""
+    """Sections and symbols of one ELF64 file; section bytes are sliced on demand.
+
+    data may be a memoryview (a cubin inside a fatbin's bytes): then only the tables and the
+    sections asked for are copied, not the code."""
 
     def __init__(self, data: bytes, file: str = "<bytes>"):
         self.data = data
@@ -113,7 +80,7 @@ class Elf:
         """The section's bytes (empty for SHT_NOBITS); bounds were checked when the table was read."""
         if sec.type == SHT_NOBITS:
             return b""
-        return self.data[sec.offset:sec.offset + sec.size]
+        return bytes(self.data[sec.offset:sec.offset + sec.size])  # bytes, also from a memoryview
 
     def symbols(self, sec: Section | str = ".symtab") -> list[Symbol]:
         """Every entry of a symbol table section (by name or Section); [] when there is none."""
@@ -133,14 +100,23 @@ class Elf:
         xindex = self._xindex(sec)
         order = self.header.byteorder
         raw = list(struct.iter_unpack(order + _SYM, self.data[sec.offset:sec.offset + sec.size]))
-        names = _names(strings, [r[0] for r in raw], self.file, where + " symbol {i}", strtab.name)
-        out = []
-        for i, (_, info, other, shndx, value, size) in enumerate(raw):
-            if shndx == SHN_XINDEX and xindex is not None:
-                if 4 * i + 4 > len(xindex):
-                    raise ParseError(self.file, f"{where} symbol {i}", "no SHT_SYMTAB_SHNDX entry for SHN_XINDEX")
-                shndx, = struct.unpack_from(order + "I", xindex, 4 * i)
-            out.append(_new(Symbol, (i, names[i], value, size, info >> 4, info & 0xF, other, shndx)))
+        if not raw:
+            return []
+        # Columns (name, info, other, shndx, value, size) and map, as for the section table.
+        names_at, info, other, shndx, value, size = zip(*raw)
+        names = _names(strings, names_at, self.file, where + " symbol {i}", strtab.name)
+        if xindex is not None and SHN_XINDEX in shndx:
+            shndx = self._resolved(shndx, xindex, where)
+        return list(map(_new, repeat(Symbol), zip(range(len(raw)), names, value, size, map(rshift, info, repeat(4)),
+                                                   map(and_, info, repeat(0xF)), other, shndx)))
+
+    def _resolved(self, shndx: tuple[int, ...], xindex: bytes, where: str) -> list[int]:
+        """st_shndx with each SHN_XINDEX replaced by its SHT_SYMTAB_SHNDX entry."""
+        out = list(shndx)
+        for i in [i for i, x in enumerate(out) if x == SHN_XINDEX]:
+            if 4 * i + 4 > len(xindex):
+                raise ParseError(self.file, f"{where} symbol {i}", "no SHT_SYMTAB_SHNDX entry for SHN_XINDEX")
+            out[i], = struct.unpack_from(self.header.byteorder + "I", xindex, 4 * i)
         return out
 
     def _read_sections(self) -> list[Section]:
@@ -161,20 +137,26 @@ class Elf:
             raise ParseError(file, f"e_shoff {h.shoff:#x}",
                              f"{count} section headers run past the end of the file ({len(data)} bytes)")
         raw = list(struct.iter_unpack(order + _SHDR, data[h.shoff:end]))
+        if not raw:
+            return []
+        # Column by column with map and zip, so that no Python code runs per section (a cubin
+        # has 4 sections a kernel): name, type, flags, addr, offset, size, link, info, align, entsize.
+        cols = list(zip(*raw))
         n = len(data)
-        for i in [i for i, r in enumerate(raw) if r[4] + r[5] > n and r[1] != SHT_NOBITS][:1]:
-            raise ParseError(file, f"section {i}",
-                             f"data at {raw[i][4]:#x}+{raw[i][5]:#x} runs past the end of the file ({n} bytes)")
+        if max(map(add, cols[4], cols[5])) > n:
+            for i in [i for i, r in enumerate(raw) if r[4] + r[5] > n and r[1] != SHT_NOBITS][:1]:
+                raise ParseError(file, f"section {i}",
+                                 f"data at {raw[i][4]:#x}+{raw[i][5]:#x} runs past the end of the file ({n} bytes)")
         if shstrndx == SHN_UNDEF:
             names = [""] * count
         else:
             if shstrndx >= count:
                 raise ParseError(file, "e_shstrndx", f"section name table index {shstrndx} >= {count} sections")
             _, _, _, _, off, size, *_rest = raw[shstrndx]
-            strings = data[off:off + size]
-            names = _names(strings, [r[0] for r in raw], file, "section {i}", "section name table")
-        # tuple.__new__ skips the NamedTuple's Python-level __new__: this runs per section.
-        return [_new(Section, (i, names[i]) + r[1:]) for i, r in enumerate(raw)]
+            strings = bytes(data[off:off + size])
+            names = _names(strings, cols[0], file, "section {i}", "section name table")
+        # tuple.__new__ skips the namedtuple's Python-level __new__.
+        return list(map(_new, repeat(Section), zip(range(count), names, *cols[1:])))
 
     def _linked(self, sec: Section, where: str) -> Section:
         if not 0 < sec.link < len(self.sections):
@@ -222,4 +204,4 @@ def _string(strings: bytes, offset: int, file: str, where: str, table: str) -> s
 
 def parse(data: bytes, file: str = "<bytes>") -> Elf:
     """Read data's header and section table; ParseError on anything out of bounds."""
-    return Elf(bytes(data) if not isinstance(data, bytes) else data, file)
+    return Elf(data if isinstance(data, (bytes, memoryview)) else bytes(data), file)

@@ -19,10 +19,7 @@ Layout (little-endian), checked against nvcc 13.5 output and cuobjdump -xelf/-xp
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
-
-import lz4.block
-import zstandard
+from collections import namedtuple
 
 from parsers.base import ParseError
 
@@ -35,22 +32,14 @@ ENTRY_MIN = 64
 MAX_ENTRY_BYTES = 1 << 28
 
 
-@dataclass
-class FatbinEntry:
-    """One code object: kind 'cubin'|'ptx', arch like 'sm_90', data decompressed.
+FatbinEntry = namedtuple("FatbinEntry", "kind arch data compressed offset container flags ptx_version",
+                         defaults=(0, 0, None))
+FatbinEntry.__doc__ = """One code object: kind 'cubin'|'ptx', arch like 'sm_90', data decompressed.
 
-    offset is the entry header's offset in the input; container counts from 0; flags and
-    ptx_version (for PTX, 'major.minor') are as the header says.
-    """
-
-    kind: str
-    arch: str
-    data: bytes
-    compressed: str | None
-    offset: int
-    container: int = 0
-    flags: int = 0
-    ptx_version: str | None = None
+offset is the entry header's offset in the input; container counts from 0; flags and
+ptx_version (for PTX, 'major.minor') are as the header says; compressed is 'lz4', 'zstd' or
+None. data is None for a PTX entry left undecoded (entries(..., redundant_ptx=False)).
+A namedtuple, not a dataclass: importing dataclasses costs `rootcause inspect` a fifth of its start-up."""
 
 
 def matches(data: bytes) -> bool:
@@ -92,6 +81,10 @@ def _decompress(payload: bytes, flags: int, size: int, file: str, where: str) ->
         return payload, None
     if size <= 0 or size > MAX_ENTRY_BYTES:
         raise ParseError(file, where, f"compressed entry with uncompressed size {size}")
+    # Imported here: an uncompressed fatbin (nvcc's default for cubins) pays for neither.
+    import lz4.block
+    import zstandard
+
     # Check the size before decompressing: both decompressors allocate it up front.
     if flags & FLAG_ZSTD:
         try:
@@ -116,8 +109,11 @@ def _decompress(payload: bytes, flags: int, size: int, file: str, where: str) ->
     return out, codec
 
 
-def _entry(data: bytes, pos: int, end: int, index: int, file: str) -> tuple[list[FatbinEntry], int]:
-    """Entries at pos (several for a concatenated one) and the offset of the next header."""
+def _entry(data: bytes, pos: int, end: int, index: int, file: str,
+           undecoded: frozenset[str] = frozenset()) -> tuple[list[FatbinEntry], int]:
+    """Entries at pos (several for a concatenated one) and the offset of the next header.
+    A PTX entry whose arch is in undecoded comes back with data None, neither sliced nor
+    decompressed."""
     where = f"container {index}, entry at {pos:#x}"
     if end - pos < ENTRY_MIN:
         raise ParseError(file, where, f"truncated entry header ({end - pos} of {ENTRY_MIN} bytes)")
@@ -134,12 +130,16 @@ def _entry(data: bytes, pos: int, end: int, index: int, file: str) -> tuple[list
     compressed = flags & (FLAG_LZ4 | FLAG_ZSTD)
     if compressed and csize > psize:
         raise ParseError(file, where, f"compressed size {csize} > payload size {psize}")
+    nxt = start + psize
+    if kind == KIND_PTX and _arch(sm, flags) in undecoded:
+        codec = None if not compressed else "zstd" if flags & FLAG_ZSTD else "lz4"
+        return [FatbinEntry("ptx", _arch(sm, flags), None, codec, pos, index, flags, f"{major}.{minor}")], nxt
     payload = data[start:start + (csize if compressed else psize)]
     body, codec = _decompress(payload, flags, usize, file, where)
-    nxt = start + psize
     common = dict(compressed=codec, offset=pos, container=index, flags=flags)
     if kind == KIND_PTX:
-        return [FatbinEntry("ptx", _arch(sm, flags), body.rstrip(b"\0"), ptx_version=f"{major}.{minor}", **common)], nxt
+        return [FatbinEntry("ptx", _arch(sm, flags), bytes(body).rstrip(b"\0"), ptx_version=f"{major}.{minor}",
+                            **common)], nxt
     if kind == KIND_ELF:
         return [FatbinEntry("cubin", _arch(sm, flags), body, **common)], nxt
     if kind == KIND_CONCAT:
@@ -166,19 +166,45 @@ def _members(data: bytes, pos: int, hsize: int, body: bytes, common: dict, file:
         kind_name = {KIND_PTX: "ptx", KIND_ELF: "cubin"}.get(kind)
         if kind_name is None:
             raise ParseError(file, f"{where}, member {i}", f"unknown member kind {kind:#x}")
-        out.append(FatbinEntry(kind_name, _arch(sm, mflags), member.rstrip(b"\0") if kind == KIND_PTX else member,
+        out.append(FatbinEntry(kind_name, _arch(sm, mflags), bytes(member).rstrip(b"\0") if kind == KIND_PTX else member,
                                **{**common, "flags": mflags}))
     return out
 
 
-def entries(data: bytes, file: str = "<bytes>") -> list[FatbinEntry]:
-    """Every code object in the (possibly concatenated) fatbin containers of data."""
-    data = bytes(data)
+def entries(data: bytes, file: str = "<bytes>", redundant_ptx: bool = True) -> list[FatbinEntry]:
+    """Every code object in the (possibly concatenated) fatbin containers of data.
+
+    From a memoryview, an uncompressed cubin's data is a memoryview into it (not a copy: the
+    cubins are most of a fatbin's bytes, and a reader needs only their tables); PTX is bytes.
+
+    redundant_ptx=False: a PTX entry whose container holds a cubin of the same arch comes back
+    with data None, undecoded (`rootcause inspect` reads the cubin; a compressed PTX is often
+    the largest entry). Its framing is checked all the same.
+    """
+    data = data if isinstance(data, (bytes, memoryview)) else bytes(data)
     out: list[FatbinEntry] = []
     for index, (start, end) in enumerate(containers(data, file)):
         _, _, hsize, _ = HEADER.unpack_from(data, start)
         pos = start + hsize
+        undecoded = frozenset() if redundant_ptx else _cubin_archs(data, pos, end)
         while pos < end:
-            found, pos = _entry(data, pos, end, index, file)
+            found, pos = _entry(data, pos, end, index, file, undecoded)
             out.extend(found)
     return out
+
+
+def _cubin_archs(data: bytes, pos: int, end: int) -> frozenset[str]:
+    """Arch labels of the cubin entries of one container: a first look that stops at anything
+    odd (_entry checks the framing), and none when the container has a concatenated entry,
+    whose members are decoded together anyway."""
+    archs = set()
+    while end - pos >= ENTRY_MIN:
+        kind, _, hsize, psize = struct.unpack_from("<HHIQ", data, pos)
+        if kind == KIND_CONCAT or hsize < ENTRY_MIN:
+            return frozenset()
+        if kind == KIND_ELF:
+            sm, = struct.unpack_from("<I", data, pos + 28)
+            flags, = struct.unpack_from("<Q", data, pos + 40)
+            archs.add(_arch(sm, flags))
+        pos += hsize + psize
+    return frozenset(archs)

@@ -11,7 +11,6 @@ import importlib
 import os
 import signal
 import sys
-import threading
 
 from rootcause.errors import OutputsDiffer, UsageError
 
@@ -29,16 +28,19 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def _parser(command: str | None) -> argparse.ArgumentParser:
+def _parser(command: str | None, alone: bool = False) -> argparse.ArgumentParser:
     """The argument parser; only the chosen command's module is imported.
 
     Importing every command for --help would make one broken or heavy module (TVM, IREE)
-    cost every other command.
+    cost every other command. alone: only the chosen command's sub-parser is built (the
+    others are seen only in the top-level help; building them is ~5% of inspect's start-up).
     """
     parser = argparse.ArgumentParser(prog="rootcause", description=__doc__.splitlines()[0],
                                      formatter_class=_formatter)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
+        if alone and name != command:
+            continue
         p = sub.add_parser(name, help=help_text, description=help_text, formatter_class=_formatter)
         if name == command:
             module = importlib.import_module(module_name)
@@ -64,7 +66,9 @@ def _formatter(prog: str) -> argparse.HelpFormatter:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     command = next((a for a in argv if not a.startswith("-")), None)
-    args = _parser(command if command in COMMANDS else None).parse_args(argv)
+    known = command in COMMANDS
+    # Only `rootcause COMMAND ...` skips the other sub-parsers: `rootcause -h COMMAND` prints them all.
+    args = _parser(command if known else None, alone=known and argv[0] == command).parse_args(argv)
     previous = _on_sigterm(_terminate)
     try:
         return int(args._run(args) or 0)
@@ -99,10 +103,13 @@ def _terminate(signum: int, frame: object) -> None:
 
 def _on_sigterm(handler):
     """Install handler for SIGTERM; the previous one. Only the main thread may (main() called
-    from another thread keeps Python's default)."""
-    if handler is None or threading.current_thread() is not threading.main_thread():
+    from another thread keeps Python's default: signal.signal raises ValueError there)."""
+    if handler is None:
         return None
-    return signal.signal(signal.SIGTERM, handler)
+    try:
+        return signal.signal(signal.SIGTERM, handler)
+    except ValueError:
+        return None
 
 
 def _bad_input() -> tuple[type[Exception], ...]:

@@ -9,24 +9,29 @@ file. Rows that know their block size get a theoretical occupancy (rootcause.gpu
 A PTX entry is not assembled when a cubin of the same arch sits in the same fatbin container
 (nvcc -gencode arch=compute_90,code=[sm_90,compute_90] builds that cubin from this PTX): its
 rows would repeat the cubin's, the driver loads the cubin, and cuobjdump reports only the cubin.
+Without --arch such PTX is not even decompressed (with --arch it may be what the driver loads).
 
-Imports that only some formats or options need (the readers, rootcause.gpus, the toolchain)
-happen where they are used, so a run pays only for the formats it meets.
+Imports that only some formats or options need (the readers, rootcause.gpus, the toolchain,
+pathlib for directories, csv and json for their formats) happen where they are used, so a run
+pays only for the formats it meets; typing and dataclasses are not imported at all.
 """
 from __future__ import annotations
 
-import csv
 import functools
 import importlib
-import io
-import json
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+import operator
+import os
+import stat
 
 from parsers import KernelRecord, ParseError
 
+# typing, dataclasses and pathlib are not imported at run time: on 100 small files they would
+# be a fifth of the process (pathlib is imported for directories and bundles only).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any, Callable
+
     from rootcause import gpus
 
 # The keys of one output row, in order (JSON, CSV, table and Markdown columns).
@@ -45,13 +50,16 @@ _HOST_MACHINES = (62, 183)
 HEAD_BYTES = 1 << 18
 
 
-@dataclass
 class Inspection:
     """What one inspect call found: kernel records, bad files (one line each), notes."""
 
-    records: list[KernelRecord] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    __slots__ = ("records", "errors", "notes")
+
+    def __init__(self, records: list[KernelRecord] | None = None, errors: list[str] | None = None,
+                 notes: list[str] | None = None):
+        self.records = [] if records is None else records
+        self.errors = [] if errors is None else errors
+        self.notes = [] if notes is None else notes
 
 
 def _reader(module: str):
@@ -157,7 +165,14 @@ def _prefixed(records: list[KernelRecord], prefix: str) -> list[KernelRecord]:
 
 
 def _fatbin(data: bytes, file: str, arch, notes, prefix: str) -> list[KernelRecord]:
-    return _fatbin_rows(_reader("fatbin").entries(data, file), file, arch, notes, prefix)
+    return _fatbin_rows(_fatbin_entries(data, file, arch), file, arch, notes, prefix)
+
+
+def _fatbin_entries(data: bytes, file: str, arch: str | None) -> list:
+    # Without --arch, _fatbin_rows skips PTX that a cubin of the same arch makes redundant, so
+    # it is not decoded. With --arch it may be the entry the driver would load (_driver_pick).
+    # A memoryview: the cubins come back as views into data, not copies of most of it.
+    return _reader("fatbin").entries(memoryview(data), file, redundant_ptx=arch is not None)
 
 
 # The end of the note for a PTX entry that a cubin makes redundant (the CLI counts them).
@@ -308,7 +323,7 @@ def _host_fatbin(data: bytes, file: str, arch, notes, prefix: str) -> list[Kerne
     # The section holds one fatbin container per linked object, back to back with padding:
     # parsers.fatbin walks them by their size fields (an uncompressed cubin may hold the magic).
     try:
-        entries = _reader("fatbin").entries(image.section_data(section), file)
+        entries = _fatbin_entries(image.section_data(section), file, arch)
     except ParseError as err:
         raise ParseError(err.file, f"section .nv_fatbin: {err.where}", err.what) from None
     here = f"{prefix}/host-elf" if prefix else "host-elf"
@@ -377,16 +392,23 @@ def inspect_paths(paths: list[str | Path], arch: str | None = None,
     """Inspect files, directories and bundles. Bad files become one-line errors, not raises."""
     out = Inspection()
     for p in paths:
-        path = Path(p)
-        if path.is_dir():
+        name = _path_name(p)
+        try:
+            mode = os.stat(name).st_mode
+        except (OSError, ValueError):
+            mode = 0
+        if stat.S_ISDIR(mode):
+            from pathlib import Path
+
+            path = Path(name)
             if (path / "manifest.json").is_file():
                 _inspect_bundle(path, arch, out)
             else:
                 _inspect_dir(path, arch, out)
-        elif path.is_file():
-            _inspect_file(path, arch, out, explicit=True)
+        elif stat.S_ISREG(mode):
+            _inspect_file(name, arch, out, explicit=True)
         else:
-            out.errors.append(f"{path}: no such file or directory")
+            out.errors.append(f"{name}: no such file or directory")
     for r in out.records:
         if r.block is None and block is not None:
             r.block = block
@@ -397,10 +419,21 @@ def inspect_paths(paths: list[str | Path], arch: str | None = None,
     return out
 
 
-def _inspect_file(path: Path, arch: str | None, out: Inspection, explicit: bool,
+def _path_name(p: str | Path) -> str:
+    """str(pathlib.Path(p)) on POSIX, without importing pathlib for plain files: no empty or
+    '.' parts, a root of '/' (or exactly two slashes, as POSIX allows), '.' for nothing."""
+    if not isinstance(p, str) or os.sep != "/":
+        from pathlib import Path
+
+        return str(Path(p))
+    root = "//" if p[:2] == "//" and p[2:3] != "/" else "/" if p[:1] == "/" else ""
+    return root + "/".join(part for part in p.split("/") if part and part != ".") or "."
+
+
+def _inspect_file(path: str, arch: str | None, out: Inspection, explicit: bool,
                   launches: dict[str, Any] | None = None) -> None:
     try:
-        with path.open("rb") as f:
+        with open(path, "rb") as f:
             # In a directory, look at the head first: a large input array or log is skipped unread.
             data = f.read(HEAD_BYTES if not explicit else -1)
             fmt = detect(data)
@@ -414,7 +447,7 @@ def _inspect_file(path: Path, arch: str | None, out: Inspection, explicit: bool,
         out.errors.append(f"{path}: read: {err.strerror or err}")
         return
     try:
-        records = inspect_bytes(data, str(path), arch, out.notes, fmt=fmt)
+        records = inspect_bytes(data, path, arch, out.notes, fmt=fmt)
     except ParseError as err:
         out.errors.append(str(err))
         return
@@ -428,10 +461,12 @@ def _inspect_file(path: Path, arch: str | None, out: Inspection, explicit: bool,
 
 def _inspect_dir(path: Path, arch: str | None, out: Inspection) -> None:
     for f in sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".")):
-        _inspect_file(f, arch, out, explicit=False)
+        _inspect_file(str(f), arch, out, explicit=False)
 
 
 def _inspect_bundle(path: Path, arch: str | None, out: Inspection) -> None:
+    import json
+
     manifest_path = path / "manifest.json"
     try:
         manifest = json.loads(manifest_path.read_text())
@@ -454,7 +489,7 @@ def _inspect_bundle(path: Path, arch: str | None, out: Inspection) -> None:
         if not f.is_file():
             out.errors.append(f"{manifest_path}: {f.relative_to(path)}: listed but missing")
         else:
-            _inspect_file(f, arch, out, explicit=True, launches=launches)
+            _inspect_file(str(f), arch, out, explicit=True, launches=launches)
 
 
 def _bundle_arch(target: Any) -> str | None:
@@ -477,7 +512,7 @@ def _apply_launches(records: list[KernelRecord], launches: dict[str, Any]) -> No
 
 def row(record: KernelRecord) -> dict[str, Any]:
     """The output row of one record: ROW_KEYS, with occupancy where the block is known."""
-    d = {k: getattr(record, k) for k in _RECORD_KEYS}
+    d = dict(zip(_RECORD_KEYS, _record_values(record)))
     block = tuple(record.block) if record.block is not None else None
     d["block"] = list(block) if block is not None else None
     d["occupancy"], d["occupancy_limiter"] = (None, None) if block is None else _occupancy_cells(
@@ -487,6 +522,7 @@ def row(record: KernelRecord) -> dict[str, Any]:
 
 
 _RECORD_KEYS = ROW_KEYS[:ROW_KEYS.index("occupancy")]  # the keys a KernelRecord holds, in row order
+_record_values = operator.attrgetter(*_RECORD_KEYS)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -536,11 +572,26 @@ _SHORT = {"registers": "regs", "shared_bytes": "shared", "local_bytes": "local",
           "wavefront_size": "wave", "occupancy": "occ", "occupancy_limiter": "limiter"}
 
 
+def _json_lines(rows: list[dict[str, Any]]) -> str:
+    """The rows as a JSON list, one row a line. One json.dumps call for the whole list (a
+    call per row costs ~1.4x more; indent= runs the pure-Python encoder), then a line break
+    before each row: every row starts with its "name" key, and '}, {"name": ' cannot occur
+    inside a JSON string, whose quotes are escaped."""
+    if not rows:
+        return "[]\n"
+    import json
+
+    text = json.dumps(rows)
+    return "[\n  " + text[1:-1].replace('}, {"name": ', '},\n  {"name": ') + "\n]\n"
+
+
 def render(rows: list[dict[str, Any]], fmt: str) -> str:
     if fmt == "json":
-        # One row a line: json.dumps with indent runs the pure-Python encoder (about 2x slower).
-        return "[\n" + ",\n".join("  " + json.dumps(r) for r in rows) + "\n]\n" if rows else "[]\n"
+        return _json_lines(rows)
     if fmt == "csv":
+        import csv
+        import io
+
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(ROW_KEYS)

@@ -79,6 +79,21 @@ def test_entries_parse_as_cubin_and_ptx():
             assert {r.arch for r in rows} == {e.arch} and e.ptx_version == rows[0].extra["ptx_version"]
 
 
+@pytest.mark.parametrize("mode", ["default", "none", "speed", "concat"])
+def test_redundant_ptx_left_undecoded(mode):
+    """redundant_ptx=False: the same entries as cuobjdump lists, the same bytes as it extracts,
+    except that PTX beside a cubin of its arch (sm_90 here, not sm_80's absent PTX) has no data;
+    a concatenated entry decodes all its members together, so nothing is left out there."""
+    path, _ = nvcc("fatbin", *GENCODE, *MODES[mode][0], src=MINI)
+    data = path.read_bytes()
+    full, lean = fatbin.entries(data, str(path)), fatbin.entries(data, str(path), redundant_ptx=False)
+    _same_as_cuobjdump(path, full)
+    skipped = [e for e in lean if e.data is None]
+    assert [(e.kind, e.arch) for e in skipped] == ([] if mode == "concat" else [("ptx", "sm_90")])
+    assert [e._replace(data=None) for e in full] == [e._replace(data=None) for e in lean]
+    assert all(e.data == kept.data for e, kept in zip(full, lean) if kept.data is not None)
+
+
 def test_arch_specific_and_blackwell_entries():
     path, _ = nvcc("fatbin", "-gencode", "arch=compute_90a,code=sm_90a", "-gencode",
                    "arch=compute_100,code=sm_100", "-gencode", "arch=compute_100a,code=compute_100a")

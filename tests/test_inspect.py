@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, strategies as st
 
 from rootcause import gpus, toolchain
 from rootcause.inspect import ROW_KEYS
@@ -510,3 +511,14 @@ def test_ptx_without_ptxas_says_so(cuda):
     assert {r["name"] for r in rows} == MANGLED
     assert all(r["format"] == "ptx" and r["registers"] is None and r["occupancy"] is None for r in rows)
     assert "ptxas not found" in proc.stderr
+
+
+@given(st.lists(st.sampled_from(["", ".", "..", "a", "b.c", " "]), max_size=6), st.integers(0, 4))
+def test_file_names_are_those_pathlib_gives(parts, slashes):
+    """inspect names a plain file without importing pathlib: the same string str(Path(p)) is."""
+    from rootcause.inspect import _path_name
+
+    for sep in ("/", "//"):
+        p = "/" * slashes + sep.join(parts)
+        assert _path_name(p) == str(Path(p)), p
+    assert _path_name(Path("a//b/")) == "a/b"
