@@ -154,7 +154,7 @@ def scored(tmp_path_factory) -> dict[str, dict]:
         if case.name not in cache:
             att, err = bench.analyze(case, tmp / case.name)
             assert att is not None, f"analyze --from-run failed: {err}"
-            cache[case.name] = bench.score(att, bench.expected(case))
+            cache[case.name] = {**bench.score(att, bench.expected(case)), "attribution": att}
         return cache[case.name]
     return get
 
@@ -177,3 +177,29 @@ def test_expected_diagnosis(case: Path, scored):
     if exp["class"] != "null":
         assert row["top"], f"top unit {row['top_kernels']} is not {exp['top_unit_kernels']}"
         assert row["cause"], f"{exp['cause_rule']} not among the top unit's findings ({row['rules']})"
+
+
+HYBRID_CASES = [c for c in CASES if _profiled(c) and _plan(c).get("hybrids")]
+
+
+@pytest.mark.parametrize("case", HYBRID_CASES, ids=lambda c: c.name)
+def test_a_hybrid_confirms_where_hybrids_were_built(case: Path, scored):
+    """Issue 11: a hybrid confirms the cause wherever the variants share a source."""
+    row = scored(case)
+    verdicts = [h["verdict"] for h in row["attribution"]["confirmation"]["hybrids"]]
+    assert "confirmed" in verdicts, verdicts
+
+
+@pytest.mark.parametrize("name", ["iree_dedup_matmul", "iree_dedup_matmul_k2048"])
+def test_dedup_is_in_the_executable_body_not_its_configuration(name: str, scored):
+    """iree-org/iree#20836's mechanism: the shared executable's body is specialized for the other
+    batch's rows (util.assume divisibility, tiled shapes). Its whole executable, either way,
+    recovers the unit; its configuration alone, on the deduplicated side, does not (the captures)."""
+    case = next(c for c in CASES if c.name == name)
+    rows = scored(case)["attribution"]["confirmation"]["hybrids"]
+    plan = _plan(case)
+    dedup = "a" if plan["a"].endswith("dedup") else "b"
+    by = {(r["kind"], r["base"]): r for r in rows}
+    assert by[("executable", "a")]["verdict"] == by[("executable", "b")]["verdict"] == "confirmed"
+    assert by[("configuration", dedup)]["verdict"] == "refuted"
+    assert "is in the executable's body, not in its configuration" in by[("executable", dedup)]["sentence"]
