@@ -152,14 +152,21 @@ def plan_hybrids(spec_a: VariantSpec, spec_b: VariantSpec, catalog_a: list[Catal
 
 
 def _kernel_bytes(bundle: Path) -> list[tuple[str, bytes]] | None:
-    """The bundle's compiled kernel binaries (manifest 'binaries'), as bytes; None when it lists none."""
-    files = bundles.read_bundle(bundle).manifest.get("binaries") or []
-    return sorted((Path(f).name, (bundle / f).read_bytes()) for f in files) or None
+    """The bundle's module and compiled kernel binaries (manifest 'module' and 'binaries'), as bytes;
+    None when it lists no binaries. The module counts too: two builds with the same kernels can
+    still call them differently (skipping FuseTIR against FuseOps in TVM's host code)."""
+    manifest = bundles.read_bundle(bundle).manifest
+    files = manifest.get("binaries") or []
+    if not files:
+        return None
+    # byte for byte: a module that differs only in what it records (an IREE .vmfb names its build
+    # folder) is measured again rather than assumed the same
+    return sorted((Path(f).name, (bundle / f).read_bytes()) for f in [*files, manifest["module"]])
 
 
 def _same_kernels(paths: dict[str, Path], h: Hybrid, base_name: str, kept: list[Hybrid]) -> str | None:
     """The bundle built from the same base spec (the base itself, or a hybrid kept before h) whose
-    kernel binaries are byte for byte h's: two edits that compile alike (a configuration that
+    module and kernel binaries are byte for byte h's: two edits that compile alike (a configuration that
     fits base's body as well as the other side's body does) are one counterfactual, measured once."""
     mine = _kernel_bytes(paths[h.name])
     if mine is None:

@@ -5,6 +5,7 @@ frontend); the statistics against samples drawn from distributions whose true sh
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import numpy as np
@@ -168,3 +169,21 @@ def test_a_hybrid_that_is_the_other_side_is_named_not_built():
     assert hybrids == []
     assert notes == ["scheduling sum as A does (serial_kernel.py): that builds rowsum-serial itself (the variants "
                      "differ in nothing else a hybrid can swap), so the A-B measurement is this counterfactual"]
+
+
+def test_a_hybrid_that_compiles_like_an_earlier_one_is_dropped(tmp_path, capsys):
+    """The zoo's tvm_unfused_chain: the full dataflow split of its one fused kernel compiles to the
+    unfused side's 32 kernels, and skipping FuseOps (the pass hybrid) gives the same module and
+    kernels byte for byte: measured once. Truth: B's own build for the split's kernels."""
+    from rootcause import cli
+
+    case = ROOT / "fixtures" / "zoo" / "tvm_unfused_chain" / "variants.toml"
+    out = tmp_path / "o"
+    assert cli.main(["analyze", f"{case}#on", f"{case}#off", "--bundle-only", "--hybrids", "2", "--out", str(out)]) == 0
+    plan = json.loads((out / "plan.json").read_text())
+    assert [h["kind"] for h in plan["hybrids"]] == ["dataflow-boundary"]
+    assert "skipping FuseOps as B does: compiles to the same kernels as unfused_chain-on~h1-dataflow-boundary, so it " \
+           "was not kept" in plan["notes"]
+    split, off = (read_bundle(out / plan["bundles"][n]).kernels() for n in ("unfused_chain-on~h1-dataflow-boundary",
+                                                                            "unfused_chain-off"))
+    assert sorted(k.function for k in split) == sorted(k.function for k in off) and len(off) == 32
