@@ -46,8 +46,10 @@ def prefill(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("prefill_h200")
     out = tmp / "O"
     env = {**__import__("os").environ, "ROOTCAUSE_CACHE": str(tmp / "cache")}  # no cache hit: write_bundle runs
-    r = subprocess.run([sys.executable, "-c", _BUILD, "analyze", ALONE, DEDUP, "--bundle-only", "--target",
-                        "cuda:sm_80", "--out", str(out)], capture_output=True, text=True, env=env, timeout=600)
+    # --hybrids 2: the two configuration hybrids (planned first) are the ones the capture measured
+    r = subprocess.run([sys.executable, "-c", _BUILD, "analyze", ALONE, DEDUP, "--bundle-only", "--hybrids", "2",
+                        "--target", "cuda:sm_80", "--out", str(out)], capture_output=True, text=True, env=env,
+                       timeout=600)
     assert r.returncode == 0, r.stderr
     rss = int(re.search(r"peak_rss_kb (\d+)", r.stderr).group(1)) * 1024
     printed = io.StringIO()
