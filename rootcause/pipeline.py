@@ -151,7 +151,7 @@ def plan_hybrids(spec_a: VariantSpec, spec_b: VariantSpec, catalog_a: list[Catal
     return unique[:limit], notes
 
 
-def _kernel_bytes(bundle: Path) -> list[tuple[str, bytes]] | None:
+def _compiled_bytes(bundle: Path) -> list[tuple[str, bytes]] | None:
     """The bundle's module and compiled kernel binaries (manifest 'module' and 'binaries'), as bytes;
     None when it lists no binaries. The module counts too: two builds with the same kernels can
     still call them differently (skipping FuseTIR against FuseOps in TVM's host code)."""
@@ -164,15 +164,15 @@ def _kernel_bytes(bundle: Path) -> list[tuple[str, bytes]] | None:
     return sorted((Path(f).name, (bundle / f).read_bytes()) for f in [*files, manifest["module"]])
 
 
-def _same_kernels(paths: dict[str, Path], h: Hybrid, base_name: str, kept: list[Hybrid]) -> str | None:
+def _twin(paths: dict[str, Path], h: Hybrid, base_name: str, kept: list[Hybrid]) -> str | None:
     """The bundle built from the same base spec (the base itself, or a hybrid kept before h) whose
     module and kernel binaries are byte for byte h's: two edits that compile alike (a configuration that
     fits base's body as well as the other side's body does) are one counterfactual, measured once."""
-    mine = _kernel_bytes(paths[h.name])
+    mine = _compiled_bytes(paths[h.name])
     if mine is None:
         return None
     for name in [base_name] + [k.name for k in kept if k.base == h.base and k.name in paths]:
-        if _kernel_bytes(paths[name]) == mine:
+        if _compiled_bytes(paths[name]) == mine:
             return name
     return None
 
@@ -214,7 +214,7 @@ def build_variants(spec_a: VariantSpec, spec_b: VariantSpec, out: Path, no_confi
                 progress(f"hybrid {h.name} did not build: {err}")
                 kept.append(h)
                 continue
-            twin = _same_kernels(paths, h, [spec_a.name, spec_b.name][h.base == "b"], kept)
+            twin = _twin(paths, h, [spec_a.name, spec_b.name][h.base == "b"], kept)
             if twin:
                 notes.append(f"{h.description}: compiles to the same kernels as {twin}, so it was not kept")
                 progress(f"hybrid {h.name} compiles to the same kernels as {twin}: dropped")

@@ -402,7 +402,7 @@ def parallelism(ctx: Context) -> list[dict[str, Any]]:
     text += (f", where {fast.label} spreads {same} over {_n(other_total)} threads "
              f"(`{best.kernel}`: {_n(_prod(best.grid))} x {_n(_prod(best.block))}"
              + (f", {len(rows)} kernels" if len(rows) > 1 else "") + ")")
-    work = _thread_work(focus["kernel"], cat)
+    work = _thread_work(cat)
     if isinstance(work, dict):
         text += (f". Of each block's {_n(work['threads_per_workgroup'])} threads, {_n(work['threads_with_work'])} "
                  f"own an element (workgroup tile {work['workgroup_tile']}, thread tile {work['thread_tile']} against "
@@ -414,14 +414,14 @@ def parallelism(ctx: Context) -> list[dict[str, Any]]:
     return [_finding(ctx, "parallelism", text + ".", **evidence)]
 
 
-def _thread_work(kernel: str, cat: CatalogKernel | None) -> dict[str, Any] | str:
+def _thread_work(cat: CatalogKernel | None) -> dict[str, Any] | str:
     """Threads that own work in the slow kernel (IREE TileAndFuse: rootcause.frontends.iree.work),
     or why that was not checked."""
     if cat is None or not (cat.schedule or {}).get("lowering_config"):
         return "not checked: the catalog gives no tiling of this kernel (TVM's TIR loops are not read)"
     from rootcause.frontends.iree.work import threads_doing_work
 
-    work = threads_doing_work(cat.name or kernel, cat.schedule)
+    work = threads_doing_work(cat.name, cat.schedule)
     return work if work is not None else ("not checked: not a TileAndFuse dispatch whose thread tiles over its "
                                           "static loop ranges reproduce its workgroup size")
 

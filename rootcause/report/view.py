@@ -99,8 +99,8 @@ def verdict(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def _below_threshold(v: dict[str, Any]) -> str:
-    """', below the 1% threshold (4.0 us)' when the interval excludes 0 but the delta is smaller
-    than the practical threshold, which is then why it is not significant; else ''."""
+    """' (the interval excludes 0, but the delta is below the practical threshold of 530 ns ...)'
+    when that is why the delta is not significant (attribution's significance.min_effect_ns); else ''."""
     d, floor = v["delta"], v.get("min_effect_ns")
     if not isinstance(floor, (int, float)) or floor <= 0 or not all(
             isinstance(d.get(k), (int, float)) for k in ("median", "low", "high")):
