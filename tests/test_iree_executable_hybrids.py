@@ -73,3 +73,21 @@ def test_export_layouts_resolve_aliases():
     assert iree_ir.export_layouts(text) == [
         "#hal.pipeline.layout<constants = 1, bindings = [#hal.pipeline.binding<storage_buffer>]>",
         "#hal.pipeline.layout<constants = 2, bindings = []>"]
+
+
+def test_no_executable_hybrid_between_a_fused_chain_and_its_regions(tmp_path):
+    """The zoo's iree_dispatch_chain: fused is one dispatch, regions 24, and both builds have a
+    main_dispatch_0. Sharing that name is not computing the same ops: no executable of one side
+    may stand in for the other's. Truth: the dispatch count in each build's own configured IR."""
+    chain = CASE.parent / "iree_dispatch_chain"
+    a, b = (specs.load(f"{chain / 'variants.toml'}#{v}") for v in ("fused", "regions"))
+    dirs = {"a": tmp_path / "a", "b": tmp_path / "b"}
+    out = {s: iree.build(spec, dirs[s]) for s, spec in (("a", a), ("b", b))}
+    exports = {s: len(re.findall(r"hal\.executable\.export public @",
+                                 "".join(p.read_text() for p in (dirs[s] / "ir").glob("configured_module_*.mlir"))))
+               for s in dirs}
+    assert exports == {"a": 1, "b": 24}
+    hybrids, notes = pipeline.plan_hybrids(a, b, out["a"].kernels, out["b"].kernels, bundle_dirs=dirs,
+                                           work_dir=tmp_path / "hybrids")
+    assert [h for h in hybrids if h.kind == "executable"] == []
+    assert any("different sources" in n for n in notes)

@@ -49,7 +49,11 @@ def _mates(spec: VariantSpec, catalog: list[CatalogKernel],
            other: list[CatalogKernel]) -> list[tuple[CatalogKernel, CatalogKernel, list[str]]]:
     """(base kernel, the one other-side kernel computing its source ops, the shared ops), largest
     traffic first, for base executables not already substituted by the spec. A kernel whose ops
-    the other side splits over several dispatches has no one counterpart and is left out."""
+    the other side splits over several dispatches has no one counterpart and is left out.
+
+    IREE's source_ops are dispatch names, which two builds share by position alone (a fused
+    chain's main_dispatch_0 and an unfused one's), so a mate must also fuse as many source
+    locations: 25 ops in one dispatch do not stand in for 2."""
     by_op = {op: k for k in other for op in k.source_ops}
     out, done = [], set(spec.iree.substitute_configurations)
     for k in sorted(catalog, key=lambda k: -(k.bytes_moved or 0)):
@@ -57,8 +61,11 @@ def _mates(spec: VariantSpec, catalog: list[CatalogKernel],
         mates = list(dict.fromkeys(by_op[op].name for op in k.source_ops if op in by_op))
         if not exe or exe in done or len(mates) != 1:
             continue
+        mate = next(m for m in other if m.name == mates[0])
+        if k.source_locs and mate.source_locs and len(set(k.source_locs)) != len(set(mate.source_locs)):
+            continue
         done.add(exe)
-        out.append((k, next(m for m in other if m.name == mates[0]), [op for op in k.source_ops if op in by_op]))
+        out.append((k, mate, [op for op in k.source_ops if op in by_op]))
     return out
 
 
