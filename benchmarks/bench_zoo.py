@@ -12,7 +12,10 @@ attribution.json is read (the layout rootcause/report/view.py reads). Columns:
 - top unit: the unit with the largest |delta| has exactly the expected kernels (every kernel of
   its two sides matches a pattern of expected.top_unit_kernels and every pattern a kernel)
 - cause: expected.cause_rule is among the top unit's findings (a whole-graph rule such as
-  launch-overhead: among the findings that belong to no unit)
+  launch-overhead: among the findings that belong to no unit); cause_rule = "none" (a cause no
+  rule reads, such as uncoalesced access): the top unit is marked unexplained, which the
+  analyzer does when only descriptive findings (bandwidth, schedule) fired and it says so in
+  cannot_conclude: declining to blame is the right answer there
 - false: findings of a must_not_fire rule anywhere; on a null case, every finding
 - closure: attribution.json's closure (units + residual over the whole-graph delta)
 - hybrids: confirmed / built counterfactual hybrids (a refuted one can be right: a configuration
@@ -117,7 +120,10 @@ def score(att: dict, exp: dict) -> dict:
         top_ok = kernels_match(unit, exp["top_unit_kernels"])
         unit_rules = {f["rule"] for f in (unit or {}).get("findings") or []}
         graph_rules = {f["rule"] for f in findings if f.get("unit") is None}
-        cause_ok = exp["cause_rule"] in unit_rules | graph_rules
+        if exp["cause_rule"] == "none":
+            cause_ok = bool((unit or {}).get("unexplained"))
+        else:
+            cause_ok = exp["cause_rule"] in unit_rules | graph_rules
     hybrids = (att.get("confirmation") or {}).get("hybrids") or []
     return {"slower": slower_ok, "top": top_ok, "cause": cause_ok, "false": false,
             "closure": att.get("closure"), "hybrids": len(hybrids),

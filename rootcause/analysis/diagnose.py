@@ -500,6 +500,9 @@ UNIT_RULES: list[Callable[[Context], list[dict[str, Any]]]] = [
 # same ops, which a unit with one side, or joined by launch size alone, gives no ground for.
 ONE_SIDE_RULES = (shared_executable,)
 WEAK_TIERS = ("shape", "unmatched")
+# Findings that describe a unit without naming why it is slower: achieved bandwidth is a
+# consequence, and a differing schedule says which choice changed, not what it did to the kernel.
+DESCRIPTIVE_RULES = ("bandwidth", "schedule")
 
 
 def _unit_rules(unit: dict[str, Any], att: Attribution) -> list[Callable[[Context], list[dict[str, Any]]]]:
@@ -577,6 +580,7 @@ def diagnose(att: Attribution, alignment: Alignment, catalog_a: list[CatalogKern
                   if r.variant == v and r.shared_call_sites} for v in "ab"}
     findings: list[dict[str, Any]] = []
     for unit in att.units:
+        unit["unexplained"] = False
         if not unit["significant"]:
             continue
         sides = {}
@@ -584,14 +588,31 @@ def diagnose(att: Attribution, alignment: Alignment, catalog_a: list[CatalogKern
             rows = att.kernels[(att.kernels.variant == v) & (att.kernels.unit == unit["unit"])]
             sides[v] = Side(att.variants[v]["label"], rows, cats[v], shared[v], entries[v])
         ctx = Context(unit, sides["a"], sides["b"], gpus.find_device(device) if device else None, arch, sms, att)
-        for rule in _unit_rules(unit, att):
+        rules = _unit_rules(unit, att)
+        for rule in rules:
             found = rule(ctx)
             unit["findings"].extend(found)
             findings.extend(found)
+        # a unit whose sides were not compared already says so (_unit_rules)
+        unit["unexplained"] = rules is UNIT_RULES and all(f["rule"] in DESCRIPTIVE_RULES for f in unit["findings"])
+        if unit["unexplained"]:
+            att.cannot_conclude.append(_unexplained(ctx))
     findings.extend(launch_overhead(att))
     att.findings = findings
     att.cannot_conclude.extend(_limits(att, catalog_a, catalog_b, device))
     return findings
+
+
+def _unexplained(ctx: Context) -> str:
+    """What to say of a significant unit no rule found a mechanism for: what was compared and
+    found alike, and what the rules do not read."""
+    u = ctx.unit
+    slow = ctx.b.label if u["delta_ns"]["median"] > 0 else ctx.a.label
+    return (f"unit {u['unit']}: {slow} is {_us(abs(u['delta_ns']['median']))} slower per call here and no rule "
+            "names a mechanism (launch configuration and count, parallelism, occupancy, shared and local memory, "
+            "recomputation and shared executables were compared where the facts allowed and showed none); what the "
+            "kernels' bodies do differently (memory access pattern and coalescing, shared-memory bank conflicts, "
+            "instruction mix) is not read by any rule")
 
 
 def _limits(att, catalog_a, catalog_b, device) -> list[str]:
