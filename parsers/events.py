@@ -38,20 +38,31 @@ EVENT_COLUMNS: dict[str, str] = {
     "external_id": "Kineto 'External id' linking the row to its CPU op, NA when absent",
     "bytes": "bytes copied or set (memcpy / memset rows), NA for kernels",
     "cpu_op": "name of the CPU op that launched the row (Kineto), missing (None/NaN) when the trace does not say",
+    # Hardware counters of the launch (ncu's raw page, the metrics named in parsers/ncu_csv.py
+    # COUNTERS), NA where the profile did not count them: activity tracers never do.
+    "global_sectors": "32-byte L1 sectors the global loads and stores touched",
+    "global_requests": "global load and store requests (one per warp-wide instruction)",
+    "l2_sectors": "L2 sectors read and written",
+    "shared_wavefronts": "shared-memory wavefronts of loads and stores (more than one an instruction: bank conflicts)",
+    "shared_instructions": "warp-level shared-memory load and store instructions executed",
 }
 
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 # Required, never NA: a launch without a name or an interval is not an event.
 TIME_COLUMNS = ("start_ns", "end_ns", "duration_ns")
+# Hardware-counter columns (see EVENT_COLUMNS): NA unless a counter profile recorded them.
+COUNTER_COLUMNS = ("global_sectors", "global_requests", "l2_sectors", "shared_wavefronts", "shared_instructions")
 # Nullable integers (pandas Int64): absent in some formats.
 OPTIONAL_INT_COLUMNS = (
     "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers",
     "shared_bytes", "local_bytes", "stream", "device", "correlation_id", "external_id", "bytes",
+    *COUNTER_COLUMNS,
 )
 KINDS = ("kernel", "memcpy", "memset")
 # The least value a launch can have: CUDA and HIP refuse a zero grid or block dimension.
 LEAST = {**{f"{p}_{a}": 1 for p in ("grid", "block") for a in "xyz"},
-         "registers": 0, "shared_bytes": 0, "local_bytes": 0, "bytes": 0}
+         "registers": 0, "shared_bytes": 0, "local_bytes": 0, "bytes": 0,
+         **{c: 0 for c in COUNTER_COLUMNS}}
 
 
 def empty() -> pd.DataFrame:

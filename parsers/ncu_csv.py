@@ -36,6 +36,16 @@ _RAW_LAUNCH = {
     "registers": "launch__registers_per_thread", "stream": "Stream", "device": "Device",
 }
 _RAW_SHARED = ("launch__shared_mem_per_block_static", "launch__shared_mem_per_block_dynamic")
+# raw metrics -> counter column of the events: their sum, where the page has every one of them
+COUNTERS = {
+    "global_sectors": ("l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum", "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"),
+    "global_requests": ("l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
+                        "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum"),
+    "l2_sectors": ("lts__t_sectors_op_read.sum", "lts__t_sectors_op_write.sum"),
+    "shared_wavefronts": ("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
+                          "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum"),
+    "shared_instructions": ("smsp__inst_executed_op_shared_ld.sum", "smsp__inst_executed_op_shared_st.sum"),
+}
 # details metric name -> event column
 _DETAILS_LAUNCH = {"registers": "Registers Per Thread"}
 _DETAILS_SHARED = ("Static Shared Memory Per Block", "Dynamic Shared Memory Per Block")
@@ -145,7 +155,7 @@ def _raw(source, offset: int, lineno: int, header: list[str], file: str,
     if not units_row or units_row[0] != "":
         raise ParseError(file, f"line {lineno + 1}", "expected the units row (first field empty) after the header")
     units = {name: unit for name, unit in zip(header, units_row) if unit}
-    events_cols = set(RAW_REQUIRED) | set(_RAW_LAUNCH.values()) | set(_RAW_SHARED)
+    events_cols = set(RAW_REQUIRED) | set(_RAW_LAUNCH.values()) | set(_RAW_SHARED) | {m for ms in COUNTERS.values() for m in ms}
     for prefix, triple in (("grid", "Grid Size"), ("block", "Block Size")):
         if _RAW_LAUNCH[f"{prefix}_x"] not in header:  # '(x, y, z)' text only where launch__ dims are absent
             events_cols.add(triple)
@@ -159,6 +169,9 @@ def _raw(source, offset: int, lineno: int, header: list[str], file: str,
     shared = [_numeric(table, m, file, first) for m in _RAW_SHARED if m in table]
     if shared:
         cols["shared_bytes"] = sum(shared)
+    for col, parts in COUNTERS.items():
+        if all(m in table for m in parts):
+            cols[col] = sum(_numeric(table, m, file, first) for m in parts)
     ev = _events(table, duration, cols, file, first)
     return NcuReport(ev, _metrics_table(table, metrics), units, "raw")
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from parsers.ncu_csv import COUNTERS
 from rootcause import env, envs
 from rootcause.artifacts.bundle import Bundle, read_bundle
 from rootcause.artifacts.rundir import write_env, write_measurement
@@ -34,7 +35,8 @@ from rootcause.sessions import load_session, runtime_python
 from rootcause.verify import common_inputs, verify
 
 # The ncu sections a diagnosis reads: duration, achieved occupancy and its limiters, memory
-# throughput against peak, registers and shared memory as launched.
+# throughput against peak, registers and shared memory as launched, and the memory-access
+# counters of parsers.ncu_csv.COUNTERS (sectors per request, L2 sectors, shared wavefronts).
 NCU_METRICS = (
     "gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,"
     "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed,"
@@ -42,8 +44,8 @@ NCU_METRICS = (
     "launch__occupancy_limit_registers,launch__occupancy_limit_shared_mem,launch__occupancy_limit_blocks,"
     "launch__occupancy_limit_warps,launch__registers_per_thread,launch__grid_size,launch__block_size,"
     "launch__shared_mem_per_block_static,launch__shared_mem_per_block_dynamic,"
-    "sm__maximum_warps_per_active_cycle_pct"
-)
+    "sm__maximum_warps_per_active_cycle_pct,"
+) + ",".join(m for parts in COUNTERS.values() for m in parts)
 
 
 @dataclass

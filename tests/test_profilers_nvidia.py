@@ -216,3 +216,28 @@ def test_ncu_grid_from_text_when_launch_dims_absent(ncu_rows, tmp_path):
     block = [triple(r[header.index("Block Size")]) for r in kernels]
     assert ev[["grid_x", "grid_y", "grid_z"]].values.tolist() == grid
     assert ev[["block_x", "block_y", "block_z"]].values.tolist() == block
+
+
+COUNTED = CAPTURES.parent / "h200-2026-12-04-ncu" / "tvm_bank_conflict" / "run" / "bank_conflict-pitch32.ncu.csv"
+
+
+def test_ncu_counter_columns_are_the_sums_the_raw_page_holds():
+    """A raw page with the memory counters (fixtures/captures/h200-2026-12-04-ncu/): each counter
+    column is its ld + st metrics, per launch, as the csv module reads them; a page without them
+    (the pool_fusion capture) leaves the columns NA."""
+    lines = COUNTED.read_text().splitlines()
+    rows = list(csv.reader(lines[next(i for i, s in enumerate(lines) if s.startswith('"ID"')):]))
+    header, kernels = rows[0], rows[2:]
+
+    def both(fmt: str) -> list[int]:
+        return [sum(int(r[header.index(fmt.format(op))].replace(",", "")) for op in ("ld", "st")) for r in kernels]
+
+    ev = ncu_csv.read_path(COUNTED)
+    assert ev["global_sectors"].tolist() == both("l1tex__t_sectors_pipe_lsu_mem_global_op_{}.sum")
+    assert ev["global_requests"].tolist() == both("l1tex__t_requests_pipe_lsu_mem_global_op_{}.sum")
+    assert ev["shared_wavefronts"].tolist() == both("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_{}.sum")
+    assert ev["shared_instructions"].tolist() == both("smsp__inst_executed_op_shared_{}.sum")
+    l2 = [int(r[header.index("lts__t_sectors_op_read.sum")].replace(",", ""))
+          + int(r[header.index("lts__t_sectors_op_write.sum")].replace(",", "")) for r in kernels]
+    assert ev["l2_sectors"].tolist() == l2
+    assert ncu_csv.read_path(NCU)[["global_sectors", "l2_sectors", "shared_wavefronts"]].isna().all().all()

@@ -26,7 +26,7 @@ import pandas as pd
 import rootcause
 from rootcause.analysis.align import INSTANCE, Alignment
 from rootcause.artifacts.attribution import SCHEMA_VERSION
-from rootcause.model import Interval, WholeGraph
+from rootcause.model import COUNTER_COLUMNS, KERNEL_EVENT_COLUMNS, Interval, WholeGraph
 from rootcause.profilers import split_calls
 from rootcause.stats import LEVEL, medians_at_ranks, percentile_interval, rank_draws
 
@@ -119,6 +119,7 @@ KERNEL_STAT_COLUMNS: dict[str, str] = {
     "grid": "most common (x, y, z) grid", "block": "most common (x, y, z) block",
     "registers": "most common registers per thread (NA when not recorded)",
     "shared_bytes": "most common shared memory per block", "local_bytes": "local bytes/thread",
+    **{c: f"median per launch: {KERNEL_EVENT_COLUMNS[c]} (NA without a counter profile)" for c in COUNTER_COLUMNS},
 }
 
 
@@ -198,6 +199,11 @@ def _kernel_stats(ev: pd.DataFrame, variant: str, codes: np.ndarray, names: np.n
             stats[col] = None
     for col in ("registers", "shared_bytes", "local_bytes"):
         stats[col] = head[col].to_numpy() if col in head.columns else None
+    for col in COUNTER_COLUMNS:
+        values = ev[col].astype("Float64") if col in ev.columns else None
+        counted = values is not None and values.notna().any()
+        stats[col] = (values.groupby(codes).median().reindex(range(n_k)).to_numpy(dtype=float, na_value=np.nan)
+                      if counted else np.nan)
     return stats
 
 

@@ -19,12 +19,15 @@ import pandas as pd
 from rootcause import frontends, gpus
 from rootcause.analysis.align import Alignment, catalog_index, strip_kernel
 from rootcause.analysis.attribute import Attribution
-from rootcause.model import CatalogKernel
+from rootcause.model import COUNTER_COLUMNS, CatalogKernel
 
 # A fused kernel doing this many times the replaced kernels' work recomputes its producers.
 RECOMPUTE_FACTOR = 4.0
 # The other side launching this many times the threads for the same ops makes a starved launch a cause.
 PARALLELISM_FACTOR = 8
+# A hardware-counter ratio (L2 sectors, sectors per request, wavefronts per shared instruction)
+# this large between the two sides' kernels names a memory-access mechanism.
+COUNTER_FACTOR = 2.0
 
 
 @dataclass
@@ -271,6 +274,68 @@ def bandwidth(ctx: Context) -> list[dict[str, Any]]:
                      peak_bytes_per_s=peak, peak_source="vendor spec sheet" if peak else None, **rows)]
 
 
+def _slow_fast(ctx: Context) -> tuple[Side, Side]:
+    return (ctx.b, ctx.a) if ctx.unit["delta_ns"]["median"] > 0 else (ctx.a, ctx.b)
+
+
+def _counted(side: Side, cols: tuple[str, ...]) -> dict[str, float] | None:
+    """Per call: the side's kernels' counter sums (median per launch x launches), None when a
+    kernel has no count (the profile is not a counter profile, or did not count that metric)."""
+    totals = dict.fromkeys(cols, 0.0)
+    for r in side.kernels.to_dict("records"):
+        for c in cols:
+            v = r.get(c)
+            if v is None or _is_na(v):
+                return None
+            totals[c] += float(v) * r["launches_per_call"]
+    return totals if len(side.kernels) else None
+
+
+def global_access(ctx: Context) -> list[dict[str, Any]]:
+    """Uncoalesced global access (hardware counters): the slow side's kernels for the same ops
+    move COUNTER_FACTOR times the L2 sectors of the other side's, and their global loads and
+    stores touch COUNTER_FACTOR times the 32-byte sectors per request. Both, so that more
+    traffic of a different cause (more bytes, re-reads) or a wider access that L1 absorbs is not
+    called uncoalesced. Only between kernels paired by the ops they compute."""
+    if ctx.unit.get("method") not in OP_EVIDENCE_TIERS + ("remainder",):
+        return []
+    slow, fast = _slow_fast(ctx)
+    cols = ("l2_sectors", "global_sectors", "global_requests")
+    s, f = _counted(slow, cols), _counted(fast, cols)
+    if not s or not f or not f["l2_sectors"] or not s["global_requests"] or not f["global_requests"]:
+        return []
+    l2 = s["l2_sectors"] / f["l2_sectors"]
+    per_s, per_f = s["global_sectors"] / s["global_requests"], f["global_sectors"] / f["global_requests"]
+    if l2 < COUNTER_FACTOR or per_s < COUNTER_FACTOR * per_f:
+        return []
+    sentence = (f"{slow.label}'s kernels for these ops move {l2:.1f}x the L2 sectors of {fast.label}'s "
+                f"({s['l2_sectors'] * 32 / 1e6:.1f} vs {f['l2_sectors'] * 32 / 1e6:.1f} MB per call), and their global "
+                f"loads and stores touch {per_s:.1f} sectors per request against {per_f:.1f}: each warp's accesses "
+                "spread over more 32-byte sectors (uncoalesced access).")
+    return [_finding(ctx, "global-access", sentence, source="profiled hardware counters (ncu)",
+                     **{slow.label: s, fast.label: f}, l2_ratio=l2,
+                     sectors_per_request={slow.label: per_s, fast.label: per_f})]
+
+
+def bank_conflicts(ctx: Context) -> list[dict[str, Any]]:
+    """Shared-memory bank conflicts (hardware counters): the slow side's kernels need
+    COUNTER_FACTOR times the wavefronts per shared-memory instruction of the other side's, and
+    at least two (one is a conflict-free access). Only where both sides use shared memory."""
+    slow, fast = _slow_fast(ctx)
+    cols = ("shared_wavefronts", "shared_instructions")
+    s, f = _counted(slow, cols), _counted(fast, cols)
+    if not s or not f or not s["shared_instructions"] or not f["shared_instructions"]:
+        return []
+    ws, wf = s["shared_wavefronts"] / s["shared_instructions"], f["shared_wavefronts"] / f["shared_instructions"]
+    if ws < 2 or ws < COUNTER_FACTOR * wf:
+        return []
+    sentence = (f"{slow.label}'s kernels need {ws:.1f} shared-memory wavefronts per shared load or store against "
+                f"{wf:.2f} in {fast.label} ({_n(round(s['shared_wavefronts']))} vs {_n(round(f['shared_wavefronts']))} per call): "
+                "bank conflicts serialize each warp's shared accesses.")
+    return [_finding(ctx, "bank-conflicts", sentence, source="profiled hardware counters (ncu)",
+                     **{slow.label: s, fast.label: f}, wavefronts_per_instruction={slow.label: ws, fast.label: wf})]
+
+
 # Alignment tiers whose pairing is evidence that two kernels compute the same ops: rules that
 # compare work across the pair (recomputation) need one of these, never a shape-only pairing.
 OP_EVIDENCE_TIERS = ("provenance", "location", "name", "normalized-name", "cpu-op", "dispatch-name", "fused-name")
@@ -454,7 +519,7 @@ def shared_executable(ctx: Context) -> list[dict[str, Any]]:
                 diff = {k: {"a_side" if side is ctx.a else "b_side": la.get(k), "other": lb.get(k)}
                         for k in sorted(set(la) | set(lb)) if la.get(k) != lb.get(k)}
                 if diff:
-                    sentence += (f" with lowering_config " + ", ".join(f"{k}={la.get(k)}" for k in diff)
+                    sentence += (" with lowering_config " + ", ".join(f"{k}={la.get(k)}" for k in diff)
                                  + f", where {other.label}'s `{mine['kernel']}` uses "
                                  + ", ".join(f"{k}={lb.get(k)}" for k in diff))
                 else:
@@ -493,8 +558,8 @@ def schedule_rule(ctx: Context) -> list[dict[str, Any]]:
 
 
 UNIT_RULES: list[Callable[[Context], list[dict[str, Any]]]] = [
-    launch_config, launch_count, parallelism, occupancy_limiter, shared_memory, local_memory, bandwidth,
-    recomputation, shared_executable, schedule_rule,
+    launch_config, launch_count, parallelism, occupancy_limiter, shared_memory, local_memory, global_access,
+    bank_conflicts, bandwidth, recomputation, shared_executable, schedule_rule,
 ]
 # Rules about one side's kernels alone; every other rule compares the two sides as computing the
 # same ops, which a unit with one side, or joined by launch size alone, gives no ground for.
@@ -607,12 +672,17 @@ def _unexplained(ctx: Context) -> str:
     """What to say of a significant unit no rule found a mechanism for: what was compared and
     found alike, and what the rules do not read."""
     u = ctx.unit
-    slow = ctx.b.label if u["delta_ns"]["median"] > 0 else ctx.a.label
-    return (f"unit {u['unit']}: {slow} is {_us(abs(u['delta_ns']['median']))} slower per call here and no rule "
+    slow = _slow_fast(ctx)[0].label
+    text = (f"unit {u['unit']}: {slow} is {_us(abs(u['delta_ns']['median']))} slower per call here and no rule "
             "names a mechanism (launch configuration and count, parallelism, occupancy, shared and local memory, "
-            "recomputation and shared executables were compared where the facts allowed and showed none); what the "
-            "kernels' bodies do differently (memory access pattern and coalescing, shared-memory bank conflicts, "
-            "instruction mix) is not read by any rule")
+            "recomputation and shared executables were compared where the facts allowed and showed none")
+    if all(_counted(side, COUNTER_COLUMNS) for side in (ctx.a, ctx.b)):
+        return text + ("; nor do the hardware counters: L2 sectors, sectors per global request and wavefronts "
+                       "per shared instruction); what else the kernels' bodies do differently (instruction mix, "
+                       "latency) is not read by any rule")
+    return text + ("); how the kernels' bodies access memory (coalescing, shared-memory bank conflicts) needs "
+                   "hardware counters this profile does not have (`rootcause run --profile ncu` records them), "
+                   "and their instruction mix is not read by any rule")
 
 
 def _limits(att, catalog_a, catalog_b, device) -> list[str]:
