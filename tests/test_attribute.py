@@ -80,6 +80,23 @@ def test_variant_against_itself_is_not_significant(variants):
     assert a.closure is None
 
 
+def _first_calls(events, n):
+    return events[events.call < events.call.min() + n]
+
+
+def test_two_calls_a_side_cannot_be_significant(variants):
+    """Two calls against two, completely separated, still arise by chance once in C(4, 2) = 6
+    orderings; three against three once in 20, which 95% allows."""
+    off, on = variants
+    two = attribute(_first_calls(off, 2), _first_calls(on, 2),
+                    align(_first_calls(off, 2), _first_calls(on, 2)), labels=("OFF", "ON"))
+    assert not any(u["significant"] for u in two.units) and not two.whole_graph["significant"]
+    assert any("once in 6" in n for n in two.notes)
+    three = attribute(_first_calls(off, 3), _first_calls(on, 3),
+                      align(_first_calls(off, 3), _first_calls(on, 3)), labels=("OFF", "ON"))
+    assert three.units[0]["significant"] and not any("once in" in n for n in three.notes)
+
+
 def test_measured_whole_graph(variants):
     off, on = variants
     # docs/GPU_HOST.md: time_evaluator on the H200, FuseOps ON 107.6 us, OFF 79.5 us (no interval

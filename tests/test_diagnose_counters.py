@@ -53,15 +53,16 @@ def raw_counters(case: str, variant: str) -> dict[str, float]:
     rows = list(csv.reader(lines[start:]))
     header, data = rows[0], rows[2:]
 
-    def col(name: str) -> float:
-        return statistics.median(float(r[header.index(name)].replace(",", "")) for r in data)
+    def per_launch(*names: str) -> float:
+        """Median over launches of the summed columns (ld + st of one launch, as ncu counts it)."""
+        return statistics.median(sum(float(r[header.index(n)].replace(",", "")) for n in names) for r in data)
 
     pre = "l1tex__t_{}_pipe_lsu_mem_global_op_{}.sum"
-    return {"sectors": col(pre.format("sectors", "ld")) + col(pre.format("sectors", "st")),
-            "requests": col(pre.format("requests", "ld")) + col(pre.format("requests", "st")),
-            "wavefronts": col("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum")
-            + col("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum"),
-            "shared": col("smsp__inst_executed_op_shared_ld.sum") + col("smsp__inst_executed_op_shared_st.sum")}
+    return {"sectors": per_launch(pre.format("sectors", "ld"), pre.format("sectors", "st")),
+            "requests": per_launch(pre.format("requests", "ld"), pre.format("requests", "st")),
+            "wavefronts": per_launch("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
+                                     "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum"),
+            "shared": per_launch("smsp__inst_executed_op_shared_ld.sum", "smsp__inst_executed_op_shared_st.sum")}
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,7 @@ draws are shared across units). A and B are resampled independently (calls are u
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from math import comb
 from typing import Any
 
 import numpy as np
@@ -310,6 +311,11 @@ def attribute(events_a: pd.DataFrame, events_b: pd.DataFrame, alignment: Alignme
         if n < 2:
             notes.append(f"variant {labels[0 if v == 'a' else 1]}: {n} profiled graph call: per-unit "
                          "intervals are that one call's values (no spread to bound them); profile more calls")
+    if min(per["a"]["n"], per["b"]["n"]) >= 2 and not separable(per["a"]["n"], per["b"]["n"]):
+        notes.append(f"{per['a']['n']} and {per['b']['n']} profiled graph calls: even when every call of one side "
+                     f"is slower than every call of the other, chance orders them so once in "
+                     f"{comb(per['a']['n'] + per['b']['n'], per['a']['n'])}, more than {1 - LEVEL:.0%}: no unit's delta "
+                     "is called significant; profile more calls (3 a side at least)")
     att = _assemble(per, alignment, whole_a, whole_b, labels, notes, environment)
     if scale_to_whole and whole_a is not None:
         why = _closure_why(att, labels)
@@ -358,6 +364,15 @@ def _closure_why(att: Attribution, labels: tuple[str, str]) -> str | None:
             "profile more calls (--profile-calls) or on a quieter machine")
 
 
+def separable(n_a: int, n_b: int, level: float = LEVEL) -> bool:
+    """Whether n_a against n_b samples can show a difference at `level`: complete separation of
+    the two (every sample of one side above every sample of the other) happens by chance once in
+    C(n_a + n_b, n_a) orderings, which must be rarer than 1 - level (3 against 3 at 95%: 1 in 20).
+    Fewer calls than that and a percentile interval excludes 0 more often than it says; one call
+    a side has no spread at all."""
+    return min(n_a, n_b) >= 2 and comb(n_a + n_b, n_a) >= 1 / (1 - level) - 1e-9  # the epsilon absorbs 1 / 0.05 rounding up
+
+
 def _assemble(per, alignment, whole_a, whole_b, labels, notes, environment) -> Attribution:
     med, boot = {}, {}
     for v, p in per.items():
@@ -398,9 +413,10 @@ def _assemble(per, alignment, whole_a, whole_b, labels, notes, environment) -> A
                       "and excludes host time before the first launch")
     min_effect = MIN_EFFECT_SHARE * abs(whole["a"].median)
 
-    # One profiled call a side has no spread: its zero-width intervals prove nothing.
-    spread = min(per["a"]["n"], per["b"]["n"]) >= 2
-    whole_spread = spread if whole_a is None else min(whole_a.samples or 2, whole_b.samples or 2) >= 2
+    # Too few calls a side prove nothing: one has a zero-width interval, and a bootstrap of two
+    # or three calls a side is as sure of a difference as of complete separation (separable).
+    spread = separable(per["a"]["n"], per["b"]["n"])
+    whole_spread = spread if whole_a is None else separable(whole_a.samples or 3, whole_b.samples or 3)
 
     def significant(x: Interval, enough: bool = spread) -> bool:
         return enough and x.excludes_zero() and abs(x.median) >= min_effect
