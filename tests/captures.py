@@ -89,9 +89,9 @@ def build_prefill(tmp_path_factory) -> dict[str, tuple[Any, Path]]:
     return out
 
 
-def ncu_rows(name: str) -> list[tuple[str, float]]:
-    """(kernel, duration ns) per kernel row of NCU_RUN/<name>.ncu.csv, read with the csv module."""
-    rows = [r for r in csv.reader((NCU_RUN / f"{name}.ncu.csv").open()) if r and not r[0].startswith("==")]
+def ncu_rows(name: str, run: Path = NCU_RUN) -> list[tuple[str, float]]:
+    """(kernel, duration ns) per kernel row of RUN/<name>.ncu.csv, read with the csv module."""
+    rows = [r for r in csv.reader((run / f"{name}.ncu.csv").open()) if r and not r[0].startswith("==")]
     head, units = rows[0], rows[1]
     col = head.index("gpu__time_duration.sum")
     assert units[col] == "ns"

@@ -5,6 +5,8 @@ Two pairs differ in the access pattern alone (tvm_strided_threads: uncoalesced; 
 32-way bank conflicts); three differ by other mechanisms (occupancy, parallelism) and must keep
 their zoo diagnosis with neither counter rule firing. Truth: the counters as the CSV holds them,
 read with the csv module, and the zoo's expected.toml (written from how each case is built).
+Three more pairs from a later call: iree_dedup_matmul (one launch a side, where the time outside
+the replayed kernels must not be read as launch overhead) and two nulls.
 These rules were written after the two access pairs' counters were seen: they are not held out.
 """
 from __future__ import annotations
@@ -19,6 +21,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
+
+import captures
 
 ROOT = Path(__file__).resolve().parent.parent
 NCU = ROOT / "fixtures" / "captures" / "h200-2026-12-04-ncu"
@@ -112,3 +116,43 @@ def test_without_counters_the_unexplained_unit_says_what_would_read_them(tmp_pat
     assert unit["unexplained"] and not COUNTER_RULES & {f["rule"] for f in att["findings"]}
     (line,) = [c for c in att["cannot_conclude"] if c.startswith(f"unit {unit['unit']}:")]
     assert "--profile ncu" in line
+
+
+def measured_minus_kernels_ns(case: str, variant: str) -> float:
+    """The measured call's median (measurement.json's samples) minus the replayed kernels' time
+    per call (the ncu page's durations over its profiled calls, read with the csv module)."""
+    run = NCU / case / "run"
+    doc = json.loads((run / "measurement.json").read_text())
+    measured = statistics.median(doc["measurement"]["variants"][variant]["samples_s"]) * 1e9
+    rows = captures.ncu_rows(variant, run)
+    launches = len(rows) // doc["profiles"][variant]["calls"]
+    per_call = [sum(ns for _, ns in rows[i:i + launches]) for i in range(0, len(rows), launches)]
+    return measured - statistics.median(per_call)
+
+
+def test_ncu_residual_is_not_read_as_launch_overhead(ncu_att):
+    """One launch a side, the same matmul kernel: the zoo's CUPTI capture blames the shared
+    executable and nothing outside the kernels. Under ncu each kernel is replayed alone, and the
+    measured call minus the replayed kernel differs by a quarter of the delta: that is not launch
+    overhead (must_not_fire here), so the rule declines and says why; the rest of the verdict stands."""
+    att = ncu_att("iree_dedup_matmul")
+    exp = expected("iree_dedup_matmul")["expected"]
+    assert exp["cause_rule"] in {f["rule"] for f in top(att)["findings"]}
+    assert not set(exp["must_not_fire"]) & {f["rule"] for f in att["findings"]}
+    (line,) = [c for c in att["cannot_conclude"] if c.startswith("residual: ncu replayed")]
+    assert "--profile cupti" in line
+    # what the rule declined to read is real in the capture: outside the replayed kernel, B spends
+    # over a fifth of the measured whole-graph difference more than A, with one launch a side
+    outside = {v: measured_minus_kernels_ns("iree_dedup_matmul", v) for v in ("mm_bs4-alone", "mm_bs4-dedup")}
+    delta = outside["mm_bs4-dedup"] - outside["mm_bs4-alone"]
+    assert att["residual"]["significant"]
+    assert att["residual"]["delta_ns"]["median"] == pytest.approx(delta, rel=0.1)
+    assert delta > 0.2 * att["whole_graph"]["delta_ns"]["median"]
+    assert att["residual"]["launches_per_call"] == {"a": 1.0, "b": 1.0}
+
+
+@pytest.mark.parametrize("case", ["iree_null", "tvm_null"])
+def test_ncu_null_pairs_show_nothing(ncu_att, case):
+    att = ncu_att(case)
+    assert not att["whole_graph"]["significant"] and not att["residual"]["significant"]
+    assert not any(u["significant"] for u in att["units"]) and not att["findings"]

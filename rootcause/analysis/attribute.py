@@ -307,6 +307,7 @@ def attribute(events_a: pd.DataFrame, events_b: pd.DataFrame, alignment: Alignme
             "ranks": rank_draws(n, n_boot, rng), "n": n,
             "stats": _kernel_stats(ev, v, codes, names, unit_of, call_idx, n),
             "timeline": one_call(ev),
+            "profilers": sorted(str(x) for x in ev["source"].dropna().unique()),
         }
         if n < 2:
             notes.append(f"variant {labels[0 if v == 'a' else 1]}: {n} profiled graph call: per-unit "
@@ -446,7 +447,7 @@ def _assemble(per, alignment, whole_a, whole_b, labels, notes, environment) -> A
         notes.append("closure not computed: the whole-graph delta is not significant")
 
     launches = {v: float(np.median(per[v]["count"])) for v in "ab"}
-    variants = {v: {"label": labels[i], "calls": int(per[v]["n"]),
+    variants = {v: {"label": labels[i], "calls": int(per[v]["n"]), "profilers": per[v]["profilers"],
                     "launches_per_call": launches[v],
                     "kernel_busy_ns": _ival((ia, ib)[i][k]), "span_ns": _ival((ia, ib)[i][k + 1])}
                 for i, v in enumerate("ab")}

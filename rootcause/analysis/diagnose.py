@@ -587,14 +587,21 @@ def launch_overhead(att: Attribution) -> list[dict[str, Any]]:
     """The residual (launch overhead, gaps, host) accounts for much of the delta. Not when its
     change is within the profiler's excess (a side's negative residual: its profiled kernels
     outlast its measured call by that much), nor when the side that spends more outside the
-    kernels launches fewer of them (then it is not launch overhead); both say so in
-    cannot_conclude."""
+    kernels launches fewer of them (then it is not launch overhead), nor from an ncu profile
+    (kernels replayed one by one: no timeline); each says so in cannot_conclude."""
     r, wd = att.residual, att.whole_graph["delta_ns"]["median"]
     if not r["significant"]:
         return []
     d = r["delta_ns"]["median"]
     biggest_unit = max((abs(u["delta_ns"]["median"]) for u in att.units), default=0.0)
     if wd and abs(d) < 0.25 * abs(wd) and abs(d) < biggest_unit:
+        return []
+    replayed = [att.variants[v]["label"] for v in "ab" if "ncu" in att.variants[v].get("profilers", ())]
+    if replayed:  # ncu times each kernel alone, replayed: no timeline of the call to see launches or gaps in
+        att.cannot_conclude.append(
+            f"residual: ncu replayed each kernel of {' and '.join(replayed)} on its own, so the time outside the "
+            f"kernels ({_us(abs(r['delta_ns']['median']))} change) mixes launch overhead with replay effects and "
+            "is not read as launch overhead; `rootcause run --profile cupti` measures the call's timeline")
         return []
     la, lb = r["launches_per_call"]["a"], r["launches_per_call"]["b"]
     A, B = att.variants["a"]["label"], att.variants["b"]["label"]
