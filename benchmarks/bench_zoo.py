@@ -10,7 +10,9 @@ attribution.json is read (the layout rootcause/report/view.py reads). Columns:
 - slower: the measured whole-graph delta names the expected slower variant (a null case: the
   delta is not significant)
 - top unit: the unit with the largest |delta| has exactly the expected kernels (every kernel of
-  its two sides matches a pattern of expected.top_unit_kernels and every pattern a kernel)
+  its two sides matches a pattern of expected.top_unit_kernels and every pattern a kernel); an
+  empty top_unit_kernels on a case that is not null (a regression outside the kernels): no unit is
+  significant; expected.also_significant (lists of patterns): each names a significant unit too
 - cause: expected.cause_rule is among the top unit's findings (a whole-graph rule such as
   launch-overhead: among the findings that belong to no unit); cause_rule = "none" (a cause no
   rule reads, such as uncoalesced access): the top unit is marked unexplained, which the
@@ -98,6 +100,18 @@ def kernels_match(unit: dict | None, patterns: list[str]) -> bool:
             and all(any(fnmatch.fnmatchcase(n, p) for n in names) for p in patterns))
 
 
+def _units_match(units: list[dict], top: dict | None, exp: dict) -> bool:
+    """The top unit is the expected one (none significant, where none is expected), and every
+    also_significant pattern list names a significant unit."""
+    significant = [u for u in units if u.get("significant")]
+    if not exp["top_unit_kernels"]:
+        ok = not significant
+    else:
+        ok = kernels_match(top, exp["top_unit_kernels"])
+    return ok and all(any(kernels_match(u, patterns) for u in significant)
+                      for patterns in exp.get("also_significant", []))
+
+
 def score(att: dict, exp: dict) -> dict:
     """One scoreboard row from an attribution document and the case's expectations."""
     whole = att["whole_graph"]
@@ -117,7 +131,7 @@ def score(att: dict, exp: dict) -> dict:
     else:
         mnf = set(exp["must_not_fire"])
         false = sum(1 for f in findings if f["rule"] in mnf or "*" in mnf)
-        top_ok = kernels_match(unit, exp["top_unit_kernels"])
+        top_ok = _units_match(att.get("units") or [], unit, exp)
         unit_rules = {f["rule"] for f in (unit or {}).get("findings") or []}
         graph_rules = {f["rule"] for f in findings if f.get("unit") is None}
         if exp["cause_rule"] == "none":
