@@ -214,7 +214,8 @@ class Bisection:
             return c.status
         verdict = self.judge(ratio)
         if verdict == "unsure":
-            progress(f"{c.label}: {_ratio_text(ratio)} straddles the threshold: measuring again, twice as long")
+            # measure() says "measuring" only when it measures: a rerun reads both runs from the cache
+            progress(f"{c.label}: {_ratio_text(ratio)} straddles the threshold: judged again on a run twice as long")
             ratio = self.measure(c, 2 * self.budget_s)
             verdict = self.judge(ratio)
             if verdict == "unsure":
