@@ -27,7 +27,7 @@ import pandas as pd
 from rootcause import frontends, sessions
 from rootcause.analysis import confirm
 from rootcause.analysis.align import align
-from rootcause.analysis.attribute import attribute
+from rootcause.analysis.attribute import Attribution, attribute, require_repeat
 from rootcause.analysis.diagnose import diagnose
 from rootcause.artifacts import attribution, bundle as bundles, plan as plans, rundir
 from rootcause.errors import OutputsDiffer, UsageError
@@ -80,13 +80,16 @@ def attribute_pair(a: Side, b: Side, ctx: Context) -> dict[str, Any]:
     return _attribute_pair(a, b, ctx)[0]
 
 
-def _attribute_pair(a: Side, b: Side, ctx: Context) -> tuple[dict[str, Any], dict[int, dict[str, Any]]]:
-    """(attribution document, each unit's ns per profiled call of A and B: Attribution.unit_calls_ns)."""
+def _attribute_pair(a: Side, b: Side, ctx: Context, repeat: tuple[Side, Side] | None = None
+                    ) -> tuple[dict[str, Any], dict[int, dict[str, Any]]]:
+    """(attribution document, each unit's ns per profiled call of A and B: Attribution.unit_calls_ns).
+    repeat: a second pair of profiles of A and B, taken apart from the first (cpu_profiles); a unit
+    is significant only when it is in both."""
     alignment = align(a.events, b.events, a.catalog, b.catalog, a.entry, b.entry)
-    att = attribute(a.events, b.events, alignment, a.whole, b.whole, labels=(a.label, b.label),
-                    environment=ctx.environment,
-                    scale_to_whole=tuple(v for v, s in (("a", a), ("b", b)) if s.profiled_apart),
-                    timed_apart={v: s.timed_apart_ns for v, s in (("a", a), ("b", b)) if s.timed_apart_ns})
+    att = _attribute(a, b, alignment, ctx)
+    if repeat is not None:
+        require_repeat(att, _attribute(*repeat, alignment, ctx),
+                       "the second pair, profiled after both in the mirrored order (B, then A)")
     att.notes[:0] = ctx.notes
     try:
         diagnose(att, alignment, a.catalog, b.catalog, ctx.device, a.entry, b.entry)
@@ -99,6 +102,13 @@ def _attribute_pair(a: Side, b: Side, ctx: Context) -> tuple[dict[str, Any], dic
     doc = att.to_dict()
     doc["catalogs"] = {v: attribution.catalog_section(side.catalog_path) for v, side in (("a", a), ("b", b))}
     return doc, att.unit_calls_ns
+
+
+def _attribute(a: Side, b: Side, alignment: Any, ctx: Context) -> Attribution:
+    return attribute(a.events, b.events, alignment, a.whole, b.whole, labels=(a.label, b.label),
+                     environment=ctx.environment,
+                     scale_to_whole=tuple(v for v, s in (("a", a), ("b", b)) if s.profiled_apart),
+                     timed_apart={v: s.timed_apart_ns for v, s in (("a", a), ("b", b)) if s.timed_apart_ns})
 
 
 def write_reports(doc: dict[str, Any], out_dir: Path, title: str | None = None) -> list[Path]:
@@ -266,36 +276,63 @@ CPU_PROFILE_CALLS, CPU_PROFILE_SECONDS = 200, 0.5
 
 def cpu_profiles(plan: dict[str, Any], out: Path, run_dir: Path, calls: int) -> dict[str, dict[str, Any]]:
     """Per-kernel CPU profiles of A and B (the hybrids are only timed) into OUT/cpu-profiles/,
-    by each bundle's frontend; the records, with absolute 'file' paths. Profiles already taken
-    for this run (the same measurement.json bytes) are reused, so a second analysis of one run
-    gives the same attribution."""
+    by each bundle's frontend; the records, with absolute 'file' paths. Each side is profiled
+    twice, in the order A, B, B, A: the second pair, in OUT/cpu-profiles/repeat/ (each record's
+    'repeat'), is the check that a unit's delta reproduces between sessions, and the mirrored order
+    turns a steady drift of the machine into deltas of opposite sign. Profiles already taken for
+    this run (the same measurement.json bytes) are reused, so a second analysis of one run gives
+    the same attribution."""
     folder = out / CPU_PROFILES
     key = hashlib.sha256((run_dir / rundir.MEASUREMENT).read_bytes()).hexdigest()
     index = folder / "profiles.json"
+    names = (plan["a"], plan["b"])
     if index.is_file():
         done = read_json(index, "no such file")
-        if isinstance(done, dict) and done.get("measurement_sha256") == key and \
-                all((folder / str((done.get("records") or {}).get(n, {}).get("file"))).is_file()
-                    for n in (plan["a"], plan["b"])):
+        records = done.get("records") if isinstance(done, dict) else None
+        if done.get("measurement_sha256") == key and isinstance(records, dict) and \
+                all(_profiled(folder, records.get(n)) and _profiled(folder, (records.get(n) or {}).get("repeat"))
+                    for n in names):
             progress(f"reusing the CPU profiles taken for this run ({folder})")
-            return {n: dict(r, file=str((folder / r["file"]).resolve())) for n, r in done["records"].items()}
-    records = {}
+            return {n: _absolute(folder, r) for n, r in records.items()}
+    records: dict[str, dict[str, Any]] = {}
     variants = read_json(run_dir / rundir.MEASUREMENT, "no such file")["measurement"]["variants"]
-    for name in (plan["a"], plan["b"]):
+    for name, where in ((names[0], folder), (names[1], folder), (names[1], folder / REPEAT), (names[0], folder / REPEAT)):
         b = bundles.read_bundle(out / plan["bundles"][name])
         latency = (variants.get(name) or {}).get("median_s")
         fit = int(CPU_PROFILE_SECONDS / latency) if isinstance(latency, (int, float)) and latency > 0 else 0
         n = max(calls, min(CPU_PROFILE_CALLS, fit))
-        progress(f"profiling {name} on the CPU ({b.frontend})")
-        folder.mkdir(parents=True, exist_ok=True)
+        again = where != folder
+        progress(f"profiling {name} on the CPU ({b.frontend}){' again' if again else ''}")
+        where.mkdir(parents=True, exist_ok=True)
         try:
-            records[name] = sessions.cpu_profile(b, folder, n)  # with the bundle's own runtime
+            record = sessions.cpu_profile(b, where, n)  # with the bundle's own runtime
         except UsageError as err:
-            records[name] = {"profiler": f"{b.frontend}-cpu", "ok": False, "error": str(err)}
+            record = {"profiler": f"{b.frontend}-cpu", "ok": False, "error": str(err)}
             progress(f"{name}: CPU profile failed: {err}")
+        if not again:
+            records[name] = record
+        elif record.get("ok"):
+            records[name]["repeat"] = dict(record, file=f"{REPEAT}/{record['file']}")
     if all(r.get("ok") for r in records.values()):
         write_json(index, {"measurement_sha256": key, "records": records})
-    return {n: dict(r, file=str((folder / r["file"]).resolve())) if r.get("ok") else r for n, r in records.items()}
+    return {n: _absolute(folder, r) for n, r in records.items()}
+
+
+REPEAT = "repeat"  # OUT/cpu-profiles/repeat/: the second pair of CPU profiles
+
+
+def _profiled(folder: Path, record: dict[str, Any] | None) -> bool:
+    return isinstance(record, dict) and bool(record.get("ok")) and (folder / str(record.get("file"))).is_file()
+
+
+def _absolute(folder: Path, record: dict[str, Any]) -> dict[str, Any]:
+    """A profile record with its 'file' (and its repeat's) as absolute paths."""
+    if not record.get("ok"):
+        return record
+    out = dict(record, file=str((folder / record["file"]).resolve()))
+    if isinstance(record.get("repeat"), dict):
+        out["repeat"] = _absolute(folder, record["repeat"])
+    return out
 
 
 def _needs_cpu_profiles(plan: dict[str, Any], doc: dict[str, Any]) -> bool:
@@ -325,18 +362,25 @@ def analyze_run(plan: dict[str, Any], out: Path, run_dir: Path, threshold: float
     a, b = plan["a"], plan["b"]
     progress("align, attribute, diagnose")
     split_notes: list[str] = []
-    sides = {}
+    sides, repeats = {}, {}
     for name in (a, b):
         profile = rundir.profile_file(run_dir, measurement, name, extra)
         loaded = bundles.read_bundle(out / plan["bundles"][name])
+        whole = rundir.variant_whole_graph(measurement, name, mpath)
         sides[name] = Side(name, str(profile), profile_events(str(profile), _calls(extra, name), split_notes, name),
-                           loaded.kernels(), str(out / plan["bundles"][name]), loaded.entry,
-                           rundir.variant_whole_graph(measurement, name, mpath), profiled_apart=name in extra,
-                           timed_apart_ns=_timed_ns(extra, name))
+                           loaded.kernels(), str(out / plan["bundles"][name]), loaded.entry, whole,
+                           profiled_apart=name in extra, timed_apart_ns=_timed_ns(extra, name))
+        again = (extra.get(name) or {}).get("repeat")
+        if again:
+            repeat_notes: list[str] = []  # the first pair's notes say the same of the split
+            repeats[name] = dataclasses.replace(
+                sides[name], profile=again["file"], timed_apart_ns=_timed_ns({name: again}, name),
+                events=profile_events(again["file"], _calls({name: again}, name), repeat_notes, name))
     environment = rundir.read_env(run_dir)
     ctx = Context(gpus.resolve_device(device, environment), environment,
                   rundir.measurement_meta(measurement["measurement"], mpath, (a, b)), command, split_notes)
-    doc, unit_ns = _attribute_pair(sides[a], sides[b], ctx)
+    doc, unit_ns = _attribute_pair(sides[a], sides[b], ctx,
+                                   (repeats[a], repeats[b]) if len(repeats) == 2 else None)
     hybrids = [Hybrid.from_dict(h) for h in plan.get("hybrids", [])]
     # per launch, as the units were timed: a kernel split per source op counts only its own launches
     unit_calls = {u: {v: t / 1e9 for v, t in sides_ns.items()} for u, sides_ns in unit_ns.items()}

@@ -160,17 +160,20 @@ def unit_launches(doc: dict[str, Any], v: str, unit: dict[str, Any],
     return mine
 
 
-def cpu_profile_rows(out: Path, doc: dict[str, Any], v: str) -> tuple[float, float, int, list[tuple[int, str, int, int]]]:
+def cpu_profile_rows(out: Path, doc: dict[str, Any], v: str, repeat: bool = False
+                     ) -> tuple[float, float, int, list[tuple[int, str, int, int]]]:
     """(measured median ns, scale, calls, rows as run_launches gives them) of side `v` of an llvm
     `rootcause analyze` folder: the CPU profile's Chrome trace, each duration scaled (and rounded to
     the ns, as attribute does) by the measured median (run/measurement.json samples) over the median
-    of the profile session's own timed calls (cpu-profiles/profiles.json 'timed_ns')."""
+    of the profile session's own timed calls (cpu-profiles/profiles.json 'timed_ns'). repeat: the
+    second profile of that side (the record's 'repeat', in cpu-profiles/repeat/)."""
     from collections import Counter
 
     import numpy as np
 
     name = doc["variants"][v]["label"]
     record = json.loads((out / "cpu-profiles" / "profiles.json").read_text())["records"][name]
+    record = record["repeat"] if repeat else record
     trace = json.loads((out / "cpu-profiles" / record["file"]).read_text())["traceEvents"]
     samples = json.loads((out / "run" / "measurement.json").read_text())["measurement"]["variants"][name]["samples_s"]
     whole = float(np.median(samples)) * 1e9

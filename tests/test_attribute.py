@@ -10,7 +10,7 @@ import pytest
 import captures
 from captures import CAPTURE, NCU_RUN, RUN, ncu_rows, pool_segments
 from rootcause.analysis.align import align
-from rootcause.analysis.attribute import attribute
+from rootcause.analysis.attribute import attribute, require_repeat
 from rootcause.artifacts.attribution import SCHEMA_VERSION
 from rootcause.model import WholeGraph
 
@@ -95,6 +95,49 @@ def test_two_calls_a_side_cannot_be_significant(variants):
     three = attribute(_first_calls(off, 3), _first_calls(on, 3),
                       align(_first_calls(off, 3), _first_calls(on, 3)), labels=("OFF", "ON"))
     assert three.units[0]["significant"] and not any("once in" in n for n in three.notes)
+
+
+def _halves(events):
+    calls = sorted(events.call.unique())
+    half = len(calls) // 2
+    return events[events.call.isin(calls[:half])], events[events.call.isin(calls[half:])]
+
+
+def test_a_unit_stays_significant_when_the_repeat_pair_agrees(variants):
+    """The H200 capture's calls in two halves, each half a pair of profiles: the fused pool kernel's
+    delta is significant in both with the same sign, so it stays significant."""
+    off, on = variants
+    (off1, off2), (on1, on2) = _halves(off), _halves(on)
+    alignment = align(off1, on1)
+    first = attribute(off1, on1, alignment, labels=("OFF", "ON"))
+    again = attribute(off2, on2, alignment, labels=("OFF", "ON"))
+    kept = [u["unit"] for u in first.units if u["significant"]]
+    assert kept and all(u["significant"] for u in again.units if u["unit"] in kept)
+    require_repeat(first, again, "the second half")
+    assert [u["unit"] for u in first.units if u["significant"]] == kept
+    for u in first.units:
+        assert u["repeat_delta_ns"] == next(r["delta_ns"] for r in again.units if r["unit"] == u["unit"])
+    assert not any("does not reproduce" in c for c in first.cannot_conclude)
+
+
+def test_a_unit_the_repeat_pair_does_not_show_is_not_significant(variants):
+    """A repeat pair of two calls a side (which cannot show any delta: chance separates two against
+    two once in 6) does not confirm the first pair: no unit stays significant, and each one that was
+    says so in one line with both deltas."""
+    off, on = variants
+    (off1, off2), (on1, on2) = _halves(off), _halves(on)
+    alignment = align(off1, on1)
+    first = attribute(off1, on1, alignment, labels=("OFF", "ON"))
+    again = attribute(_first_calls(off2, 2), _first_calls(on2, 2), alignment, labels=("OFF", "ON"))
+    was = [u for u in first.units if u["significant"]]
+    assert was and not any(u["significant"] for u in again.units)
+    require_repeat(first, again, "the two-call pair")
+    assert not any(u["significant"] for u in first.units)
+    lines = [c for c in first.cannot_conclude if "does not reproduce" in c]
+    assert len(lines) == len(was)
+    for u, line in zip(was, lines):
+        assert f"unit {u['unit']} " in line and "(not significant) in the two-call pair" in line
+        assert f"{u['delta_ns']['median'] / 1e3:+.1f} us" in line and "\n" not in line
 
 
 def test_measured_whole_graph(variants):

@@ -72,3 +72,26 @@ def test_cpu_closure_from_the_raw_profile_and_measurement(cpu_run):
     else:
         assert lines == []
     assert all(f"Cannot conclude: {c}." in printed for c in lines)
+
+
+def test_units_are_significant_only_where_the_repeat_pair_agrees(cpu_run):
+    """A and B were profiled twice, in the order A, B, B, A: each unit's repeat_delta_ns is the delta
+    of the second pair's raw traces, and a unit is significant only when that delta has its sign."""
+    out, doc, printed = cpu_run
+    again = {}
+    for v in "ab":
+        _, _, calls, rows = cpu_profile_rows(out, doc, v, repeat=True)
+        nodes = launch_nodes(calls, rows, list(doc["catalogs"][v]["kernels"].values()))
+        again[v] = {u["unit"]: float(np.median(node_call_ns(calls, rows, unit_launches(doc, v, u, nodes))))
+                    for u in doc["units"]}
+    for u in doc["units"]:
+        want = again["b"][u["unit"]] - again["a"][u["unit"]]
+        assert u["repeat_delta_ns"]["median"] == pytest.approx(want, abs=4)
+        if u["significant"]:
+            assert (want > 0) == (u["delta_ns"]["median"] > 0)
+    profiles = json.loads((out / "cpu-profiles" / "profiles.json").read_text())["records"]
+    assert all(r["repeat"]["file"].startswith("repeat/") for r in profiles.values())
+    for c in doc["cannot_conclude"]:
+        if "does not reproduce" in c:
+            unit = next(u for u in doc["units"] if c.startswith(f"unit {u['unit']} "))
+            assert not unit["significant"] and f"Cannot conclude: {c}." in printed

@@ -365,6 +365,37 @@ def _closure_why(att: Attribution, labels: tuple[str, str]) -> str | None:
             "profile more calls (--profile-calls) or on a quieter machine")
 
 
+def require_repeat(att: Attribution, repeat: Attribution, how: str) -> None:
+    """Keep a unit significant only where a second pair of profiles, taken apart from the first
+    (`how` says how), finds it significant too, with the same sign.
+
+    Calls profiled one after another in one session share that session's state (the machine's load,
+    where the buffers landed), so a session can shift one kernel for all its calls and the interval
+    over its calls will not show it; on a shared CPU that shift reached 40% of a kernel between two
+    builds of one spec. A shift between sessions seldom repeats with the same sign in a second pair,
+    a change of the kernel does."""
+    again = {u["unit"]: u for u in repeat.units}
+    for u in att.units:
+        r = again.get(u["unit"])
+        u["repeat_delta_ns"] = r["delta_ns"] if r is not None else None
+        if not u["significant"]:
+            continue
+        if r is not None and r["significant"] and (r["delta_ns"]["median"] > 0) == (u["delta_ns"]["median"] > 0):
+            continue
+        u["significant"] = False
+        again_text = "no such unit" if r is None else _delta_text(r["delta_ns"]) + \
+            ("" if r["significant"] else " (not significant)")
+        names = " + ".join(u["kernels_b"] or u["kernels_a"])
+        att.cannot_conclude.append(
+            f"unit {u['unit']} ({names[:80]}): {_delta_text(u['delta_ns'])} in the first pair of profiles but "
+            f"{again_text} in {how}: the difference does not reproduce between profile sessions, so it is not "
+            "called significant")
+
+
+def _delta_text(d: dict[str, Any]) -> str:
+    return f"{d['median'] / 1e3:+.1f} us [{d['low'] / 1e3:+.1f}, {d['high'] / 1e3:+.1f}]"
+
+
 def separable(n_a: int, n_b: int, level: float = LEVEL) -> bool:
     """Whether n_a against n_b samples can show a difference at `level`: complete separation of
     the two (every sample of one side above every sample of the other) happens by chance once in
