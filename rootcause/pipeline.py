@@ -88,8 +88,11 @@ def _attribute_pair(a: Side, b: Side, ctx: Context, repeat: tuple[Side, Side] | 
     alignment = align(a.events, b.events, a.catalog, b.catalog, a.entry, b.entry)
     att = _attribute(a, b, alignment, ctx)
     if repeat is not None:
+        timed = {v: (first.timed_apart_ns, second.timed_apart_ns)
+                 for v, first, second in (("a", a, repeat[0]), ("b", b, repeat[1]))
+                 if first.timed_apart_ns and second.timed_apart_ns}
         require_repeat(att, _attribute(*repeat, alignment, ctx),
-                       "the second pair, profiled after both in the mirrored order (B, then A)")
+                       "the second pair, profiled after both in the mirrored order (B, then A)", timed)
     att.notes[:0] = ctx.notes
     try:
         diagnose(att, alignment, a.catalog, b.catalog, ctx.device, a.entry, b.entry)

@@ -74,24 +74,39 @@ def test_cpu_closure_from_the_raw_profile_and_measurement(cpu_run):
     assert all(f"Cannot conclude: {c}." in printed for c in lines)
 
 
-def test_units_are_significant_only_where_the_repeat_pair_agrees(cpu_run):
-    """A and B were profiled twice, in the order A, B, B, A: each unit's repeat_delta_ns is the delta
-    of the second pair's raw traces, and a unit is significant only when that delta has its sign."""
+def _unit_medians(out, doc, v, repeat):
+    _, _, calls, rows = cpu_profile_rows(out, doc, v, repeat=repeat)
+    nodes = launch_nodes(calls, rows, list(doc["catalogs"][v]["kernels"].values()))
+    return {u["unit"]: float(np.median(node_call_ns(calls, rows, unit_launches(doc, v, u, nodes))))
+            for u in doc["units"]}
+
+
+def test_deltas_are_significant_only_beyond_what_a_session_alone_does(cpu_run):
+    """A and B were profiled twice, in the order A, B, B, A. From the raw traces and the sessions'
+    own timed calls: each unit's repeat_delta_ns is the second pair's delta; a significant unit has
+    the same sign there and a delta larger than either side's change between its two sessions; a
+    significant whole-graph delta is larger than either side's timed calls moved between sessions."""
     out, doc, printed = cpu_run
-    again = {}
-    for v in "ab":
-        _, _, calls, rows = cpu_profile_rows(out, doc, v, repeat=True)
-        nodes = launch_nodes(calls, rows, list(doc["catalogs"][v]["kernels"].values()))
-        again[v] = {u["unit"]: float(np.median(node_call_ns(calls, rows, unit_launches(doc, v, u, nodes))))
-                    for u in doc["units"]}
+    first = {v: _unit_medians(out, doc, v, False) for v in "ab"}
+    again = {v: _unit_medians(out, doc, v, True) for v in "ab"}
     for u in doc["units"]:
-        want = again["b"][u["unit"]] - again["a"][u["unit"]]
-        assert u["repeat_delta_ns"]["median"] == pytest.approx(want, abs=4)
+        j = u["unit"]
+        assert u["repeat_delta_ns"]["median"] == pytest.approx(again["b"][j] - again["a"][j], abs=4)
         if u["significant"]:
-            assert (want > 0) == (u["delta_ns"]["median"] > 0)
+            assert (again["b"][j] > again["a"][j]) == (u["delta_ns"]["median"] > 0)
+            spread = max(abs(again[v][j] - first[v][j]) for v in "ab")
+            assert abs(u["delta_ns"]["median"]) > spread - 4
     profiles = json.loads((out / "cpu-profiles" / "profiles.json").read_text())["records"]
     assert all(r["repeat"]["file"].startswith("repeat/") for r in profiles.values())
+    moved = max(abs(np.median(r["repeat"]["timed_ns"]) / np.median(r["timed_ns"]) - 1) for r in profiles.values())
+    variants = json.loads((out / "run" / "measurement.json").read_text())["measurement"]["variants"]
+    whole = {v: float(np.median(variants[doc["variants"][v]["label"]]["samples_s"])) * 1e9 for v in "ab"}
+    if doc["whole_graph"]["significant"]:
+        assert abs(whole["b"] - whole["a"]) > moved * whole["a"] * (1 - 1e-6)
     for c in doc["cannot_conclude"]:
-        if "does not reproduce" in c:
-            unit = next(u for u in doc["units"] if c.startswith(f"unit {u['unit']} "))
-            assert not unit["significant"] and f"Cannot conclude: {c}." in printed
+        if "does not reproduce" in c or "a session alone" in c:
+            assert f"Cannot conclude: {c}." in printed
+            if c.startswith("unit "):
+                assert not next(u for u in doc["units"] if c.startswith(f"unit {u['unit']} "))["significant"]
+            else:
+                assert c.startswith("whole graph:") and not doc["whole_graph"]["significant"]

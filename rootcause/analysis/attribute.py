@@ -365,31 +365,58 @@ def _closure_why(att: Attribution, labels: tuple[str, str]) -> str | None:
             "profile more calls (--profile-calls) or on a quieter machine")
 
 
-def require_repeat(att: Attribution, repeat: Attribution, how: str) -> None:
-    """Keep a unit significant only where a second pair of profiles, taken apart from the first
-    (`how` says how), finds it significant too, with the same sign.
+def require_repeat(att: Attribution, repeat: Attribution, how: str,
+                   timed: dict[str, tuple[float, float]] | None = None) -> None:
+    """Keep a delta significant only where it stands out of what a profile session alone does.
 
-    Calls profiled one after another in one session share that session's state (the machine's load,
-    where the buffers landed), so a session can shift one kernel for all its calls and the interval
-    over its calls will not show it; on a shared CPU that shift reached 40% of a kernel between two
-    builds of one spec. A shift between sessions seldom repeats with the same sign in a second pair,
-    a change of the kernel does."""
+    repeat: a second pair of profiles of A and B, taken apart from the first (`how` says how).
+    Calls profiled one after another in one session share that session's state (the machine's
+    load, where the buffers landed), so a session can shift one kernel for all of its calls and the
+    interval over its calls will not show it; on the shared 2-core CPU that shift reached 40% of a
+    kernel between two builds of one spec. A unit stays significant when the second pair finds it
+    significant with the same sign and its delta is larger than the change of either side's own
+    time for that unit between its two sessions. timed: per side, the median call of each of its
+    two sessions timed without the profiler; the whole-graph delta must be larger than either
+    side's change between them, or it is not called significant either."""
     again = {u["unit"]: u for u in repeat.units}
     for u in att.units:
         r = again.get(u["unit"])
         u["repeat_delta_ns"] = r["delta_ns"] if r is not None else None
         if not u["significant"]:
             continue
-        if r is not None and r["significant"] and (r["delta_ns"]["median"] > 0) == (u["delta_ns"]["median"] > 0):
-            continue
+        names = " + ".join(u["kernels_b"] or u["kernels_a"])[:80]
+        if r is None or not r["significant"] or (r["delta_ns"]["median"] > 0) != (u["delta_ns"]["median"] > 0):
+            again_text = "no such unit" if r is None else _delta_text(r["delta_ns"]) + \
+                ("" if r["significant"] else " (not significant)")
+            why = f"but {again_text} in {how}: the difference does not reproduce between profile sessions"
+        else:
+            spread = max(abs(r[f"time_{v}_ns"]["median"] - u[f"time_{v}_ns"]["median"]) for v in "ab")
+            if abs(u["delta_ns"]["median"]) > spread:
+                continue
+            why = (f"and {_delta_text(r['delta_ns'])} in {how}, while the same code's time for it moved by up to "
+                   f"{spread / 1e3:.1f} us between a side's two sessions: the difference is within what a session "
+                   "alone does")
         u["significant"] = False
-        again_text = "no such unit" if r is None else _delta_text(r["delta_ns"]) + \
-            ("" if r["significant"] else " (not significant)")
-        names = " + ".join(u["kernels_b"] or u["kernels_a"])
-        att.cannot_conclude.append(
-            f"unit {u['unit']} ({names[:80]}): {_delta_text(u['delta_ns'])} in the first pair of profiles but "
-            f"{again_text} in {how}: the difference does not reproduce between profile sessions, so it is not "
-            "called significant")
+        att.cannot_conclude.append(f"unit {u['unit']} ({names}): {_delta_text(u['delta_ns'])} in the first pair of "
+                                   f"profiles {why}, so it is not called significant")
+    whole = att.whole_graph
+    if timed and whole["significant"]:
+        moved = {v: t2 / t1 - 1 for v, (t1, t2) in timed.items() if t1 > 0}
+        d, base = whole["delta_ns"]["median"], whole["a"]["median"]
+        v = max(moved, key=lambda k: abs(moved[k]), default=None)
+        if v is not None and base and abs(d) <= abs(moved[v]) * base:
+            whole["significant"] = False
+            att.closure = None
+            # the closure line attribute() wrote judged a significant delta: say it again for this one
+            att.cannot_conclude = [c for c in att.cannot_conclude if not c.startswith("closure ")]
+            why = _closure_why(att, (att.variants["a"]["label"], att.variants["b"]["label"]))
+            att.cannot_conclude += [why] if why else []
+            t1, t2 = timed[v]
+            att.cannot_conclude.append(
+                f"whole graph: the measured delta {_delta_text(whole['delta_ns'])} ({d / base:+.1%}) is no larger than "
+                f"the change of {att.variants[v]['label']}'s own calls between its two profile sessions "
+                f"({t1 / 1e3:.1f} us, then {t2 / 1e3:.1f} us without the profiler: {moved[v]:+.1%}): on this machine "
+                "a session alone moves the time that much, so the delta is not called significant")
 
 
 def _delta_text(d: dict[str, Any]) -> str:
