@@ -6,13 +6,16 @@ Each sub-command lives in its own module, which exports `add_arguments(parser)` 
 """
 from __future__ import annotations
 
-import argparse
+import _signal  # signal's own import adds enum (with argparse's re, a third of a short inspect run)
 import importlib
 import os
-import signal
 import sys
 
 from rootcause.errors import OutputsDiffer, UsageError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
 
 # name -> (module, one-line help). Modules are imported only when their command runs, so
 # `rootcause inspect` does not pay for importing TVM.
@@ -35,6 +38,8 @@ def _parser(command: str | None, alone: bool = False) -> argparse.ArgumentParser
     cost every other command. alone: only the chosen command's sub-parser is built (the
     others are seen only in the top-level help; building them is ~5% of inspect's start-up).
     """
+    import argparse
+
     parser = argparse.ArgumentParser(prog="rootcause", description=__doc__.splitlines()[0],
                                      formatter_class=_formatter)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -53,6 +58,8 @@ def _formatter(prog: str) -> argparse.HelpFormatter:
     """argparse's help formatter at the terminal's width (COLUMNS, else the terminal, else 80),
     found through os: argparse's own shutil.get_terminal_size imports shutil and with it bz2,
     lzma and zlib, a tenth of a command's start-up."""
+    import argparse
+
     columns = os.environ.get("COLUMNS", "")
     width = int(columns) if columns.isdigit() else 0
     if width <= 0:
@@ -68,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     command = next((a for a in argv if not a.startswith("-")), None)
     known = command in COMMANDS
     # Only `rootcause COMMAND ...` skips the other sub-parsers: `rootcause -h COMMAND` prints them all.
-    args = _parser(command if known else None, alone=known and argv[0] == command).parse_args(argv)
+    args = (_light_args(argv) if known and argv[0] == command else None) or \
+        _parser(command if known else None, alone=known and argv[0] == command).parse_args(argv)
     previous = _on_sigterm(_terminate)
     try:
         return int(args._run(args) or 0)
@@ -81,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Terminated:
-        return 128 + signal.SIGTERM
+        return 128 + _signal.SIGTERM
     except BrokenPipeError:  # `rootcause ... | head`: the reader left; say nothing more
         import os
 
@@ -107,9 +115,23 @@ def _on_sigterm(handler):
     if handler is None:
         return None
     try:
-        return signal.signal(signal.SIGTERM, handler)
+        return _signal.signal(_signal.SIGTERM, handler)
     except ValueError:
         return None
+
+
+def _light_args(argv: list[str]):
+    """`rootcause COMMAND ...` read without argparse, when the command's module has a
+    light_args(argv) for its plain forms (argparse's import, with re, enum, gettext and locale,
+    is a third of a short `rootcause inspect`); None leaves the reading to argparse, which
+    also gives --help and the usage errors."""
+    module_name = COMMANDS[argv[0]][0]
+    module = importlib.import_module(module_name)
+    light = getattr(module, "light_args", None)
+    args = light(argv[1:]) if light is not None else None
+    if args is not None:
+        args.command, args._run = argv[0], module.run
+    return args
 
 
 def _bad_input() -> tuple[type[Exception], ...]:
