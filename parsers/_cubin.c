@@ -69,6 +69,16 @@ typedef struct {
     uint8_t info, other;
 } Symbol;
 
+/* A kernel's sections are named prefix + kernel name: one table entry per name holds them all. */
+enum { S_TEXT, S_INFO, S_SHARED, S_CONST0, S_LOCAL, S_KINDS };
+static const char *const PREFIXES[S_KINDS] = {".text.", ".nv.info.", ".nv.shared.", ".nv.constant0.", ".nv.local."};
+
+typedef struct {
+    const char *name; /* NULL: a free slot */
+    size_t name_len;
+    int32_t sec[S_KINDS]; /* section index, or -1 */
+} Named;
+
 /* The four keyed attributes of the global .nv.info, per symbol index. */
 enum { K_REGCOUNT, K_FRAME, K_MIN_STACK, K_MAX_STACK, K_COUNT };
 
@@ -81,7 +91,7 @@ typedef struct {
     uint8_t abi;
     Section *secs;
     size_t nsecs;
-    size_t *table; /* open-addressed name -> section index + 1, last section of a name wins */
+    Named *table; /* open-addressed: kernel name -> its sections (the last of a name wins) */
     size_t table_mask;
     Symbol *syms;
     size_t nsyms;
@@ -89,8 +99,6 @@ typedef struct {
     uint8_t (*has_keyed)[K_COUNT];
     char arch[16];
     uint64_t reserved;
-    char *key; /* scratch for ".text.<name>" and the like */
-    size_t key_cap;
 } Cubin;
 
 /* One kernel's facts, as parsers.cubin._row computes them. */
@@ -192,88 +200,114 @@ static int read_header(Cubin *c)
 
 static int is_ascii(const uint8_t *p, uint64_t len)
 {
-    for (uint64_t i = 0; i < len; i++)
-        if (p[i] >= 0x80)
-            return 0;
-    return 1;
+    uint64_t i = 0, high = 0;
+    for (; i + 8 <= len; i += 8) { /* eight bytes a step: string tables are most of a cubin's tables */
+        uint64_t word;
+        memcpy(&word, p + i, 8);
+        high |= word;
+    }
+    for (; i < len; i++)
+        high |= p[i];
+    return (high & 0x8080808080808080ull) == 0;
+}
+
+/* Where entry i of a name table is, for errors: "section i", or "section s (name) symbol i"
+ * when symtab (section s) is given. Built only when an error is raised. */
+static PyObject *name_where(const Section *symtab, size_t s, size_t i)
+{
+    if (!symtab)
+        return format("section %zu", i);
+    return format("section %zu (%.*s) symbol %zu", s, (int)symtab->name_len, symtab->name, i);
 }
 
 /* parsers.elf._names for one entry: the name at off, or the error _string raises. The table
  * is ASCII (checked by the caller), so the decoded name is the bytes. */
 static int name_at(Cubin *c, const uint8_t *strings, uint64_t len, uint64_t off, const char **name,
-                   size_t *name_len, PyObject *where, const char *table)
+                   size_t *name_len, const char *table, const Section *symtab, size_t s, size_t i)
 {
     if (off == 0 && len == 0) {
         *name = "";
         *name_len = 0;
-        Py_DECREF(where);
         return OK;
     }
     if (off >= len)
-        return fail(c, where, "name offset 0x%llx is outside the %s (%llu bytes)", (unsigned long long)off, table,
-                    (unsigned long long)len);
+        return fail(c, name_where(symtab, s, i), "name offset 0x%llx is outside the %s (%llu bytes)",
+                    (unsigned long long)off, table, (unsigned long long)len);
     const uint8_t *end = memchr(strings + off, 0, len - off);
     if (!end)
-        return fail(c, where, "name at 0x%llx of the %s has no terminating NUL", (unsigned long long)off, table);
+        return fail(c, name_where(symtab, s, i), "name at 0x%llx of the %s has no terminating NUL",
+                    (unsigned long long)off, table);
     *name = (const char *)strings + off;
     *name_len = (size_t)(end - (strings + off));
-    Py_DECREF(where);
     return OK;
 }
 
 static uint64_t hash_name(const char *s, size_t len)
 {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
-    return h;
+    uint64_t h = len * 0x9E3779B97F4A7C15ull, word;
+    size_t i = 0;
+    for (; i + 8 <= len; i += 8) { /* eight bytes a step: kernel names are long */
+        memcpy(&word, s + i, 8);
+        h = (h ^ word) * 0xFF51AFD7ED558CCDull;
+        h ^= h >> 32;
+    }
+    for (; i < len; i++)
+        h = (h ^ (uint8_t)s[i]) * 0x100000001B3ull;
+    return h ^ (h >> 29);
+}
+
+/* The slot of name: its entry, or the free slot where it would go. */
+static Named *slot(Cubin *c, const char *name, size_t len)
+{
+    size_t at = (size_t)hash_name(name, len) & c->table_mask;
+    while (c->table[at].name && !(c->table[at].name_len == len && memcmp(c->table[at].name, name, len) == 0))
+        at = (at + 1) & c->table_mask;
+    return &c->table[at];
 }
 
 static int build_table(Cubin *c)
 {
-    size_t size = 16;
-    while (size < 2 * c->nsecs)
+    size_t size = 16; /* a kernel has 3 to 5 sections: the table stays under half full */
+    while (size <= c->nsecs) /* more slots than sections: a free one always ends a probe */
         size <<= 1;
-    c->table = PyMem_Calloc(size, sizeof(size_t));
-    if (!c->table) {
-        PyErr_NoMemory();
-        return FAIL;
-    }
+    c->table = PyMem_Calloc(size, sizeof(Named));
+    if (!c->table)
+        return PyErr_NoMemory(), FAIL;
     c->table_mask = size - 1;
     for (size_t i = 0; i < c->nsecs; i++) {
         const Section *s = &c->secs[i];
-        size_t at = (size_t)hash_name(s->name, s->name_len) & c->table_mask;
-        while (c->table[at]) {
-            const Section *o = &c->secs[c->table[at] - 1];
-            if (o->name_len == s->name_len && memcmp(o->name, s->name, s->name_len) == 0)
-                break;
-            at = (at + 1) & c->table_mask;
+        for (int kind = 0; kind < S_KINDS; kind++) {
+            size_t plen = strlen(PREFIXES[kind]);
+            if (s->name_len < plen || memcmp(s->name, PREFIXES[kind], plen) != 0)
+                continue;
+            Named *e = slot(c, s->name + plen, s->name_len - plen);
+            if (!e->name) {
+                e->name = s->name + plen;
+                e->name_len = s->name_len - plen;
+                for (int k = 0; k < S_KINDS; k++)
+                    e->sec[k] = -1;
+            }
+            e->sec[kind] = (int32_t)i;
+            break;
         }
-        c->table[at] = i + 1;
     }
     return OK;
 }
 
-/* The section named prefix + name (the last of that name), or -1. */
-static long find(Cubin *c, const char *prefix, const char *name, size_t name_len)
+/* The section prefix[kind] + the symbol's name (the last of that name), or -1. */
+static long kernel_section(Cubin *c, const Symbol *y, int kind)
 {
-    size_t plen = strlen(prefix), len = plen + name_len;
-    if (len > c->key_cap) {
-        char *key = PyMem_Realloc(c->key, len + 64);
-        if (!key)
-            return -2;
-        c->key = key;
-        c->key_cap = len + 64;
-    }
-    memcpy(c->key, prefix, plen);
-    memcpy(c->key + plen, name, name_len);
-    size_t at = (size_t)hash_name(c->key, len) & c->table_mask;
-    while (c->table[at]) {
-        const Section *o = &c->secs[c->table[at] - 1];
-        if (o->name_len == len && memcmp(o->name, c->key, len) == 0)
-            return (long)(c->table[at] - 1);
-        at = (at + 1) & c->table_mask;
-    }
+    const Named *e = slot(c, y->name, y->name_len);
+    return e->name ? e->sec[kind] : -1;
+}
+
+/* The last section named name, or -1 (for the few sections that are not a kernel's). */
+static long find(Cubin *c, const char *name)
+{
+    size_t len = strlen(name);
+    for (size_t i = c->nsecs; i-- > 0;)
+        if (c->secs[i].name_len == len && memcmp(c->secs[i].name, name, len) == 0)
+            return (long)i;
     return -1;
 }
 
@@ -298,7 +332,7 @@ static int read_sections(Cubin *c)
                     (unsigned long long)n);
     if (count == 0)
         return fail(c, format("e_shnum"), "no section headers");
-    c->secs = PyMem_Calloc((size_t)count, sizeof(Section));
+    c->secs = PyMem_Malloc((size_t)count * sizeof(Section)); /* every field is set below */
     if (!c->secs) {
         PyErr_NoMemory();
         return FAIL;
@@ -338,8 +372,8 @@ static int read_sections(Cubin *c)
         return BAIL;
     for (size_t i = 0; i < c->nsecs; i++) {
         uint32_t off = u32(d + shoff + 64 * i);
-        if (name_at(c, strings, len, off, &c->secs[i].name, &c->secs[i].name_len, format("section %zu", i),
-                    "section name table") != OK)
+        if (name_at(c, strings, len, off, &c->secs[i].name, &c->secs[i].name_len, "section name table", NULL, 0,
+                    i) != OK)
             return FAIL;
     }
     return build_table(c);
@@ -407,9 +441,7 @@ static int next_record(const uint8_t *p, uint64_t n, uint64_t *pos, Record *r)
 static int read_arch(Cubin *c)
 {
     int accel = 0;
-    long at = find(c, ".nv.compat", "", 0);
-    if (at == -2)
-        return PyErr_NoMemory(), FAIL;
+    long at = find(c, ".nv.compat");
     if (at >= 0) {
         uint64_t n, pos = 0;
         const uint8_t *p = section_data(c, &c->secs[at], &n);
@@ -435,9 +467,7 @@ static int read_arch(Cubin *c)
 
 static int read_symbols(Cubin *c)
 {
-    long at = find(c, ".symtab", "", 0);
-    if (at == -2)
-        return PyErr_NoMemory(), FAIL;
+    long at = find(c, ".symtab");
     if (at < 0)
         return OK;
     const Section *s = &c->secs[at];
@@ -466,7 +496,7 @@ static int read_symbols(Cubin *c)
         return BAIL;
     /* strtab.name in messages: a NUL-terminated copy of the section's name. */
     char *table = PyMem_Malloc(strtab->name_len + 1);
-    c->syms = PyMem_Calloc(count, sizeof(Symbol));
+    c->syms = PyMem_Malloc(count * sizeof(Symbol)); /* every field is set below */
     if (!table || !c->syms) {
         PyMem_Free(table);
         return PyErr_NoMemory(), FAIL;
@@ -478,8 +508,7 @@ static int read_symbols(Cubin *c)
     int status = OK;
     for (size_t i = 0; i < count && status == OK; i++, p += 24) {
         Symbol *y = &c->syms[i];
-        status = name_at(c, strings, slen, u32(p), &y->name, &y->name_len,
-                         format(WHERE_SYMTAB " symbol %zu", WHERE_ARGS, i), table);
+        status = name_at(c, strings, slen, u32(p), &y->name, &y->name_len, table, s, (size_t)at, i);
         y->info = p[4];
         y->other = p[5];
         y->shndx = u16(p + 6);
@@ -532,9 +561,7 @@ static int read_global_info(Cubin *c)
         if (!c->keyed || !c->has_keyed)
             return PyErr_NoMemory(), FAIL;
     }
-    long at = find(c, ".nv.info", "", 0);
-    if (at == -2)
-        return PyErr_NoMemory(), FAIL;
+    long at = find(c, ".nv.info");
     if (at < 0)
         return OK;
     uint64_t n, pos = 0;
@@ -629,14 +656,6 @@ static int kernel_attrs(Cubin *c, Kernel *k, const Section *info)
     return OK;
 }
 
-static long find_or_fail(Cubin *c, const char *prefix, const Symbol *y)
-{
-    long at = find(c, prefix, y->name, y->name_len);
-    if (at == -2)
-        PyErr_NoMemory();
-    return at;
-}
-
 static int read_kernel(Cubin *c, Kernel *k, const Section *text, long info_at)
 {
     const Symbol *y = k->sym;
@@ -650,10 +669,8 @@ static int read_kernel(Cubin *c, Kernel *k, const Section *text, long info_at)
         k->has_regs = 1, k->regs = keyed[K_REGCOUNT];
     else if (text->info >> 24)
         k->has_regs = 1, k->regs = text->info >> 24;
-    long shared = find_or_fail(c, ".nv.shared.", y), const0 = find_or_fail(c, ".nv.constant0.", y),
-         local = find_or_fail(c, ".nv.local.", y);
-    if (shared == -2 || const0 == -2 || local == -2)
-        return FAIL;
+    const Named *e = slot(c, y->name, y->name_len); /* found: it holds the .text */
+    long shared = e->sec[S_SHARED], const0 = e->sec[S_CONST0], local = e->sec[S_LOCAL];
     if (shared >= 0) {
         uint64_t size = c->secs[shared].size;
         k->has_shared_sec = 1;
@@ -690,7 +707,7 @@ static int read_kernels(Cubin *c, Kernel **out, size_t *count)
         if ((y->info & 0xF) == STT_FUNC && y->shndx > 0 && y->shndx < SHN_LORESERVE && (y->other & STO_CUDA_ENTRY))
             marked = 1;
     }
-    *out = c->nsyms ? PyMem_Calloc(c->nsyms, sizeof(Kernel)) : NULL;
+    *out = c->nsyms ? PyMem_Malloc(c->nsyms * sizeof(Kernel)) : NULL; /* zeroed one by one, when used */
     if (c->nsyms && !*out)
         return PyErr_NoMemory(), FAIL;
     *count = 0;
@@ -698,17 +715,14 @@ static int read_kernels(Cubin *c, Kernel **out, size_t *count)
         const Symbol *y = &c->syms[i];
         if ((y->info & 0xF) != STT_FUNC || y->shndx == 0 || y->shndx >= SHN_LORESERVE)
             continue;
-        long text = find_or_fail(c, ".text.", y);
-        if (text == -2)
-            return FAIL;
+        long text = kernel_section(c, y, S_TEXT);
         if (text < 0 || (long)y->shndx != text)
             continue; /* a device function inside another kernel's text, or not ours */
-        long info = find_or_fail(c, ".nv.info.", y);
-        if (info == -2)
-            return FAIL;
+        long info = kernel_section(c, y, S_INFO);
         if (!(y->other & STO_CUDA_ENTRY) && (marked || info < 0))
             continue;
         Kernel *k = &(*out)[(*count)++];
+        memset(k, 0, sizeof *k);
         k->sym = y;
         if (read_kernel(c, k, &c->secs[text], info) != OK)
             return FAIL;
@@ -733,7 +747,6 @@ static void release(Cubin *c)
     PyMem_Free(c->syms);
     PyMem_Free(c->keyed);
     PyMem_Free(c->has_keyed);
-    PyMem_Free(c->key);
 }
 
 /* ---- kernels(): tuples for KernelRecord ---------------------------------------------------- */
@@ -840,6 +853,7 @@ static PyObject *kernel_tuple(Cubin *c, const Kernel *k)
 typedef struct {
     char *buf;
     size_t len, cap;
+    size_t row_start; /* where the row being written starts */
 } Text;
 
 static int reserve(Text *t, size_t more)
@@ -866,33 +880,20 @@ static int put(Text *t, const char *s, size_t len)
     return OK;
 }
 
-static int puts_(Text *t, const char *s) { return put(t, s, strlen(s)); }
-
-static int put_u128(Text *t, unsigned __int128 v)
-{
-    char digits[48];
-    size_t i = sizeof digits;
-    do {
-        digits[--i] = (char)('0' + (int)(v % 10));
-        v /= 10;
-    } while (v);
-    return put(t, digits + i, sizeof digits - i);
-}
-
-static int put_int(Text *t, int has, uint64_t v) { return has ? put_u128(t, v) : puts_(t, "null"); }
+#define PUT_LIT(t, literal) put(t, literal, sizeof(literal) - 1)
 
 /* One code point as json.dumps(ensure_ascii=True) escapes it. */
 static int put_char(Text *t, Py_UCS4 ch)
 {
     char esc[16];
     switch (ch) {
-    case '"': return puts_(t, "\\\"");
-    case '\\': return puts_(t, "\\\\");
-    case '\n': return puts_(t, "\\n");
-    case '\r': return puts_(t, "\\r");
-    case '\t': return puts_(t, "\\t");
-    case '\b': return puts_(t, "\\b");
-    case '\f': return puts_(t, "\\f");
+    case '"': return PUT_LIT(t, "\\\"");
+    case '\\': return PUT_LIT(t, "\\\\");
+    case '\n': return PUT_LIT(t, "\\n");
+    case '\r': return PUT_LIT(t, "\\r");
+    case '\t': return PUT_LIT(t, "\\t");
+    case '\b': return PUT_LIT(t, "\\b");
+    case '\f': return PUT_LIT(t, "\\f");
     }
     if (ch >= 0x20 && ch < 0x7F) { /* json escapes DEL too */
         char one = (char)ch;
@@ -904,7 +905,7 @@ static int put_char(Text *t, Py_UCS4 ch)
     } else {
         snprintf(esc, sizeof esc, "\\u%04x", (unsigned)ch);
     }
-    return puts_(t, esc);
+    return put(t, esc, strlen(esc));
 }
 
 static int put_str(Text *t, PyObject *s)
@@ -922,44 +923,80 @@ static int put_str(Text *t, PyObject *s)
 
 static int put_ascii(Text *t, const char *s, size_t len)
 {
-    if (put(t, "\"", 1) != OK)
+    size_t plain = 0; /* the first byte that needs an escape, or len */
+    while (plain < len && s[plain] >= 0x20 && s[plain] < 0x7F && s[plain] != '"' && s[plain] != '\\')
+        plain++;
+    if (put(t, "\"", 1) != OK || put(t, s, plain) != OK)
         return FAIL;
-    for (size_t i = 0; i < len; i++)
+    for (size_t i = plain; i < len; i++)
         if (put_char(t, (uint8_t)s[i]) != OK)
             return FAIL;
     return put(t, "\"", 1);
 }
 
-static int put_row(Text *t, Cubin *c, const Kernel *k, const char *file_json, size_t file_len, const char *fmt_json,
-                   size_t fmt_len)
+/* Appends into room that reserve() made (put_row reserves a row's worst case at once). */
+static inline void add(Text *t, const char *s, size_t len)
+{
+    memcpy(t->buf + t->len, s, len);
+    t->len += len;
+}
+#define ADD_LIT(t, literal) add(t, literal, sizeof(literal) - 1)
+
+static void add_u128(Text *t, unsigned __int128 v)
+{
+    char digits[40];
+    size_t i = sizeof digits;
+    do {
+        digits[--i] = (char)('0' + (int)(v % 10));
+        v /= 10;
+    } while (v);
+    add(t, digits + i, sizeof digits - i);
+}
+
+static void add_int(Text *t, int has, uint64_t v)
+{
+    if (has)
+        add_u128(t, v);
+    else
+        ADD_LIT(t, "null");
+}
+
+static int put_row(Text *t, Cubin *c, const Kernel *k, const Text *file_json, const Text *fmt_json)
 {
     const uint32_t *bound = k->has_max_threads ? k->max_threads : NULL; /* no REQNTID here */
-    int ok = puts_(t, "{\"name\": ");
-    ok |= put_ascii(t, k->sym->name, k->sym->name_len);
-    ok |= puts_(t, ", \"file\": ");
-    ok |= put(t, file_json, file_len);
-    ok |= puts_(t, ", \"format\": ");
-    ok |= put(t, fmt_json, fmt_len);
-    ok |= puts_(t, ", \"arch\": \"");
-    ok |= puts_(t, c->arch);
-    ok |= puts_(t, "\", \"registers\": ");
-    ok |= put_int(t, k->has_regs, k->regs);
-    ok |= puts_(t, ", \"sgpr\": null, \"agpr\": null, \"shared_bytes\": ");
-    ok |= put_int(t, 1, k->shared);
-    ok |= puts_(t, ", \"local_bytes\": ");
-    ok |= put_int(t, k->has_local, k->local);
-    ok |= puts_(t, ", \"stack_bytes\": ");
-    ok |= put_int(t, k->has_stack, k->stack);
-    ok |= puts_(t, ", \"param_bytes\": ");
-    ok |= put_int(t, k->has_param, k->param);
-    ok |= puts_(t, ", \"max_threads_per_block\": ");
+    if (put_ascii(t, k->sym->name, k->sym->name_len) != OK) /* first, then moved behind its key */
+        return FAIL;
+    if (reserve(t, file_json->len + fmt_json->len + 700) != OK)
+        return FAIL;
+    static const char key[] = "{\"name\": ";
+    size_t name_len = t->len - t->row_start;
+    memmove(t->buf + t->row_start + sizeof key - 1, t->buf + t->row_start, name_len);
+    memcpy(t->buf + t->row_start, key, sizeof key - 1);
+    t->len += sizeof key - 1;
+    ADD_LIT(t, ", \"file\": ");
+    add(t, file_json->buf, file_json->len);
+    ADD_LIT(t, ", \"format\": ");
+    add(t, fmt_json->buf, fmt_json->len);
+    ADD_LIT(t, ", \"arch\": \"");
+    add(t, c->arch, strlen(c->arch));
+    ADD_LIT(t, "\", \"registers\": ");
+    add_int(t, k->has_regs, k->regs);
+    ADD_LIT(t, ", \"sgpr\": null, \"agpr\": null, \"shared_bytes\": ");
+    add_int(t, 1, k->shared);
+    ADD_LIT(t, ", \"local_bytes\": ");
+    add_int(t, k->has_local, k->local);
+    ADD_LIT(t, ", \"stack_bytes\": ");
+    add_int(t, k->has_stack, k->stack);
+    ADD_LIT(t, ", \"param_bytes\": ");
+    add_int(t, k->has_param, k->param);
+    ADD_LIT(t, ", \"max_threads_per_block\": ");
     if (bound)
-        ok |= put_u128(t, (unsigned __int128)bound[0] * bound[1] * bound[2]);
+        add_u128(t, (unsigned __int128)bound[0] * bound[1] * bound[2]);
     else
-        ok |= puts_(t, "null");
-    ok |= puts_(t, ", \"spills\": null, \"wavefront_size\": null, \"block\": null, \"occupancy\": null, "
-                   "\"occupancy_limiter\": null}");
-    return ok == OK ? OK : FAIL;
+        ADD_LIT(t, "null");
+    ADD_LIT(t, ", \"spills\": null, \"wavefront_size\": null, \"block\": null, \"occupancy\": null, "
+               "\"occupancy_limiter\": null}");
+    return OK;
 }
 
 /* ---- the module ---------------------------------------------------------------------------- */
@@ -1026,13 +1063,14 @@ static PyObject *py_json_rows(PyObject *self, PyObject *args)
     for (size_t i = 0; status == OK && i < count; i++) {
         if (i)
             status = put(&t, ",\n  ", 4);
+        t.row_start = t.len;
         if (status == OK)
-            status = put_row(&t, &c, &ks[i], file_json.buf, file_json.len, fmt_json.buf, fmt_json.len);
+            status = put_row(&t, &c, &ks[i], &file_json, &fmt_json);
     }
     if (status == BAIL)
         out = Py_NewRef(Py_None);
-    else if (status == OK)
-        out = PyUnicode_DecodeASCII(t.buf ? t.buf : "", (Py_ssize_t)t.len, "strict");
+    else if (status == OK && (out = PyUnicode_New((Py_ssize_t)t.len, 127)))
+        memcpy(PyUnicode_1BYTE_DATA(out), t.buf, t.len); /* ASCII: every string was escaped so */
     PyMem_Free(file_json.buf);
     PyMem_Free(fmt_json.buf);
     PyMem_Free(t.buf);
