@@ -946,6 +946,15 @@ static void add_u128(Text *t, unsigned __int128 v)
 {
     char digits[40];
     size_t i = sizeof digits;
+    if (v >> 64 == 0) { /* the common case, without 128-bit division */
+        uint64_t w = (uint64_t)v;
+        do {
+            digits[--i] = (char)('0' + (int)(w % 10));
+            w /= 10;
+        } while (w);
+        add(t, digits + i, sizeof digits - i);
+        return;
+    }
     do {
         digits[--i] = (char)('0' + (int)(v % 10));
         v /= 10;

@@ -71,6 +71,8 @@ def _formatter(prog: str) -> argparse.HelpFormatter:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; argv None: this process's arguments (then the process ends after it)."""
+    program = argv is None
     argv = sys.argv[1:] if argv is None else list(argv)
     command = next((a for a in argv if not a.startswith("-")), None)
     known = command in COMMANDS
@@ -97,6 +99,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     finally:
         _on_sigterm(previous)
+        if program:
+            # The process exits next: the collector's passes at interpreter teardown then skip
+            # every object (refcounts still free them), ~2 ms of a short `rootcause inspect`.
+            import gc
+
+            gc.freeze()
 
 
 class Terminated(BaseException):

@@ -18,6 +18,7 @@ pays only for the formats it meets; typing and dataclasses are not imported at a
 from __future__ import annotations
 
 import functools
+import gc
 import importlib
 import operator
 import os
@@ -427,24 +428,43 @@ def inspect_paths(paths: list[str | Path], arch: str | None = None,
     (parsers._cubin) is built, the rows of a plain file's cubins come as str items of records,
     each the JSON text of the cubin's rows; json_text() renders the list."""
     out = Inspection()
-    for p in paths:
-        name = _path_name(p)
-        try:
-            mode = os.stat(name).st_mode
-        except (OSError, ValueError):
-            mode = 0
-        if stat.S_ISDIR(mode):
-            from pathlib import Path
+    # The cycle collector is off while files are read: every record lives until the rows are
+    # written, so its passes free nothing (a fifth of a run over 100 small files).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        for p in paths:
+            _inspect_path(p, arch, block, native_json, out)
+    finally:
+        if collecting:
+            gc.enable()
+    _check_blocks(out, block)
+    return out
 
-            path = Path(name)
-            if (path / "manifest.json").is_file():
-                _inspect_bundle(path, arch, out)
-            else:
-                _inspect_dir(path, arch, out, native_json and block is None)
-        elif stat.S_ISREG(mode):
-            _inspect_file(name, arch, out, explicit=True, native_json=native_json and block is None)
+
+def _inspect_path(p: str | Path, arch: str | None, block: tuple[int, int, int] | None, native_json: bool,
+              out: Inspection) -> None:
+    name = _path_name(p)
+    try:
+        mode = os.stat(name).st_mode
+    except (OSError, ValueError):
+        mode = 0
+    if stat.S_ISDIR(mode):
+        from pathlib import Path
+
+        path = Path(name)
+        if (path / "manifest.json").is_file():
+            _inspect_bundle(path, arch, out)
         else:
-            out.errors.append(f"{name}: no such file or directory")
+            _inspect_dir(path, arch, out, native_json and block is None)
+    elif stat.S_ISREG(mode):
+        _inspect_file(name, arch, out, explicit=True, native_json=native_json and block is None)
+    else:
+        out.errors.append(f"{name}: no such file or directory")
+
+
+def _check_blocks(out: Inspection, block: tuple[int, int, int] | None) -> None:
+    """--block where a record has none; a note where the block exceeds the kernel's bound."""
     for r in out.records:
         if isinstance(r, str):
             continue  # JSON rows of kernels without a block size
@@ -454,7 +474,6 @@ def inspect_paths(paths: list[str | Path], arch: str | None = None,
         if r.max_threads_per_block and threads > r.max_threads_per_block:
             out.notes.append(f"{r.file}: {r.name}: block {threads} exceeds the kernel's "
                              f"max_threads_per_block {r.max_threads_per_block}: no occupancy")
-    return out
 
 
 def _path_name(p: str | Path) -> str:
