@@ -294,13 +294,6 @@ static int build_table(Cubin *c)
     return OK;
 }
 
-/* The section prefix[kind] + the symbol's name (the last of that name), or -1. */
-static long kernel_section(Cubin *c, const Symbol *y, int kind)
-{
-    const Named *e = slot(c, y->name, y->name_len);
-    return e->name ? e->sec[kind] : -1;
-}
-
 /* The last section named name, or -1 (for the few sections that are not a kernel's). */
 static long find(Cubin *c, const char *name)
 {
@@ -656,7 +649,7 @@ static int kernel_attrs(Cubin *c, Kernel *k, const Section *info)
     return OK;
 }
 
-static int read_kernel(Cubin *c, Kernel *k, const Section *text, long info_at)
+static int read_kernel(Cubin *c, Kernel *k, const Named *e, const Section *text, long info_at)
 {
     const Symbol *y = k->sym;
     const Section *info = info_at >= 0 ? &c->secs[info_at] : NULL;
@@ -669,7 +662,6 @@ static int read_kernel(Cubin *c, Kernel *k, const Section *text, long info_at)
         k->has_regs = 1, k->regs = keyed[K_REGCOUNT];
     else if (text->info >> 24)
         k->has_regs = 1, k->regs = text->info >> 24;
-    const Named *e = slot(c, y->name, y->name_len); /* found: it holds the .text */
     long shared = e->sec[S_SHARED], const0 = e->sec[S_CONST0], local = e->sec[S_LOCAL];
     if (shared >= 0) {
         uint64_t size = c->secs[shared].size;
@@ -715,16 +707,17 @@ static int read_kernels(Cubin *c, Kernel **out, size_t *count)
         const Symbol *y = &c->syms[i];
         if ((y->info & 0xF) != STT_FUNC || y->shndx == 0 || y->shndx >= SHN_LORESERVE)
             continue;
-        long text = kernel_section(c, y, S_TEXT);
+        const Named *e = slot(c, y->name, y->name_len); /* prefix + this name: the kernel's sections */
+        long text = e->name ? e->sec[S_TEXT] : -1;
         if (text < 0 || (long)y->shndx != text)
             continue; /* a device function inside another kernel's text, or not ours */
-        long info = kernel_section(c, y, S_INFO);
+        long info = e->sec[S_INFO];
         if (!(y->other & STO_CUDA_ENTRY) && (marked || info < 0))
             continue;
         Kernel *k = &(*out)[(*count)++];
         memset(k, 0, sizeof *k);
         k->sym = y;
-        if (read_kernel(c, k, &c->secs[text], info) != OK)
+        if (read_kernel(c, k, e, &c->secs[text], info) != OK)
             return FAIL;
     }
     return OK;
