@@ -265,6 +265,22 @@ static Named *slot(Cubin *c, const char *name, size_t len)
     return &c->table[at];
 }
 
+/* Which of PREFIXES a section name starts with, or -1; told by a character or two first
+ * (a cubin has four or five sections a kernel). */
+static int prefix_kind(const char *name, size_t len)
+{
+    int kind = -1;
+    if (len > 1 && name[0] == '.' && name[1] == 't')
+        kind = S_TEXT;
+    else if (len > 4 && memcmp(name, ".nv.", 4) == 0)
+        kind = name[4] == 'i' ? S_INFO : name[4] == 's' ? S_SHARED : name[4] == 'c' ? S_CONST0
+             : name[4] == 'l' ? S_LOCAL : -1;
+    if (kind < 0)
+        return -1;
+    size_t plen = strlen(PREFIXES[kind]);
+    return len >= plen && memcmp(name, PREFIXES[kind], plen) == 0 ? kind : -1;
+}
+
 static int build_table(Cubin *c)
 {
     size_t size = 16; /* a kernel has 3 to 5 sections: the table stays under half full */
@@ -276,20 +292,18 @@ static int build_table(Cubin *c)
     c->table_mask = size - 1;
     for (size_t i = 0; i < c->nsecs; i++) {
         const Section *s = &c->secs[i];
-        for (int kind = 0; kind < S_KINDS; kind++) {
-            size_t plen = strlen(PREFIXES[kind]);
-            if (s->name_len < plen || memcmp(s->name, PREFIXES[kind], plen) != 0)
-                continue;
-            Named *e = slot(c, s->name + plen, s->name_len - plen);
-            if (!e->name) {
-                e->name = s->name + plen;
-                e->name_len = s->name_len - plen;
-                for (int k = 0; k < S_KINDS; k++)
-                    e->sec[k] = -1;
-            }
-            e->sec[kind] = (int32_t)i;
-            break;
+        int kind = prefix_kind(s->name, s->name_len);
+        if (kind < 0)
+            continue;
+        size_t plen = strlen(PREFIXES[kind]);
+        Named *e = slot(c, s->name + plen, s->name_len - plen);
+        if (!e->name) {
+            e->name = s->name + plen;
+            e->name_len = s->name_len - plen;
+            for (int k = 0; k < S_KINDS; k++)
+                e->sec[k] = -1;
         }
+        e->sec[kind] = (int32_t)i;
     }
     return OK;
 }

@@ -43,8 +43,11 @@ import struct
 from collections import namedtuple
 from operator import itemgetter
 
-from parsers import elf
 from parsers.base import KernelRecord, ParseError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from parsers import elf
 
 EM_CUDA = 190
 ELF_MAGIC = b"\x7fELF"
@@ -153,6 +156,7 @@ def cubin_arch(e_flags: int, abi_version: int, accelerator: bool = False) -> str
 
 def _open(data: bytes, file: str) -> elf.Elf:
     """The cubin's ELF, after the checks that say why a file is not a cubin at all."""
+    from parsers import elf  # here: the compiled decoder's runs need no Python ELF reader
     header = elf.read_header(data, file)
     if header.byteorder != "<":
         raise ParseError(file, "e_ident", "not a little-endian ELF (CUDA ELF is little-endian)")
@@ -247,6 +251,7 @@ def _reserved_smem(symbols: dict[str, int]) -> int:
 
 def _symbols(image: elf.Elf) -> tuple[list[elf.Symbol], dict[str, int]]:
     """FUNC symbols defined in a section; name -> st_value of every symbol."""
+    from parsers import elf
     syms = image.symbols(".symtab")
     funcs = [s for s in syms if s.type == elf.STT_FUNC and elf.SHN_UNDEF < s.shndx < elf.SHN_LORESERVE]
     return funcs, dict(map(_NAME_VALUE, syms))
@@ -277,6 +282,8 @@ def json_rows(data: bytes, where: str, file: str, fmt: str) -> str | None:
 
 def python_kernels(data: bytes, file: str = "<bytes>") -> list[KernelRecord]:
     """kernels() in Python: the reference the compiled decoder is tested against."""
+    from parsers import elf
+
     image = _open(data, file)
     header = image.header
     arch = cubin_arch(header.flags, header.abi_version, _accelerator_target(image))
