@@ -672,7 +672,7 @@ def json_text(records: list) -> str:
     if not records:
         return "[]\n"
     parts = [r if isinstance(r, str) else _json_lines([row(r)])[4:-3] for r in records]
-    return "[\n  " + ",\n  ".join(parts) + "\n]\n"
+    return ",\n  ".join(parts).join(("[\n  ", "\n]\n"))  # two copies of the text, not three
 
 
 def render(rows: list[dict[str, Any]], fmt: str) -> str:
