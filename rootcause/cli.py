@@ -1,8 +1,10 @@
 """The `rootcause` command line: one sub-command per pipeline entry point.
 
 Each sub-command lives in its own module, which exports `add_arguments(parser)` and
-`run(args) -> int`. Exit status: 0 done, 1 the variants' outputs differ, 2 bad input
-(one line on stderr naming the file, the place and what is wrong; never a traceback).
+`run(args) -> int`, and may export `light_args(argv)`: its arguments read without argparse
+where they are plain (None leaves them to argparse). Exit status: 0 done, 1 the variants'
+outputs differ, 2 bad input (one line on stderr naming the file, the place and what is wrong;
+never a traceback).
 """
 from __future__ import annotations
 
