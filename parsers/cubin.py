@@ -29,15 +29,25 @@ Where each field comes from, in a cubin written by ptxas:
 .nv.info records: format byte, attribute byte, then a little-endian u16 that is the value
 for EIFMT_BVAL/HVAL (BVAL uses its low byte), 0 for EIFMT_NVAL, and the payload size for
 EIFMT_SVAL, followed by that many payload bytes.
+
+Two implementations give the same records: parsers/_cubin.c (built by `pip install`; the
+path taken when it imports) and the Python below, which is the reference and the fallback
+where no compiler built the extension. ROOTCAUSE_PURE_PYTHON=1 in the environment picks the
+Python path (tests and benchmarks compare the two). The compiled decoder hands anything it
+does not mirror exactly (non-ASCII string tables, SHN_XINDEX symbols) back to the Python one.
 """
 from __future__ import annotations
 
+import os
 import struct
 from collections import namedtuple
 from operator import itemgetter
 
-from parsers import elf
 from parsers.base import KernelRecord, ParseError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from parsers import elf
 
 EM_CUDA = 190
 ELF_MAGIC = b"\x7fELF"
@@ -61,6 +71,20 @@ EICOMPAT_ATTR_CUDA_ACCELERATOR_TARGET = 0x09
 
 STACK_UNKNOWN = 0xFFFFFFFF
 RESERVED_SMEM_DEFAULT = 1024
+
+
+def _load_native():
+    """parsers._cubin, unless it is not built or ROOTCAUSE_PURE_PYTHON is set."""
+    if os.environ.get("ROOTCAUSE_PURE_PYTHON"):
+        return None
+    try:
+        from parsers import _cubin
+    except ImportError:
+        return None
+    return _cubin
+
+
+native = _load_native()
 
 
 NvInfoRecord = namedtuple("NvInfoRecord", "fmt attr value offset")
@@ -132,6 +156,7 @@ def cubin_arch(e_flags: int, abi_version: int, accelerator: bool = False) -> str
 
 def _open(data: bytes, file: str) -> elf.Elf:
     """The cubin's ELF, after the checks that say why a file is not a cubin at all."""
+    from parsers import elf  # here: the compiled decoder's runs need no Python ELF reader
     header = elf.read_header(data, file)
     if header.byteorder != "<":
         raise ParseError(file, "e_ident", "not a little-endian ELF (CUDA ELF is little-endian)")
@@ -226,6 +251,7 @@ def _reserved_smem(symbols: dict[str, int]) -> int:
 
 def _symbols(image: elf.Elf) -> tuple[list[elf.Symbol], dict[str, int]]:
     """FUNC symbols defined in a section; name -> st_value of every symbol."""
+    from parsers import elf
     syms = image.symbols(".symtab")
     funcs = [s for s in syms if s.type == elf.STT_FUNC and elf.SHN_UNDEF < s.shndx < elf.SHN_LORESERVE]
     return funcs, dict(map(_NAME_VALUE, syms))
@@ -237,6 +263,27 @@ _NAME_VALUE = itemgetter(1, 2)  # elf.Symbol's name and value
 def kernels(data: bytes, file: str = "<bytes>") -> list[KernelRecord]:
     """One KernelRecord per kernel entry of a cubin (format 'cubin'); data may be a memoryview."""
     data = data if isinstance(data, (bytes, memoryview)) else bytes(data)
+    found = native.kernels(data, file) if native is not None else None
+    if found is None:
+        return python_kernels(data, file)
+    arch, rows = found
+    return [KernelRecord(name, file, "cubin", arch, regs, None, None, shared, local, stack, param, max_threads,
+                         None, None, block, extra)
+            for name, regs, shared, local, stack, param, max_threads, block, extra in rows]
+
+
+def json_rows(data: bytes, where: str, file: str, fmt: str) -> str | None:
+    """The kernels' `rootcause inspect --format json` rows, written by the compiled decoder
+    (json.dumps' text, joined by ",\n  "; "" for none), with file and format as given; where
+    names the cubin in errors. None when that decoder is off or cannot write them all (a
+    kernel with a block size needs rootcause.gpus for its occupancy): then use kernels()."""
+    return native.json_rows(data, where, file, fmt) if native is not None else None
+
+
+def python_kernels(data: bytes, file: str = "<bytes>") -> list[KernelRecord]:
+    """kernels() in Python: the reference the compiled decoder is tested against."""
+    from parsers import elf
+
     image = _open(data, file)
     header = image.header
     arch = cubin_arch(header.flags, header.abi_version, _accelerator_target(image))

@@ -1,18 +1,23 @@
 """The `rootcause` command line: one sub-command per pipeline entry point.
 
 Each sub-command lives in its own module, which exports `add_arguments(parser)` and
-`run(args) -> int`. Exit status: 0 done, 1 the variants' outputs differ, 2 bad input
-(one line on stderr naming the file, the place and what is wrong; never a traceback).
+`run(args) -> int`, and may export `light_args(argv)`: its arguments read without argparse
+where they are plain (None leaves them to argparse). Exit status: 0 done, 1 the variants'
+outputs differ, 2 bad input (one line on stderr naming the file, the place and what is wrong;
+never a traceback).
 """
 from __future__ import annotations
 
-import argparse
+import _signal  # signal's own import adds enum (with argparse's re, a third of a short inspect run)
 import importlib
 import os
-import signal
 import sys
 
 from rootcause.errors import OutputsDiffer, UsageError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
 
 # name -> (module, one-line help). Modules are imported only when their command runs, so
 # `rootcause inspect` does not pay for importing TVM.
@@ -35,6 +40,8 @@ def _parser(command: str | None, alone: bool = False) -> argparse.ArgumentParser
     cost every other command. alone: only the chosen command's sub-parser is built (the
     others are seen only in the top-level help; building them is ~5% of inspect's start-up).
     """
+    import argparse
+
     parser = argparse.ArgumentParser(prog="rootcause", description=__doc__.splitlines()[0],
                                      formatter_class=_formatter)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -53,6 +60,8 @@ def _formatter(prog: str) -> argparse.HelpFormatter:
     """argparse's help formatter at the terminal's width (COLUMNS, else the terminal, else 80),
     found through os: argparse's own shutil.get_terminal_size imports shutil and with it bz2,
     lzma and zlib, a tenth of a command's start-up."""
+    import argparse
+
     columns = os.environ.get("COLUMNS", "")
     width = int(columns) if columns.isdigit() else 0
     if width <= 0:
@@ -64,11 +73,14 @@ def _formatter(prog: str) -> argparse.HelpFormatter:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; argv None: this process's arguments (then the process ends after it)."""
+    program = argv is None
     argv = sys.argv[1:] if argv is None else list(argv)
     command = next((a for a in argv if not a.startswith("-")), None)
     known = command in COMMANDS
     # Only `rootcause COMMAND ...` skips the other sub-parsers: `rootcause -h COMMAND` prints them all.
-    args = _parser(command if known else None, alone=known and argv[0] == command).parse_args(argv)
+    args = (_light_args(argv) if known and argv[0] == command else None) or \
+        _parser(command if known else None, alone=known and argv[0] == command).parse_args(argv)
     previous = _on_sigterm(_terminate)
     try:
         return int(args._run(args) or 0)
@@ -81,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Terminated:
-        return 128 + signal.SIGTERM
+        return 128 + _signal.SIGTERM
     except BrokenPipeError:  # `rootcause ... | head`: the reader left; say nothing more
         import os
 
@@ -89,6 +101,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     finally:
         _on_sigterm(previous)
+        if program:
+            # The process exits next: the collector's passes at interpreter teardown then skip
+            # every object (refcounts still free them), ~2 ms of a short `rootcause inspect`.
+            import gc
+
+            gc.freeze()
 
 
 class Terminated(BaseException):
@@ -107,9 +125,23 @@ def _on_sigterm(handler):
     if handler is None:
         return None
     try:
-        return signal.signal(signal.SIGTERM, handler)
+        return _signal.signal(_signal.SIGTERM, handler)
     except ValueError:
         return None
+
+
+def _light_args(argv: list[str]):
+    """`rootcause COMMAND ...` read without argparse, when the command's module has a
+    light_args(argv) for its plain forms (argparse's import, with re, enum, gettext and locale,
+    is a third of a short `rootcause inspect`); None leaves the reading to argparse, which
+    also gives --help and the usage errors."""
+    module_name = COMMANDS[argv[0]][0]
+    module = importlib.import_module(module_name)
+    light = getattr(module, "light_args", None)
+    args = light(argv[1:]) if light is not None else None
+    if args is not None:
+        args.command, args._run = argv[0], module.run
+    return args
 
 
 def _bad_input() -> tuple[type[Exception], ...]:

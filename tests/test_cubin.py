@@ -15,6 +15,16 @@ from test_cubin_helpers import (FIXTURES, elf_arch, elf_dump, need, nvcc, nvinfo
 from mutation import COMMON, mutate
 
 ARCHS = ["sm_80", "sm_90", "sm_90a", "sm_100", "sm_100a"]
+
+
+@pytest.fixture(autouse=True, params=["native", "python"])
+def decoder(request, monkeypatch):
+    """Every test once per decoder: parsers/_cubin.c (when built) and the Python reader."""
+    if request.param == "native" and cubin.native is None:
+        pytest.skip("parsers._cubin not built (or ROOTCAUSE_PURE_PYTHON set)")
+    if request.param == "python":
+        monkeypatch.setattr(cubin, "native", None)
+    return request.param
 KERNELS = {"smem_tile", "local_array", "recursive", "pressure", "dyn_shared",
            "_Z5scaleILi3EEvPddic", "_Z11with_structc4QuadPf"}
 
@@ -177,7 +187,8 @@ def test_nvinfo_formats_on_real_section():
 _SEED = (FIXTURES / "kernels_sm90.cubin").read_bytes()
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(st.data())
 def test_mutated_cubins_raise_only_parse_error(data):
     blob = mutate(data, bytearray(_SEED), data.draw(st.sampled_from(COMMON)))

@@ -1,10 +1,16 @@
 """`rootcause inspect PATH...`: one row of static resources per kernel (rootcause.inspect)."""
 from __future__ import annotations
 
-import argparse
 import sys
 
 from rootcause.errors import UsageError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+
+FORMATS = ("table", "markdown", "csv", "json")
+OPTIONS = ("arch", "block", "format", "out")  # each takes a value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -12,8 +18,48 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="cubin, fatbin, PTX, hsaco, host ELF, TVM .so, IREE .vmfb, directory or bundle")
     parser.add_argument("--arch", help="GPU arch: ptxas target for PTX, fatbin entry to pick (sm_90, gfx942)")
     parser.add_argument("--block", help="threads per block for occupancy where the binary has none: N or XxYxZ")
-    parser.add_argument("--format", choices=("table", "markdown", "csv", "json"), default="table")
+    parser.add_argument("--format", choices=FORMATS, default="table")
     parser.add_argument("--out", help="write to this file (atomically) instead of stdout")
+
+
+class LightArgs:
+    """What argparse's Namespace holds for inspect (the CLI adds command and _run)."""
+
+    def __init__(self, paths: list[str], options: dict[str, str | None]):
+        self.paths = paths
+        self.arch, self.block, self.out = options["arch"], options["block"], options["out"]
+        self.format = options["format"] or "table"
+
+
+def light_args(argv: list[str]) -> LightArgs | None:
+    """The arguments of add_arguments() read without argparse: PATH... and --NAME VALUE or
+    --NAME=VALUE, paths in one run as argparse takes them. None for anything else (-h, an
+    abbreviation, a bad value, a missing path): argparse then reads argv and says what is wrong."""
+    options: dict[str, str | None] = dict.fromkeys(OPTIONS)
+    paths: list[str] = []
+    pending = None  # the option waiting for its value
+    ended = False  # a run of paths has been followed by an option
+    for arg in argv:
+        if pending is not None:
+            if arg.startswith("-"):
+                return None
+            options[pending], pending = arg, None
+        elif arg.startswith("-") and arg != "-":
+            name, eq, value = arg[2:].partition("=")
+            if not arg.startswith("--") or name not in OPTIONS:
+                return None
+            if eq:
+                options[name] = value
+            else:
+                pending = name
+            ended = bool(paths)
+        elif ended:
+            return None  # argparse takes one run of paths: the rest is its error
+        else:
+            paths.append(arg)
+    if pending is not None or not paths or options["format"] not in (None, *FORMATS):
+        return None
+    return LightArgs(paths, options)
 
 
 def parse_block(text: str | None) -> tuple[int, int, int] | None:
@@ -29,15 +75,19 @@ def parse_block(text: str | None) -> tuple[int, int, int] | None:
     return tuple(dims + [1] * (3 - len(dims)))  # type: ignore[return-value]
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace | LightArgs) -> int:
     # The library is imported here, not at the top: `inspect --help` pays for argparse alone.
-    from rootcause.inspect import PTX_SKIPPED, inspect_paths, render, row
+    from rootcause.inspect import PTX_SKIPPED, inspect_paths, json_text, render, row
 
     block = parse_block(args.block)
     if args.arch:
         _check_arch(args.arch)
-    result = inspect_paths(args.paths, args.arch, block)
-    text = render([row(r) for r in result.records], args.format)
+    if args.format == "json" and block is None:  # rows written by the compiled decoder where it can
+        result = inspect_paths(args.paths, args.arch, block, native_json=True)
+        text = json_text(result.records)
+    else:
+        result = inspect_paths(args.paths, args.arch, block)
+        text = render([row(r) for r in result.records], args.format)
     if args.out:
         from rootcause.fileio import write_atomic
 
