@@ -160,7 +160,10 @@ def _read_csv(source, lineno: int, file: str, skip_units: bool,
 def _read_wanted(source, lineno: int, file: str, header: list[str], wanted: list[str] | None) -> "pd.DataFrame":
     """The table of the wanted columns (all where None). source: a binary stream at the header.
     Rows are cut to the wanted columns first (_cut_rows) and pandas reads only those; where the
-    cut declines, pandas reads the page whole, as it always did."""
+    cut declines, pandas reads the page whole, as it always did. One difference: pandas types a
+    whole page's column in chunks of rows (fewer, the more columns it has), so a metric column
+    with numbers in one chunk and text in another came out half floats; from the cut such a
+    column is text throughout, as the metrics table promises."""
     start = source.tell()
     # duplicate names: pandas renames them, so which column a name picks is pandas' business
     cut = _cut_rows(source, header, wanted) if wanted is not None and len(set(header)) == len(header) else None

@@ -179,3 +179,27 @@ def test_without_the_compiled_cutter_pandas_reads_the_capture(monkeypatch):
     ev = ncu_csv.read_path(COUNTED)
     assert ev["kernel"].tolist() == [r[header.index("Kernel Name")] for r in rows]
     assert np.array_equal(ev["block_x"].to_numpy(), [int(r[header.index("launch__block_dim_x")]) for r in rows])
+
+
+@needs_cut
+def test_a_metric_column_with_text_in_it_is_text_throughout(tmp_path):
+    """NcuReport.metrics is numeric where every value parses; pandas alone types a 273-column
+    page in chunks of ~2,000 rows, so text in a late row left the early ones floats."""
+    header, rows = _csv_table(COUNTED)
+    column = header.index("launch__waves_per_multiprocessor")
+    lines = COUNTED.read_text().splitlines()
+    head = lines.index(next(line for line in lines if line.startswith('"ID",')))
+    out = io.StringIO()
+    writer = csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="\n")
+    body = []
+    for i in range(6000):
+        row = [str(i)] + rows[i % len(rows)][1:]
+        row[column] = "abc" if i == 5000 else row[column]
+        body.append(row)
+    writer.writerows(body)
+    path = tmp_path / "mixed.ncu.csv"
+    path.write_text("\n".join(lines[:head + 2]) + "\n" + out.getvalue())
+    numbers = "launch__registers_per_thread"
+    metrics = ncu_csv.read_report(path, ["launch__waves_per_multiprocessor", numbers]).metrics
+    assert metrics["launch__waves_per_multiprocessor"].tolist() == [r[column] for r in body]
+    assert metrics[numbers].tolist() == [int(r[header.index(numbers)]) for r in body]
