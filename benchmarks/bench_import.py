@@ -19,6 +19,7 @@ time moves with the other load, so CPU time is what is judged (wall is printed b
 With --keep, inputs already in DIR are reused (not regenerated). --repeat K imports each input
 K times and reports the least CPU time (the run least disturbed by other load). --root imports rootcause and
 parsers from another checkout (to measure a baseline: `git worktree` or `git archive` of it).
+A tree's compiled modules (parsers/_ncu_cut for ncu raw) count only where built in that tree.
 """
 from __future__ import annotations
 
