@@ -23,6 +23,31 @@ def _one_line(text: str, limit: int = 400) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
+def load_native(name: str):
+    """parsers.<name>, a compiled reader setup.py builds, or None: when it is not built, when
+    ROOTCAUSE_PURE_PYTHON is set (tests and benchmarks compare it with the Python reference), and
+    when its C source beside it is newer than the built module (an edited checkout not rebuilt
+    with `pip install -e .`: a stale decoder would disagree with the Python one silently)."""
+    import os
+
+    if os.environ.get("ROOTCAUSE_PURE_PYTHON"):
+        return None
+    import importlib
+
+    try:
+        module = importlib.import_module(f"parsers.{name}")
+    except ImportError:
+        return None
+    built = getattr(module, "__file__", None) or ""
+    source = os.path.join(os.path.dirname(built), f"{name}.c")
+    try:
+        if os.stat(source).st_mtime > os.stat(built).st_mtime:
+            return None
+    except OSError:  # an installed wheel carries no source: nothing to be stale against
+        pass
+    return module
+
+
 # KernelRecord's fields, in order (its constructor's positional order, repr, equality, to_dict).
 RECORD_FIELDS = ("name", "file", "format", "arch", "registers", "sgpr", "agpr", "shared_bytes",
                  "local_bytes", "stack_bytes", "param_bytes", "max_threads_per_block", "spills",

@@ -38,12 +38,11 @@ does not mirror exactly (non-ASCII string tables, SHN_XINDEX symbols) back to th
 """
 from __future__ import annotations
 
-import os
 import struct
 from collections import namedtuple
 from operator import itemgetter
 
-from parsers.base import KernelRecord, ParseError
+from parsers.base import KernelRecord, ParseError, load_native
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -73,18 +72,7 @@ STACK_UNKNOWN = 0xFFFFFFFF
 RESERVED_SMEM_DEFAULT = 1024
 
 
-def _load_native():
-    """parsers._cubin, unless it is not built or ROOTCAUSE_PURE_PYTHON is set."""
-    if os.environ.get("ROOTCAUSE_PURE_PYTHON"):
-        return None
-    try:
-        from parsers import _cubin
-    except ImportError:
-        return None
-    return _cubin
-
-
-native = _load_native()
+native = load_native("_cubin")  # the compiled decoder, or None: the Python reader below
 
 
 NvInfoRecord = namedtuple("NvInfoRecord", "fmt attr value offset")

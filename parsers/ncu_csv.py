@@ -23,13 +23,10 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable
 
-from parsers.base import ParseError
+from parsers.base import ParseError, load_native
 from parsers.events import check_int64, check_intervals, frame
 
-try:
-    from parsers import _ncu_cut  # compiled (setup.py); without it pandas reads every column
-except ImportError:
-    _ncu_cut = None
+_ncu_cut = load_native("_ncu_cut")  # compiled (setup.py); without it pandas reads every column
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -101,9 +101,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     finally:
         _on_sigterm(previous)
-        if program:
+        if program and args.command == "inspect":
             # The process exits next: the collector's passes at interpreter teardown then skip
             # every object (refcounts still free them), ~2 ms of a short `rootcause inspect`.
+            # Only there: other commands may hold objects in cycles whose __del__ should run.
             import gc
 
             gc.freeze()
