@@ -119,7 +119,8 @@ def _attribute(a: Side, b: Side, alignment: Any, ctx: Context) -> Attribution:
     if cpu:
         att.notes.append(f"on the CPU a delta is significant from {CPU_MIN_EFFECT_SHARE:.0%} of "
                          f"{a.label}'s time per call ({att.min_effect_ns / 1e3:.1f} us): two builds of one spec "
-                         "measured up to 3.4% apart, interleaved, on a shared 2-core machine")
+                         "measured up to 5.1% apart, interleaved, on a shared 2-core machine under load, so the "
+                         "profile sessions' own timed calls must also show the whole-graph delta")
     return att
 
 
