@@ -1,9 +1,9 @@
 """`rootcause compare` on the real Kineto traces of fixtures/captures/h200-2026-12-03-kineto/
 (torch.profiler on the H200), against truth.json: step times the capture script measured itself
 around each profiled step (torch.cuda.synchronize + time.perf_counter), never read from a trace.
-Round 2 (h200-2026-12-03-kineto2, held out: captured after the trace path was written) is
-checked against the traces' ProfilerStep spans, read here with gzip and json alone, and
-against its truth.json's measured directions."""
+Rounds 2 and 3 (h200-2026-12-03-kineto2, h200-2026-12-04-kineto3, held out: captured after the
+trace path was written) are checked against the traces' ProfilerStep spans, read here with gzip
+and json alone, and against their truth.json's measured directions."""
 from __future__ import annotations
 
 import gzip
@@ -21,6 +21,8 @@ TRUTH = json.loads((KINETO / "truth.json").read_text())
 STEPPED = [p for p, v in TRUTH["pairs"].items() if TRUTH["traces"][v["a"]].get("annotated")]
 KINETO2 = ROOT / "fixtures/captures/h200-2026-12-03-kineto2"
 TRUTH2 = json.loads((KINETO2 / "truth.json").read_text())
+KINETO3 = ROOT / "fixtures/captures/h200-2026-12-04-kineto3"
+TRUTH3 = json.loads((KINETO3 / "truth.json").read_text())
 
 
 def _compare(pair: str, tmp_path: Path, folder: Path = KINETO, truth: dict = TRUTH) -> tuple[dict, str]:
@@ -145,18 +147,26 @@ def _step_spans_ms(path: Path) -> list[float]:
             and str(e.get("name", "")).startswith("ProfilerStep#")]
 
 
-@pytest.mark.parametrize("pair", sorted(TRUTH2["pairs"]))
-def test_round2_verdict_matches_the_profiler_steps(pair, tmp_path):
-    doc, printed = _compare(pair, tmp_path, KINETO2, TRUTH2)
-    p, w = TRUTH2["pairs"][pair], doc["whole_graph"]
-    spans = {s: _step_spans_ms(KINETO2 / f"{p[s]}.json.gz") for s in "ab"}
-    assert doc["variants"]["a"]["calls"] == len(spans["a"]) == TRUTH2["traces"][p["a"]]["steps"]
+HELD_OUT = [(KINETO2, TRUTH2, pair) for pair in sorted(TRUTH2["pairs"])] + \
+    [(KINETO3, TRUTH3, pair) for pair in sorted(TRUTH3["pairs"])]
+
+
+@pytest.mark.parametrize("folder,truth,pair", HELD_OUT, ids=[f"{f.name[-7:]}-{p}" for f, _, p in HELD_OUT])
+def test_held_out_verdict_matches_the_profiler_steps(folder, truth, pair, tmp_path):
+    doc, printed = _compare(pair, tmp_path, folder, truth)
+    p, w = truth["pairs"][pair], doc["whole_graph"]
+    spans = {s: _step_spans_ms(folder / f"{p[s]}.json.gz") for s in "ab"}
+    assert doc["variants"]["a"]["calls"] == len(spans["a"]) == truth["traces"][p["a"]]["steps"]
     want = statistics.median(spans["b"]) / statistics.median(spans["a"])
     assert w["b"]["median"] / w["a"]["median"] == pytest.approx(want, rel=0.05)
-    # the direction the script measured with its own clock, said in the first line
-    assert w["significant"] and p["direction"] != "same"
-    assert ("slower" if p["direction"] == "b_slower" else "faster") in printed.splitlines()[0]
-    assert 0.95 <= doc["closure"] <= 1.05
+    # the direction the script measured with its own clock, said in the first line; a pair it
+    # measured the same (round 3's cudnn: 1.0007) is no significant difference
+    if p["direction"] == "same":
+        assert not w["significant"] and printed.startswith("No significant whole-graph difference")
+        assert not any(u["significant"] for u in doc["units"])
+    else:
+        assert w["significant"] and ("slower" if p["direction"] == "b_slower" else "faster") in printed.splitlines()[0]
+        assert 0.95 <= doc["closure"] <= 1.05
     # no unit over 10 kernels a side, but where the ops really fuse: FlashAttention is one
     # kernel for the math backend's matmuls, softmax and masking
     big = [u for u in doc["units"] if max(len(u["kernels_a"]), len(u["kernels_b"])) > 10]
@@ -164,6 +174,35 @@ def test_round2_verdict_matches_the_profiler_steps(pair, tmp_path):
         assert [len(u["kernels_b"]) for u in big] == [1] and "flash_fwd_kernel" in big[0]["kernels_b"][0]
     else:
         assert big == []
+
+
+def test_round3_tf32_aligns_other_cublas_kernels_by_their_op(tmp_path):
+    """tf32: allow_tf32 changes which cuBLAS kernel runs each aten::mm (sm80 ffma against sm90
+    tf32 names): the top unit joins the two by the CPU op that launched them, and carries the delta."""
+    doc, _ = _compare("tf32", tmp_path, KINETO3, TRUTH3)
+    top = doc["units"][0]
+    names = {s: {e["name"] for e in _kernels(KINETO3 / f"{TRUTH3['pairs']['tf32'][s]}.json.gz")} for s in "ab"}
+    assert top["significant"] and top["method"] == "cpu-op"
+    assert set(top["kernels_a"]) <= names["a"] and set(top["kernels_b"]) <= names["b"]
+    assert not set(top["kernels_a"]) & set(top["kernels_b"])  # different kernels, one op
+    assert top["delta_ns"]["median"] / doc["whole_graph"]["delta_ns"]["median"] > 0.9
+
+
+def _kernels(path: Path) -> list[dict]:
+    with gzip.open(path, "rt") as f:
+        return [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "kernel"]
+
+
+@pytest.mark.parametrize("pair", ["sync", "null3"])
+def test_round3_host_differences_blame_no_kernel(pair, tmp_path):
+    """sync (a value read back after every block: the GPU waits on the host) and null3 (one config
+    in two processes, whose hosts ran at different speeds): no kernel is blamed, the time outside the
+    kernels carries the delta and the launch-overhead finding names it."""
+    doc, printed = _compare(pair, tmp_path, KINETO3, TRUTH3)
+    assert not any(u["significant"] for u in doc["units"])
+    assert doc["residual"]["significant"] and "nothing is blamed" in printed
+    assert doc["residual"]["share"] > 0.9
+    assert [f["rule"] for f in doc["findings"]] == ["launch-overhead"]
 
 
 def test_round2_host_only_difference_blames_no_kernel(tmp_path):
