@@ -255,9 +255,13 @@ def test_a_delta_under_the_practical_threshold_says_so(attribution):
     w["b"].update(median=52_800.0, low=52_770.0, high=52_830.0)
     w["delta_ns"].update(median=-214.0, low=-251.0, high=-196.0)
     w["significant"] = False
-    doc["significance"]["min_effect_ns"] = 530.14
+    doc["significance"]["whole_min_effect_ns"] = 530.14
     line = verdict_sentence(verdict(doc))
     assert line.startswith("No significant whole-graph difference")
     assert "interval excludes 0, but the delta is below the practical threshold of 530 ns" in line
+    # a document written before the whole graph had its own threshold: the one threshold
+    del doc["significance"]["whole_min_effect_ns"]
+    doc["significance"]["min_effect_ns"] = 530.14
+    assert "practical threshold of 530 ns" in verdict_sentence(verdict(doc))
     w["delta_ns"].update(low=-251.0, high=12.0)  # an interval that holds 0 needs no such words
     assert "threshold" not in verdict_sentence(verdict(doc))

@@ -95,7 +95,7 @@ def verdict(doc: dict[str, Any]) -> dict[str, Any]:
             "time_a": a, "time_b": b, "delta": w["delta_ns"], "source": w.get("source", "not available"),
             "source_note": w.get("note"), "closure": doc.get("closure"),
             "unit_sum_ns": w.get("unit_delta_sum_ns"), "residual": get(doc, "residual.delta_ns"),
-            "min_effect_ns": get(doc, "significance.min_effect_ns")}
+            "min_effect_ns": get(doc, "significance.whole_min_effect_ns") or get(doc, "significance.min_effect_ns")}
 
 
 def _below_threshold(v: dict[str, Any]) -> str:
