@@ -122,3 +122,28 @@ def test_leftovers_of_both_sides_join_as_remainder():
     assert any("by elimination" in n for n in al.notes)
     al = align(split, fused.iloc[:0])
     assert al.units.flagged.all() and set(al.units.method) == {"unmatched"}
+
+
+def test_shape_tier_does_not_join_kernels_whose_bytes_are_far_apart(tmp_path):
+    """iree_reduction_twostage for llvm (real iree-compile, the CPU profile of both variants): on the
+    CPU the serial 4 x 8388608 reduction and the twostage's 4 x 512 combine launch the same number
+    of workgroups, so their launch sizes match; their bytes (128 MiB against 8 KiB, from the input
+    shapes) cannot be the same work. The serial dispatch must meet both twostage dispatches."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    spec = root / "fixtures" / "zoo" / "iree_reduction_twostage" / "variants.toml"
+    out = tmp_path / "o"
+    r = subprocess.run([sys.executable, "-m", "rootcause", "analyze", f"{spec}#twostage", f"{spec}#serial",
+                        "--target", "llvm", "--budget-s", "2", "--no-confirm", "--out", str(out)],
+                       capture_output=True, text=True, cwd=root)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((out / "attribution.json").read_text())
+    serial = "main_dispatch_0_reduction_4x8388608_f32"
+    unit = next(u for u in doc["units"] if serial in u["kernels_b"])
+    assert sorted(unit["kernels_a"]) == ["main_dispatch_0_reduction_2048x16384_f32", "main_dispatch_1_reduction_4x512_f32"]
+    moved = {k["name"]: k["bytes_moved"] for v in "ab" for k in doc["catalogs"][v]["kernels"].values()}
+    assert moved[serial] >= 4 * 8388608 * 4 and moved["main_dispatch_1_reduction_4x512_f32"] <= 4 * 512 * 4 + 16

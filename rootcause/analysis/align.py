@@ -21,7 +21,8 @@ the rest go on to the next tier:
    removed ('prefill_bs2$async_dispatch_0_matmul_like_..' == 'prefill_bs8$async_..').
 4. fused-name: TVM fused names split into op names ('fused_pool2d_add2' covers 'pool2d'
    and 'add2'), joined through shared op names.
-5. shape: the same launch work size (grid * block threads), when unique on both sides.
+5. shape: the same launch work size (grid * block threads), when unique on both sides and the
+   catalogs (where they tell) do not put the two kernels' bytes moved 8x or more apart.
 5b. launch-order: in one graph call of each side, the launches of units settled so far are
    anchors; where the two anchor sequences agree (difflib's matching blocks), the unmatched
    kernels launched between two consecutive common anchors on one side join those launched
@@ -221,6 +222,28 @@ def _kernel_names(events: pd.DataFrame) -> list[str]:
     return [str(k) for k in pd.unique(events["kernel"].to_numpy())]  # first-seen order
 
 
+# A launch size is a weak key (a CPU dispatch's workgroup count is often the rows of its
+# output): two kernels whose catalogs say they move bytes this many times apart do not compute
+# the same thing, whatever their launch (a 4 x 512 reduction against a 4 x 8388608 one).
+SHAPE_BYTES_RATIO = 8
+
+
+def _same_bytes(keys: dict[str, list[str]], info: dict[str, dict]) -> dict[str, list[str]]:
+    """The shape tier's keys less the pairs whose catalogs' bytes_moved are SHAPE_BYTES_RATIO
+    or more apart (kept where either side's bytes are unknown)."""
+    by_key: dict[str, list[str]] = {}
+    for node, (key,) in keys.items():
+        by_key.setdefault(key, []).append(node)
+    out = dict(keys)
+    for nodes in by_key.values():
+        moved = [info[n].get("bytes_moved") for n in nodes]
+        if len(nodes) == 2 and all(isinstance(b, int) and b > 0 for b in moved) and \
+                max(moved) >= SHAPE_BYTES_RATIO * min(moved):
+            for n in nodes:
+                del out[n]
+    return out
+
+
 def _work_sizes(events: pd.DataFrame) -> dict[str, int]:
     cols = ["grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
     if not set(cols) <= set(events.columns):
@@ -279,7 +302,8 @@ def align(events_a: pd.DataFrame, events_b: pd.DataFrame,
             ops = call_site_ops(k, entries[v]) if k else []
             shared = tuple(k.call_sites) if k and len(k.call_sites) > 1 else ()
             info[node] = {"catalog": k is not None, "source_ops": tuple(ops),
-                          "source_locs": tuple(k.source_locs) if k else (), "shared_call_sites": shared}
+                          "source_locs": tuple(k.source_locs) if k else (), "shared_call_sites": shared,
+                          "bytes_moved": k.bytes_moved if k else None}
         if catalogs["a"] and catalogs["b"]:
             _split_per_op(v, names, info, events_a if v == "a" else events_b)
         missing = [n for n in names[v] if catalogs[v] and not info[f"{v}:{n}"]["catalog"]]
@@ -375,7 +399,7 @@ def align(events_a: pd.DataFrame, events_b: pd.DataFrame,
         unique = sizes[~sizes.duplicated(keep=False)]
         for n, size in unique.items():
             keys[f"{v}:{n}"] = [str(size)]
-    link_through(keys, "shape", "work")
+    link_through(_same_bytes(keys, info), "shape", "work")
     # 5b. launch order: between two launches of settled units that come in the same order on
     # both sides, what each side launches computes the same ops in between (a fused kernel
     # against the eager kernels it replaces)
