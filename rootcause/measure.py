@@ -43,9 +43,12 @@ from rootcause.stats import bootstrap_medians, median, median_ci, percentile_int
 # Resampling is done in chunks so a long run (10^4 samples) never allocates resamples x n at once.
 
 
+WARMUP_MIN_CALLS = 3  # counted warm-up calls made even when warmup_seconds has passed
+
+
 @dataclass
 class Protocol:
-    warmup_calls: int = 75
+    warmup_calls: int = 75  # at most: the count stops once warmup_seconds passed (measure's warm-up)
     warmup_seconds: float = 2.0
     blocks: int = 40  # most blocks run
     repeats: int = 5  # samples of each variant per block
@@ -202,8 +205,14 @@ def measure(callables: dict[str, Callable[[], float | None]], protocol: Protocol
         return float(got)
 
     for name in perms[protocol.offset % len(perms)]:
-        for _ in range(protocol.warmup_calls):
+        # warmup_calls calls, then warmup_seconds more; a slow call (seconds on a CPU) stops the
+        # counted calls once warmup_seconds have passed and WARMUP_MIN_CALLS were made, or 75 calls
+        # of a 20 s graph would warm one variant for 25 minutes
+        start = clock()
+        for i in range(protocol.warmup_calls):
             callables[name]()
+            if i + 1 >= WARMUP_MIN_CALLS and clock() - start >= protocol.warmup_seconds:
+                break
         deadline = clock() + protocol.warmup_seconds
         while clock() < deadline:
             callables[name]()

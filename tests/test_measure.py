@@ -123,6 +123,30 @@ def _direct_ratio(fns, reps=60):
     return statistics.median(times["big"]) / statistics.median(times["small"])
 
 
+def test_slow_calls_end_the_counted_warm_up_after_warmup_seconds():
+    """75 warm-up calls of a graph that takes seconds would warm one variant for minutes: the
+    count stops once warmup_seconds have passed and WARMUP_MIN_CALLS were made; fast calls still
+    make every counted call."""
+    import time
+
+    from rootcause.measure import WARMUP_MIN_CALLS
+
+    calls = {"slow": 0, "fast": 0}
+
+    def slow():
+        calls["slow"] += 1
+        time.sleep(0.02)
+
+    def fast():
+        calls["fast"] += 1
+
+    measure({"slow": slow}, Protocol(warmup_calls=75, warmup_seconds=0.05, blocks=1, repeats=1))
+    # the counted calls stop at the first one past 0.05 s (at least 3), then 0.05 s more of calls
+    assert WARMUP_MIN_CALLS <= calls["slow"] <= 3 + 3 + 1 + 1
+    measure({"fast": fast}, Protocol(warmup_calls=75, warmup_seconds=0.2, blocks=1, repeats=1))
+    assert calls["fast"] > 75  # all 75 counted calls well inside 0.2 s, then 0.2 s more of them
+
+
 def test_protocol_on_real_workloads():
     """Two NumPy workloads of known different cost (sorting 200k vs 50k floats: ~4.5x). The
     ratio interval must hold the ratio measured directly, and the difference is significant."""
