@@ -88,6 +88,13 @@ def _attribute_pair(a: Side, b: Side, ctx: Context, repeat: tuple[Side, Side] | 
     is significant only when it is in both."""
     alignment = align(a.events, b.events, a.catalog, b.catalog, a.entry, b.entry)
     att = _attribute(a, b, alignment, ctx)
+    if a.profiled_apart or b.profiled_apart:
+        att.notes.append(f"on the CPU the whole-graph delta is significant from {CPU_MIN_EFFECT_SHARE:.0%} of "
+                         f"{a.label}'s time per call ({att.whole_min_effect_ns / 1e3:.1f} us): two builds of one "
+                         "spec measured up to 5.1% apart, interleaved, on a shared 2-core machine under load, so the "
+                         "profile sessions' own timed calls must also show it; a unit's delta, from "
+                         f"{MIN_EFFECT_SHARE:.0%}, must show in the second pair of profiles and exceed what a "
+                         "session alone moves that unit")
     if repeat is not None:
         timed = {v: (first.timed_apart_ns, second.timed_apart_ns)
                  for v, first, second in (("a", a, repeat[0]), ("b", b, repeat[1]))
@@ -111,19 +118,11 @@ def _attribute_pair(a: Side, b: Side, ctx: Context, repeat: tuple[Side, Side] | 
 def _attribute(a: Side, b: Side, alignment: Any, ctx: Context) -> Attribution:
     # a side profiled apart from its measurement is a CPU profile: the CPU's practical threshold
     cpu = a.profiled_apart or b.profiled_apart
-    att = attribute(a.events, b.events, alignment, a.whole, b.whole, labels=(a.label, b.label),
-                    environment=ctx.environment,
-                    scale_to_whole=tuple(v for v, s in (("a", a), ("b", b)) if s.profiled_apart),
-                    timed_apart={v: s.timed_apart_ns for v, s in (("a", a), ("b", b)) if s.timed_apart_ns},
-                    whole_min_effect_share=CPU_MIN_EFFECT_SHARE if cpu else MIN_EFFECT_SHARE)
-    if cpu:
-        att.notes.append(f"on the CPU the whole-graph delta is significant from {CPU_MIN_EFFECT_SHARE:.0%} of "
-                         f"{a.label}'s time per call ({att.whole_min_effect_ns / 1e3:.1f} us): two builds of one "
-                         "spec measured up to 5.1% apart, interleaved, on a shared 2-core machine under load, so the "
-                         "profile sessions' own timed calls must also show it; a unit's delta, from "
-                         f"{MIN_EFFECT_SHARE:.0%}, must show in the second pair of profiles and exceed what a "
-                         "session alone moves that unit")
-    return att
+    return attribute(a.events, b.events, alignment, a.whole, b.whole, labels=(a.label, b.label),
+                     environment=ctx.environment,
+                     scale_to_whole=tuple(v for v, s in (("a", a), ("b", b)) if s.profiled_apart),
+                     timed_apart={v: s.timed_apart_ns for v, s in (("a", a), ("b", b)) if s.timed_apart_ns},
+                     whole_min_effect_share=CPU_MIN_EFFECT_SHARE if cpu else MIN_EFFECT_SHARE)
 
 
 def write_reports(doc: dict[str, Any], out_dir: Path, title: str | None = None) -> list[Path]:
@@ -382,15 +381,16 @@ def analyze_run(plan: dict[str, Any], out: Path, run_dir: Path, threshold: float
         profile = rundir.profile_file(run_dir, measurement, name, extra)
         loaded = bundles.read_bundle(out / plan["bundles"][name])
         whole = rundir.variant_whole_graph(measurement, name, mpath)
-        sides[name] = Side(name, str(profile), profile_events(str(profile), _calls(extra, name), split_notes, name),
+        record = extra.get(name)
+        sides[name] = Side(name, str(profile), profile_events(str(profile), _calls(record), split_notes, name),
                            loaded.kernels(), str(out / plan["bundles"][name]), loaded.entry, whole,
-                           profiled_apart=name in extra, timed_apart_ns=_timed_ns(extra, name))
-        again = (extra.get(name) or {}).get("repeat")
+                           profiled_apart=name in extra, timed_apart_ns=_timed_ns(record))
+        again = (record or {}).get("repeat")
         if again:
             repeat_notes: list[str] = []  # the first pair's notes say the same of the split
             repeats[name] = dataclasses.replace(
-                sides[name], profile=again["file"], timed_apart_ns=_timed_ns({name: again}, name),
-                events=profile_events(again["file"], _calls({name: again}, name), repeat_notes, name))
+                sides[name], profile=again["file"], timed_apart_ns=_timed_ns(again),
+                events=profile_events(again["file"], _calls(again), repeat_notes, name))
     environment = rundir.read_env(run_dir)
     ctx = Context(gpus.resolve_device(device, environment), environment,
                   rundir.measurement_meta(measurement["measurement"], mpath, (a, b)), command, split_notes)
@@ -410,13 +410,14 @@ def analyze_run(plan: dict[str, Any], out: Path, run_dir: Path, threshold: float
     return doc
 
 
-def _timed_ns(extra: dict[str, Any], name: str) -> float | None:
-    """Median ns of the CPU profile session's calls timed without the profiler (its 'timed_ns')."""
-    timed = (extra.get(name) or {}).get("timed_ns")
+def _timed_ns(record: dict[str, Any] | None) -> float | None:
+    """Median ns of a CPU profile session's calls timed without the profiler (its record's 'timed_ns')."""
+    timed = (record or {}).get("timed_ns")
     ok = isinstance(timed, list) and timed and all(isinstance(t, (int, float)) and t > 0 for t in timed)
     return float(statistics.median(timed)) if ok else None
 
 
-def _calls(extra: dict[str, Any], name: str) -> int | None:
-    info = extra.get(name) or {}
-    return info.get("calls") if isinstance(info.get("calls"), int) else None
+def _calls(record: dict[str, Any] | None) -> int | None:
+    """The profiled call count a CPU profile record gives, if any."""
+    calls = (record or {}).get("calls")
+    return calls if isinstance(calls, int) else None

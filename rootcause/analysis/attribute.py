@@ -56,7 +56,7 @@ class Attribution:
     notes: list[str] = field(default_factory=list)
     environment: dict[str, Any] | None = None
     min_effect_ns: float = 0.0
-    whole_min_effect_ns: float | None = None  # the whole graph's, where it differs (the CPU's)
+    whole_min_effect_ns: float = 0.0  # the whole graph's (larger on the CPU)
     timeline: dict[str, Any] | None = None  # per variant: one_call() of its events
     device: str | None = None  # rootcause.gpus.DEVICES key the profiles came from, when known
     measurement: dict[str, Any] | None = None  # where the whole-graph latency came from
@@ -80,8 +80,7 @@ class Attribution:
             "significance": {"rule": "interval excludes 0 and |delta| >= min_effect_ns (the whole graph: "
                                      "whole_min_effect_ns)",
                              "min_effect_ns": self.min_effect_ns, "level": LEVEL,
-                             "whole_min_effect_ns": self.min_effect_ns if self.whole_min_effect_ns is None
-                             else self.whole_min_effect_ns},
+                             "whole_min_effect_ns": self.whole_min_effect_ns},
             "findings": self.findings,
             "cannot_conclude": self.cannot_conclude,
             "notes": self.notes,
@@ -275,8 +274,8 @@ def attribute(events_a: pd.DataFrame, events_b: pd.DataFrame, alignment: Alignme
               whole_a: WholeGraph | None = None, whole_b: WholeGraph | None = None,
               labels: tuple[str, str] = ("A", "B"), n_boot: int = 2000, seed: int = 0,
               environment: dict[str, Any] | None = None, scale_to_whole: tuple[str, ...] = (),
-              timed_apart: dict[str, float] | None = None, min_effect_share: float = MIN_EFFECT_SHARE,
-              whole_min_effect_share: float | None = None) -> Attribution:
+              timed_apart: dict[str, float] | None = None,
+              whole_min_effect_share: float = MIN_EFFECT_SHARE) -> Attribution:
     """Per-unit times and deltas, residual and closure (module doc). `whole_a`/`whole_b`:
     measured whole-graph latency per variant; both or neither. scale_to_whole: the variants
     ('a', 'b') profiled apart from their measurement (a CPU profiler's instrumented calls):
@@ -284,8 +283,8 @@ def attribute(events_a: pd.DataFrame, events_b: pd.DataFrame, alignment: Alignme
     scaled down to it (shares kept, said in the notes). timed_apart: per such variant, the median ns
     of the profile session's own calls timed without the profiler: the kernel times are then scaled
     by the measured latency over it, and closure outside CLOSURE_BAND says why in cannot_conclude.
-    min_effect_share: the share of A's whole-graph time a delta must reach to be significant;
-    whole_min_effect_share: the same for the whole-graph delta, where it differs (the CPU's)."""
+    whole_min_effect_share: the share of A's whole-graph time the whole-graph delta must reach to
+    be significant (a unit's: MIN_EFFECT_SHARE); the CPU's is larger."""
     if (whole_a is None) != (whole_b is None):
         raise ValueError("give the whole-graph measurement of both variants or of neither")
     notes: list[str] = list(alignment.notes)
@@ -330,8 +329,7 @@ def attribute(events_a: pd.DataFrame, events_b: pd.DataFrame, alignment: Alignme
                      f"is slower than every call of the other, chance orders them so once in "
                      f"{comb(per['a']['n'] + per['b']['n'], per['a']['n'])}, more than {1 - LEVEL:.0%}: no unit's delta "
                      "is called significant; profile more calls (3 a side at least)")
-    att = _assemble(per, alignment, whole_a, whole_b, labels, notes, environment, min_effect_share,
-                    min_effect_share if whole_min_effect_share is None else whole_min_effect_share)
+    att = _assemble(per, alignment, whole_a, whole_b, labels, notes, environment, whole_min_effect_share)
     if scale_to_whole and whole_a is not None:
         why = _closure_why(att, labels)
         if why:
@@ -464,8 +462,7 @@ def separable(n_a: int, n_b: int, level: float = LEVEL) -> bool:
     return min(n_a, n_b) >= 2 and comb(n_a + n_b, n_a) >= 1 / (1 - level) - 1e-9  # the epsilon absorbs 1 / 0.05 rounding up
 
 
-def _assemble(per, alignment, whole_a, whole_b, labels, notes, environment, min_effect_share,
-              whole_share) -> Attribution:
+def _assemble(per, alignment, whole_a, whole_b, labels, notes, environment, whole_share) -> Attribution:
     med, boot = {}, {}
     for v, p in per.items():
         # columns: units..., busy, span, residual-vs-span, overlap (summed durations - busy)
@@ -503,7 +500,7 @@ def _assemble(per, alignment, whole_a, whole_b, labels, notes, environment, min_
         whole_note = ("no measurement given: whole-graph time is the profiled span per call "
                       "(first kernel start to last kernel end), which includes profiler overhead "
                       "and excludes host time before the first launch")
-    min_effect = min_effect_share * abs(whole["a"].median)
+    min_effect = MIN_EFFECT_SHARE * abs(whole["a"].median)
     whole_min_effect = whole_share * abs(whole["a"].median)
 
     # Too few calls a side prove nothing: one has a zero-width interval, and a bootstrap of two
