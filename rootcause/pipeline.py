@@ -303,7 +303,7 @@ def cpu_profiles(plan: dict[str, Any], out: Path, run_dir: Path, calls: int) -> 
     if index.is_file():
         done = read_json(index, "no such file")
         records = done.get("records") if isinstance(done, dict) else None
-        if done.get("measurement_sha256") == key and isinstance(records, dict) and \
+        if isinstance(records, dict) and done.get("measurement_sha256") == key and \
                 all(_profiled(folder, records.get(n)) and _profiled(folder, (records.get(n) or {}).get("repeat"))
                     for n in names):
             progress(f"reusing the CPU profiles taken for this run ({folder})")
