@@ -26,7 +26,7 @@ import rootcause
 from rootcause import envs, frontends, toolchain
 from rootcause.artifacts.bundle import write_bundle
 from rootcause.errors import UsageError
-from rootcause.fileio import cache_dir, locked, write_atomic, write_json
+from rootcause.fileio import cache_dir, exchange, locked, write_atomic, write_json
 from rootcause.model import BuildOutput, CatalogKernel
 from rootcause.spec import VariantSpec, pinned, toolchain_packages
 from rootcause.verify import reference_outputs
@@ -223,8 +223,9 @@ def _mkdir(path: Path) -> Path:
 
 
 def _publish(cached: Path, out: Path) -> None:
-    """Copy the cached bundle to a hidden folder beside out, then rename it into place: an
-    interrupted copy never leaves `out` half a bundle (or a bundle without its manifest)."""
+    """Copy the cached bundle to a hidden folder beside out, then swap it into place (fileio.exchange):
+    an interrupted copy never leaves `out` half a bundle (or a bundle without its manifest), nor,
+    where the swap is atomic, without a bundle."""
     if out.exists() and not (out / "manifest.json").is_file() and (not out.is_dir() or any(out.iterdir())):
         raise UsageError(f"{out}: exists and is not a bundle; refusing to overwrite it")
     try:
@@ -233,9 +234,11 @@ def _publish(cached: Path, out: Path) -> None:
         raise UsageError(f"{out.parent}: cannot write the bundle here: {err.strerror or err}") from None
     try:
         shutil.copytree(cached, staging / "bundle")
-        if out.exists():
-            os.replace(out, staging / "old")  # a kill between the renames leaves no bundle, never half of one
-        os.replace(staging / "bundle", out)
+        if not out.exists():
+            os.replace(staging / "bundle", out)
+        elif not exchange(staging / "bundle", out):  # atomic where it can: out is always a whole bundle
+            os.replace(out, staging / "old")  # else a kill between the renames leaves no bundle, never half of one
+            os.replace(staging / "bundle", out)
     except OSError as err:
         raise UsageError(f"{out}: cannot write the bundle: {err.strerror or err}") from None
     finally:

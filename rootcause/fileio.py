@@ -95,6 +95,26 @@ def _roll_forward(staging: Path, folder: Path) -> None:
     shutil.rmtree(staging, ignore_errors=True)
 
 
+def exchange(a: Path, b: Path) -> bool:
+    """Swap two existing paths in one atomic step (Linux renameat2 RENAME_EXCHANGE), so that no
+    moment leaves either name missing; False where the call or the file system lacks it (the
+    caller then renames twice, with a window between the renames)."""
+    import ctypes
+    import errno
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    call = getattr(libc, "renameat2", None)
+    if call is None:
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    if call(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
+        return False
+    raise OSError(code, os.strerror(code), str(a))
+
+
 @contextlib.contextmanager
 def _folder_lock(folder: Path) -> Iterator[None]:
     """flock on the folder itself (no lock file left among the user's outputs)."""

@@ -177,3 +177,22 @@ def test_settle_drops_an_uncommitted_staging_folder(previous):
     (staging / SET[0]).write_text("half")
     settle(out)
     assert not staging.exists() and _digests(out) == before
+
+
+def test_exchange_swaps_two_folders_in_one_step(tmp_path):
+    """fileio.exchange, which publishes a bundle over the previous one: after it each name holds
+    the other's files (where the system has no atomic exchange it says so, and nothing moved)."""
+    from rootcause.fileio import exchange
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    (a / "sub").mkdir(parents=True)
+    (a / "sub" / "x").write_text("from a")
+    b.mkdir()
+    (b / "manifest.json").write_text("from b")
+    if not exchange(a, b):
+        assert (a / "sub" / "x").read_text() == "from a" and (b / "manifest.json").read_text() == "from b"
+        pytest.skip("no atomic exchange on this system")
+    assert sorted(p.name for p in a.iterdir()) == ["manifest.json"] and (a / "manifest.json").read_text() == "from b"
+    assert (b / "sub" / "x").read_text() == "from a"
+    with pytest.raises(OSError):
+        exchange(a, tmp_path / "missing")  # both names must exist
