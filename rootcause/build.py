@@ -16,17 +16,16 @@ import importlib.util
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import rootcause
-from rootcause import envs, frontends, toolchain
+from rootcause import child, envs, frontends, toolchain
 from rootcause.artifacts.bundle import write_bundle
-from rootcause.errors import UsageError
-from rootcause.fileio import cache_dir, exchange, locked, write_atomic, write_json
+from rootcause.errors import InternalError, ToolFailed, UsageError
+from rootcause.fileio import cache_dir, check_replaceable, exchange, locked, mark_owned, write_atomic, write_json
 from rootcause.model import BuildOutput, CatalogKernel
 from rootcause.spec import VariantSpec, pinned, toolchain_packages
 from rootcause.verify import reference_outputs
@@ -152,7 +151,7 @@ def _build_into(spec: VariantSpec, key: str, cached: Path) -> None:
         write_bundle(spec, built, staging / "build", staging / "bundle", key, reference_outputs, record)
         shutil.rmtree(cached, ignore_errors=True)
         os.replace(staging / "bundle", cached)  # atomic: a half build is never 'cached'
-    except UsageError as err:
+    except (UsageError, ToolFailed, InternalError) as err:
         raise _keep_logs(err, staging / "build", key) from None
     finally:  # also on SIGTERM (cli turns it into an exception) and ^C
         shutil.rmtree(staging, ignore_errors=True)
@@ -172,23 +171,15 @@ def build_in(python: Path, spec: VariantSpec, out_dir: Path) -> BuildOutput:
     """frontend.build run by another environment's python; its BuildOutput read back."""
     out_dir.mkdir(parents=True, exist_ok=True)
     request = write_json(out_dir / "toolchain_request.json", spec.to_dict())
-    result_path = out_dir / "toolchain_result.json"
     extra = {}
     cuda = toolchain.cuda_root() if spec.target.startswith("cuda") else None
     if cuda is not None:
         extra[toolchain.CUDA_ROOT_VAR] = str(cuda)
-    proc = subprocess.run([str(python), "-m", "rootcause.build", "--child", str(request), str(out_dir)],
-                          capture_output=True, text=True, env=envs.checkout_env(extra))
-    result = json.loads(result_path.read_text()) if result_path.is_file() else {}
+    proc = child.run([str(python), "-m", "rootcause.build", "--child", str(request), str(out_dir)],
+                     env=child.python_env(base=envs.checkout_env(extra)))
     request.unlink()
-    result_path.unlink(missing_ok=True)
-    if "usage_error" in result:
-        raise UsageError(result["usage_error"])
-    if proc.returncode != 0 or "kernels" not in result:
-        write_atomic(out_dir / "toolchain.log", proc.stdout + proc.stderr)
-        lines = [line for line in proc.stderr.splitlines() if line.strip()] or ["no output"]
-        raise UsageError(f"{spec.spec_file.name}: the build of '{spec.name}' with {python} failed: "
-                         f"{lines[-1].strip()} (log: {out_dir / 'toolchain.log'})")
+    log = write_atomic(out_dir / "toolchain.log", proc.stdout + proc.stderr)
+    result = child.result(proc, out_dir / "toolchain_result.json", f"the build of '{spec.name}' with {python}", log)
     return BuildOutput(module_path=out_dir / result["module_path"],
                        kernels=[CatalogKernel.from_dict(k) for k in result["kernels"]],
                        ir_files=[out_dir / p for p in result["ir_files"]],
@@ -197,24 +188,19 @@ def build_in(python: Path, spec: VariantSpec, out_dir: Path) -> BuildOutput:
 
 
 def _child(request: Path, out_dir: Path) -> int:
-    """build_in's child: build in this environment, write the BuildOutput (paths relative) as JSON."""
-    spec = VariantSpec.from_dict(json.loads(request.read_text()))
-    result_path = out_dir / "toolchain_result.json"
-    try:
+    """build_in's child: build in this environment; the BuildOutput (paths relative) as its result."""
+    def work() -> dict[str, Any]:
+        spec = VariantSpec.from_dict(json.loads(request.read_text()))
         built = frontends.get(spec.frontend).build(spec, out_dir)
-    except UsageError as err:
-        write_json(result_path, {"usage_error": str(err)})
-        return 2
 
-    def rel(p: Path) -> str:
-        return str(Path(p).relative_to(out_dir))
+        def rel(p: Path) -> str:
+            return str(Path(p).relative_to(out_dir))
 
-    kernels = [k.to_dict() for k in built.kernels]
-    write_json(result_path, {"module_path": rel(built.module_path), "kernels": kernels,
-                             "ir_files": [rel(p) for p in built.ir_files],
-                             "binary_files": [rel(p) for p in built.binary_files],
-                             "versions": built.versions, "notes": built.notes})
-    return 0
+        return {"module_path": rel(built.module_path), "kernels": [k.to_dict() for k in built.kernels],
+                "ir_files": [rel(p) for p in built.ir_files], "binary_files": [rel(p) for p in built.binary_files],
+                "versions": built.versions, "notes": built.notes}
+
+    return child.serve(work, out_dir / "toolchain_result.json")
 
 
 def _mkdir(path: Path) -> Path:
@@ -226,14 +212,14 @@ def _publish(cached: Path, out: Path) -> None:
     """Copy the cached bundle to a hidden folder beside out, then swap it into place (fileio.exchange):
     an interrupted copy never leaves `out` half a bundle (or a bundle without its manifest), nor,
     where the swap is atomic, without a bundle."""
-    if out.exists() and not (out / "manifest.json").is_file() and (not out.is_dir() or any(out.iterdir())):
-        raise UsageError(f"{out}: exists and is not a bundle; refusing to overwrite it")
+    check_replaceable(out, "bundle")
     try:
         staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=_mkdir(out.parent)))
     except OSError as err:
         raise UsageError(f"{out.parent}: cannot write the bundle here: {err.strerror or err}") from None
     try:
         shutil.copytree(cached, staging / "bundle")
+        mark_owned(staging / "bundle")
         if not out.exists():
             os.replace(staging / "bundle", out)
         elif not exchange(staging / "bundle", out):  # atomic where it can: out is always a whole bundle
@@ -245,16 +231,18 @@ def _publish(cached: Path, out: Path) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _keep_logs(err: UsageError, build_dir: Path, key: str) -> UsageError:
+def _keep_logs(err: Exception, build_dir: Path, key: str) -> Exception:
     """The failed build's logs copied out of the staging folder (which is removed), and the
-    error's message pointing at the copies."""
+    error, of the same type, with its message pointing at the copies."""
     text = str(err)
     logs = _mkdir(cache_dir() / "logs")
     for log in sorted(build_dir.glob("*.log")):
         kept = logs / f"{key}.{log.name}"
         shutil.copy2(log, kept)
         text = text.replace(str(log), str(kept))
-    return UsageError(text)
+    if isinstance(err, InternalError):
+        return InternalError(text, err.log and err.log.replace(str(build_dir), str(logs)))
+    return type(err)(text)
 
 
 if __name__ == "__main__":

@@ -16,8 +16,28 @@ from typing import Any
 
 
 def cache_dir() -> Path:
-    """rootcause's cache (builds, toolchain environments, bisections): $ROOTCAUSE_CACHE or ~/.cache/rootcause."""
-    return Path(os.environ.get("ROOTCAUSE_CACHE", Path.home() / ".cache" / "rootcause"))
+    """rootcause's cache (builds, toolchain environments, bisections): $ROOTCAUSE_CACHE or
+    ~/.cache/rootcause, made if missing. A cache that cannot be made or written (no home folder,
+    a read-only or full one) is a UsageError that says how to name another."""
+    from rootcause.errors import UsageError
+
+    if os.environ.get("ROOTCAUSE_CACHE"):
+        path = Path(os.environ["ROOTCAUSE_CACHE"])
+    else:
+        try:
+            path = Path.home() / ".cache" / "rootcause"
+        except (RuntimeError, KeyError):  # HOME unset and no passwd entry for this uid
+            raise UsageError("no home folder for the cache (HOME is unset and this user has no passwd entry); "
+                             "set ROOTCAUSE_CACHE to a writable folder") from None
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        writable = os.access(path, os.W_OK | os.X_OK)
+    except OSError as err:
+        raise UsageError(f"{path}: cannot make the cache folder: {err.strerror or err}; set ROOTCAUSE_CACHE to a "
+                         "writable folder") from None
+    if not writable:
+        raise UsageError(f"{path}: the cache folder is not writable; set ROOTCAUSE_CACHE to a writable folder")
+    return path
 
 
 STAGING = ".rootcause-staging-"
@@ -39,6 +59,9 @@ def write_set(folder: str | os.PathLike, files: dict[str, bytes | str]) -> list[
     from rootcause.errors import UsageError
 
     folder = Path(folder)
+    bad = next((name for name in files if not is_plain_name(name)), None)
+    if bad is not None:  # a bug, not bad input: callers name their own files
+        raise ValueError(f"write_set writes plain file names only, not {bad!r}")
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as err:
@@ -57,7 +80,7 @@ def write_set(folder: str | os.PathLike, files: dict[str, bytes | str]) -> list[
             _stage(staging / (COMMIT + ".tmp"), json.dumps(list(files)), folder / COMMIT)
             os.replace(staging / (COMMIT + ".tmp"), staging / COMMIT)
             kept = ""
-            _roll_forward(staging, folder)
+            _roll_forward(staging, folder, list(files))
         except OSError as err:
             shutil.rmtree(staging, ignore_errors=True)
             raise UsageError(f"{folder / name}: cannot write: {err.strerror or err}{kept}") from None
@@ -80,19 +103,110 @@ def settle(folder: str | os.PathLike) -> None:
 
 def _settle_locked(folder: Path) -> None:
     for staging in folder.glob(STAGING + "*"):
-        if (staging / COMMIT).is_file():
-            _roll_forward(staging, folder)
+        if staging.is_symlink() or not staging.is_dir():
+            continue  # not a folder write_set made: none of ours to finish or remove
+        if (staging / COMMIT).exists():
+            names = committed_names(staging)
+            if names is not None:
+                _roll_forward(staging, folder, names)
+            # else: a record write_set did not write (edited, planted, empty): followed by nobody
         else:
             shutil.rmtree(staging, ignore_errors=True)
 
 
-def _roll_forward(staging: Path, folder: Path) -> None:
+def committed_names(staging: Path) -> list[str] | None:
+    """The file names a staging folder's commit record lists, or None when the record is not one
+    write_set wrote: a JSON list of plain names (no folder part, no '..', no hidden staging name),
+    each a regular file in the staging folder or already moved. A record is data from the folder,
+    which may have come from anyone; only a name that stays inside the folder is ever renamed."""
+    try:
+        record = (staging / COMMIT).read_bytes()
+        names = json.loads(record.decode("utf-8")) if len(record) < 1 << 20 else None
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(names, list) or not names:
+        return None
+    for name in names:
+        if not is_plain_name(name):
+            return None
+        staged = staging / name
+        if staged.is_symlink() or (staged.exists() and not staged.is_file()):
+            return None
+    return names
+
+
+def is_plain_name(name: object) -> bool:
+    """A file name with no path in it: what write_set writes, and all a staging record may name."""
+    return (isinstance(name, str) and name not in ("", ".", "..") and "/" not in name and "\0" not in name
+            and not name.startswith(STAGING) and name != COMMIT)
+
+
+def _roll_forward(staging: Path, folder: Path, names: list[str]) -> None:
     """Rename the committed files still in staging into folder, then drop staging. Safe to
     repeat after a kill: a file already moved is simply no longer in staging."""
-    for name in json.loads((staging / COMMIT).read_text(encoding="utf-8")):
+    for name in names:
         if (staging / name).exists():
             os.replace(staging / name, folder / name)
     shutil.rmtree(staging, ignore_errors=True)
+
+
+OWNED = ".rootcause-owned"  # in a folder rootcause publishes whole: the files it wrote there
+
+
+def mark_owned(folder: Path) -> None:
+    """Record every file now under folder as rootcause's own (OWNED), so that a later publish may
+    replace the folder whole; call it on the staged folder, before it is renamed into place."""
+    files = sorted(_files_under(folder) - {OWNED})
+    (folder / OWNED).write_text(json.dumps(files, indent=0) + "\n", encoding="utf-8")
+
+
+def check_replaceable(folder: Path, what: str = "output") -> None:
+    """UsageError unless folder is missing, empty, or holds only files rootcause wrote there
+    (mark_owned). A folder of the user's files is never replaced, as `git clone` refuses a
+    non-empty folder; a manifest.json or any other name in it proves nothing."""
+    from rootcause.errors import UsageError
+
+    if not os.path.lexists(folder):
+        return
+    if folder.is_symlink() or not folder.is_dir():
+        raise UsageError(f"{folder}: exists and is not a folder; refusing to replace it with the {what}")
+    try:
+        present = _files_under(folder)
+        listed = json.loads((folder / OWNED).read_text(encoding="utf-8")) if (folder / OWNED).is_file() else None
+    except (OSError, ValueError, RecursionError) as err:
+        raise UsageError(f"{folder}: cannot read it to check what it holds: {err}") from None
+    if not present:
+        return
+    foreign = sorted(present - {OWNED} - set(listed if isinstance(listed, list) else []))
+    if listed is None or foreign:
+        example = foreign[0] if foreign else sorted(present)[0]
+        raise UsageError(f"{folder}: holds files rootcause did not write there (e.g. {example!r}); refusing to "
+                         f"replace it with the {what}: name a new or empty folder, or remove this one yourself")
+
+
+def _files_under(folder: Path) -> set[str]:
+    """Relative paths of everything under folder that is not a folder (links not followed)."""
+    found = set()
+    for root, dirs, files in os.walk(folder):
+        rel = Path(root).relative_to(folder)
+        found.update((rel / name).as_posix() for name in files)
+        found.update((rel / name).as_posix() for name in dirs if os.path.islink(os.path.join(root, name)))
+    return found
+
+
+def refuse_overwriting(outputs: list[str | os.PathLike], inputs: list[str | os.PathLike]) -> None:
+    """UsageError when an output path is one of the inputs (the same file, by inode), so that
+    `report A --out A` or `inspect X --out X` never replaces what it reads."""
+    from rootcause.errors import UsageError
+
+    for out in outputs:
+        for given in inputs:
+            try:
+                same = os.path.samefile(out, given)
+            except OSError:
+                same = False
+            if same:
+                raise UsageError(f"{out}: is also an input ({given}); refusing to overwrite it: name another output")
 
 
 def exchange(a: Path, b: Path) -> bool:
@@ -149,7 +263,16 @@ def _umask() -> int:
 
 def json_text(obj: Any) -> str:
     """The JSON every rootcause file uses: indented, keys in their order, a final newline."""
-    return json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n"
+    return json.dumps(obj, indent=2, sort_keys=False, default=_plain) + "\n"
+
+
+def _plain(obj: Any) -> Any:
+    """A value json does not know: a NumPy scalar as its Python value (a numpy bool written as
+    the string "False" would read back as true), anything else (paths) as its text."""
+    item = getattr(obj, "item", None)
+    if callable(item) and getattr(obj, "shape", None) == ():
+        return item()
+    return str(obj)
 
 
 def write_json(path: str | os.PathLike, obj: Any) -> Path:
@@ -171,6 +294,33 @@ def locked(path: str | os.PathLike) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+OUTPUT_LOCK = ".rootcause-lock"
+
+
+@contextlib.contextmanager
+def output_lock(folder: str | os.PathLike, command: str) -> Iterator[Path]:
+    """Hold folder as this command's output for the block; a second rootcause writing into the
+    same folder at once is refused in one line (UsageError) instead of mixing two runs' files.
+    The lock is an flock on a hidden file in the folder: the kernel drops it when the holder dies."""
+    from rootcause.errors import UsageError
+
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder / OUTPUT_LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as err:
+        raise UsageError(f"{folder}: cannot write output here: {err.strerror or err}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UsageError(f"{folder}: another rootcause {command} is writing into this folder now; wait for it "
+                             "to finish or name another --out") from None
+        yield folder
+    finally:
+        os.close(fd)
+
+
 def read_json(path: str | os.PathLike, missing: str) -> Any:
     """A JSON file; UsageError '<path>: <missing>' when absent, with line and column when not JSON."""
     from rootcause.errors import UsageError
@@ -185,3 +335,5 @@ def read_json(path: str | os.PathLike, missing: str) -> Any:
         raise UsageError(f"{path}: byte {err.start}: not UTF-8 text") from None
     except json.JSONDecodeError as err:
         raise UsageError(f"{path}: line {err.lineno} column {err.colno}: not JSON: {err.msg}") from None
+    except RecursionError:
+        raise UsageError(f"{path}: objects or arrays nested too deeply to be a file rootcause wrote") from None

@@ -56,7 +56,7 @@ from typing import Any, Callable
 from rootcause import frontends, pipeline, spec as spec_mod
 from rootcause.artifacts import sweep as records
 from rootcause.errors import OutputsDiffer, UsageError
-from rootcause.fileio import write_atomic
+from rootcause.fileio import check_replaceable, mark_owned, write_atomic
 from rootcause.spec import VariantSpec
 
 STAGES = ("build", "run", "attribute")
@@ -125,6 +125,8 @@ def load(path: str | Path, resolve_target: Callable[[str, VariantSpec], str]) ->
         raise UsageError(f"{file}: cannot read: {err}") from None
     except tomllib.TOMLDecodeError as err:
         raise UsageError(f"{file}: not TOML: {err}") from None
+    except RecursionError:
+        raise UsageError(f"{file}: tables or arrays nested too deeply to be a sweep file") from None
     name = file.name
     spec_mod._keys(data, ("sweep", "pair", "matrix"), name)
     head = _table(data.get("sweep", {}), f"{name}: [sweep]")
@@ -413,7 +415,11 @@ def _staging(final: Path, stage: str) -> Path:
 
 
 def _replace(staging: Path, final: Path) -> None:
-    """staging becomes final in one rename (the old final, if any, moved aside first)."""
+    """staging becomes final in one rename (the old final, if any, moved aside first); a final
+    that holds files the sweep did not write is refused (fileio.check_replaceable)."""
+    if staging.is_dir():  # a stage's folder; single files are the attribution stage's own names
+        check_replaceable(final, "sweep's stage")
+        mark_owned(staging)
     old = None
     if final.exists():
         old = final.parent / f".{final.name}.old.{os.getpid()}.{time.monotonic_ns()}"
@@ -730,3 +736,27 @@ def ray_map(fn: Callable[..., dict[str, Any]], items: list[tuple], max_in_flight
         ready, _ = ray.wait(list(running), num_returns=1)
         results[running.pop(ready[0])] = _result(ready[0], stage)
     return results  # type: ignore[return-value]
+
+
+def init_ray(address: str, num_cpus: int | None) -> None:
+    """Start (local) or join (auto, an address) the Ray cluster the stages run on."""
+    try:
+        import ray
+    except ImportError:
+        raise UsageError("--ray: Ray is not installed here; pip install 'rootcause[ray]'") from None
+    if ray.is_initialized():
+        return
+    if address == "local":
+        from rootcause.gpus import detect_gpu, gpu_count
+
+        gpus = gpu_count()
+        target = detect_gpu() if gpus else None
+        ray.init(num_cpus=num_cpus, num_gpus=gpus, resources={target: gpus} if target else None,
+                 include_dashboard=False)
+        return
+    if num_cpus is not None:
+        raise UsageError("--num-cpus: only with --ray local (a running cluster has its own)")
+    try:
+        ray.init(address=address)
+    except (ConnectionError, ValueError, RuntimeError) as err:
+        raise UsageError(f"--ray {address}: cannot join the cluster: {' '.join(str(err).split())[:200]}") from None

@@ -80,6 +80,10 @@ def run(args: argparse.Namespace | LightArgs) -> int:
     from rootcause.inspect import PTX_SKIPPED, inspect_paths, json_text, render, row
 
     block = parse_block(args.block)
+    if args.out:
+        from rootcause.fileio import refuse_overwriting
+
+        refuse_overwriting([args.out], args.paths)
     if args.arch:
         _check_arch(args.arch)
     if args.format == "json" and block is None:  # rows written by the compiled decoder where it can

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from rootcause import gpus
 from rootcause.artifacts import attribution
-from rootcause.fileio import write_atomic
+from rootcause.fileio import refuse_overwriting, write_atomic
 from rootcause.report import render_html, render_markdown
 
 
@@ -29,6 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     path = Path(args.attribution)
+    if args.out:
+        refuse_overwriting([args.out], [path])
     doc = attribution.load(path)
     device = gpus.resolve_device(args.device) if args.device is not None else None
     if args.format == "html":
