@@ -4,7 +4,7 @@ Each sub-command lives in its own module, which exports `add_arguments(parser)` 
 `run(args) -> int`, and may export `light_args(argv)`: its arguments read without argparse
 where they are plain (None leaves them to argparse). Exit status: 0 done, 1 the variants'
 outputs differ, 2 bad input (one line on stderr naming the file, the place and what is wrong;
-never a traceback).
+never a traceback), 3 a tool that failed, 4 a bug (rootcause.errors lists them).
 """
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import importlib
 import os
 import sys
 
-from rootcause.errors import OutputsDiffer, UsageError
+from rootcause.errors import (EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OUTPUTS_DIFFER, EXIT_STATUSES, EXIT_TOOL_FAILED,
+                              InternalError, OutputsDiffer, ToolFailed, UsageError)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -42,13 +43,20 @@ def _parser(command: str | None, alone: bool = False) -> argparse.ArgumentParser
     """
     import argparse
 
-    parser = argparse.ArgumentParser(prog="rootcause", description=__doc__.splitlines()[0],
-                                     formatter_class=_formatter)
+    class Parser(argparse.ArgumentParser):
+        def error(self, message: str):  # one line, as for every other bad input (argparse prints two)
+            if message.startswith("argument -"):  # 'argument --rtol: must be ...': the flag, then what is wrong
+                raise UsageError(message.removeprefix("argument "))
+            raise UsageError(f"{message} (see {self.prog} --help)")
+
+    parser = Parser(prog="rootcause", description=__doc__.splitlines()[0], formatter_class=_formatter,
+                    epilog=EXIT_STATUSES)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
         if alone and name != command:
             continue
-        p = sub.add_parser(name, help=help_text, description=help_text, formatter_class=_formatter)
+        p = sub.add_parser(name, help=help_text, description=help_text, formatter_class=_formatter,
+                           epilog=EXIT_STATUSES)
         if name == command:
             module = importlib.import_module(module_name)
             module.add_arguments(p)
@@ -76,29 +84,44 @@ def main(argv: list[str] | None = None) -> int:
     """Run one command; argv None: this process's arguments (then the process ends after it)."""
     program = argv is None
     argv = sys.argv[1:] if argv is None else list(argv)
+    for stream in (sys.stdout, sys.stderr):  # a name the terminal's encoding lacks is escaped, not a traceback
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     command = next((a for a in argv if not a.startswith("-")), None)
     known = command in COMMANDS
     # Only `rootcause COMMAND ...` skips the other sub-parsers: `rootcause -h COMMAND` prints them all.
-    args = (_light_args(argv) if known and argv[0] == command else None) or \
-        _parser(command if known else None, alone=known and argv[0] == command).parse_args(argv)
+    try:
+        args = (_light_args(argv) if known and argv[0] == command else None) or \
+            _parser(command if known else None, alone=known and argv[0] == command).parse_args(argv)
+    except UsageError as err:
+        return _fail(command if known else "", str(err), EXIT_BAD_INPUT)
+    except SystemExit as err:  # --help, --version: argparse has printed what was asked
+        return int(err.code or 0)
     previous = _on_sigterm(_terminate)
     try:
         return int(args._run(args) or 0)
     except _bad_input() as err:
-        print(f"rootcause {args.command}: {err}", file=sys.stderr)
-        return 2
+        return _fail(args.command, str(err), EXIT_BAD_INPUT)
     except OutputsDiffer as err:
-        print(f"rootcause {args.command}: outputs differ: {err}", file=sys.stderr)
-        return 1
+        return _fail(args.command, f"outputs differ: {err}", EXIT_OUTPUTS_DIFFER)
+    except ToolFailed as err:
+        return _fail(args.command, str(err), EXIT_TOOL_FAILED)
+    except InternalError as err:
+        where = f"; the child's traceback is in {err.log}" if err.log else ""
+        return _fail(args.command, f"internal error (a bug in rootcause): {err}{where}", EXIT_INTERNAL)
     except KeyboardInterrupt:
         return 130
     except Terminated:
         return 128 + _signal.SIGTERM
     except BrokenPipeError:  # `rootcause ... | head`: the reader left; say nothing more
-        import os
-
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except RecursionError:
+        return _fail(args.command, "input nested too deeply to read (a JSON or TOML file?); nothing was written "
+                     "by the step that failed", EXIT_BAD_INPUT)
+    except Exception as err:  # noqa: BLE001  a bug: one line, and the traceback kept where it can be read
+        return _fail(args.command, f"internal error (a bug in rootcause): {type(err).__name__}: {err}; "
+                     f"traceback in {_keep_traceback()}", EXIT_INTERNAL)
     finally:
         _on_sigterm(previous)
         if program and args.command == "inspect":
@@ -108,6 +131,32 @@ def main(argv: list[str] | None = None) -> int:
             import gc
 
             gc.freeze()
+
+
+def _fail(command: str, message: str, status: int) -> int:
+    """One line on stderr, control characters escaped (a newline in a path stays in the line)."""
+    from rootcause.terminal import printable
+
+    try:
+        print(f"rootcause{' ' + command if command else ''}: {printable(message)}", file=sys.stderr)
+    except (OSError, ValueError):  # stderr closed or unwritable: the status still says it
+        pass
+    return status
+
+
+def _keep_traceback() -> str:
+    """The current exception's traceback written to a file of its own; the file's path."""
+    import tempfile
+    import traceback
+
+    text = traceback.format_exc()
+    try:
+        fd, path = tempfile.mkstemp(prefix="rootcause-traceback-", suffix=".txt")
+        with os.fdopen(fd, "w", encoding="utf-8", errors="replace") as f:
+            f.write(text)
+        return path
+    except OSError:
+        return "(not kept: no writable temporary folder)"
 
 
 class Terminated(BaseException):

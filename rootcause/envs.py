@@ -43,10 +43,10 @@ READY = "toolchain.json"
 def checkout_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """Environment for a child that imports rootcause from this checkout and nothing else from
     the parent's path (its own site-packages decide the compiler and runtime)."""
+    from rootcause.child import python_env
+
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
-    env["PYTHONPATH"] = str(ROOT)
-    env.update(extra or {})
-    return env
+    return python_env({"PYTHONPATH": str(ROOT), **(extra or {})}, base=env)
 
 
 def wheel_sha(path: Path) -> str:

@@ -26,11 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from parsers.ncu_csv import COUNTERS
-from rootcause import env, envs
+from rootcause import child, env, envs
 from rootcause.artifacts.bundle import Bundle, read_bundle
 from rootcause.artifacts.rundir import write_env, write_measurement
 from rootcause.errors import OutputsDiffer, UsageError
-from rootcause.fileio import write_atomic, write_json
+from rootcause.fileio import write_atomic
 from rootcause.sessions import load_session, runtime_python
 from rootcause.verify import common_inputs, verify
 
@@ -98,11 +98,8 @@ def measure_in_processes(bundles: list[Bundle], processes: int, budget_s: float,
         cmd += (["--device", device] if device else []) + (["--warmup-calls", str(warmup_calls)]
                                                             if warmup_calls is not None else [])
         cmd += ["--warmup-s", repr(warmup_s)] if warmup_s is not None else []
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=_child_env())
-        if proc.returncode != 0 or not file.is_file():
-            raise UsageError(f"--processes: measurement child {i} failed: {_last_line(proc.stderr)}")
-        res = json.loads(file.read_text())
-        file.unlink()
+        proc = child.run(cmd, env=_child_env())
+        res = child.result(proc, file, f"measurement child {i} of --processes {processes}")
         timers = res.pop("timers", timers)
         results.append(res)
     pooled = pool_processes(results)
@@ -113,9 +110,7 @@ def measure_in_processes(bundles: list[Bundle], processes: int, budget_s: float,
 
 def _measure_child(argv: list[str]) -> int:
     """Child of measure_in_processes: load the bundles (verified by the parent), set the common
-    inputs, run the protocol, write its result as JSON."""
-    from rootcause.measure import Protocol, measure_interleaved
-
+    inputs, run the protocol; its result goes back in the child envelope (rootcause.child)."""
     p = argparse.ArgumentParser(prog="rootcause.runner --measure-child")
     p.add_argument("--measure-child", required=True, type=Path)
     p.add_argument("--index", type=int, default=0)
@@ -125,6 +120,12 @@ def _measure_child(argv: list[str]) -> int:
     p.add_argument("--device")
     p.add_argument("bundles", nargs="+")
     args = p.parse_args(argv)
+    return child.serve(lambda: _measure(args), args.measure_child)
+
+
+def _measure(args: argparse.Namespace) -> dict[str, Any]:
+    from rootcause.measure import Protocol, measure_interleaved
+
     bundles = [read_bundle(b) for b in args.bundles]
     sessions = [load_session(b, args.device) for b in bundles]
     inputs = common_inputs(bundles)
@@ -138,8 +139,7 @@ def _measure_child(argv: list[str]) -> int:
         protocol.warmup_seconds = args.warmup_s
     result = measure_interleaved({s.bundle.name: s.timer for s in sessions}, args.budget_s, protocol)
     result["timers"] = {s.bundle.name: getattr(s, "timer_includes", "not recorded by this runner") for s in sessions}
-    write_json(args.measure_child, result)
-    return 0
+    return result
 
 
 # ---- profiling ------------------------------------------------------------------------
@@ -147,7 +147,7 @@ def _measure_child(argv: list[str]) -> int:
 def _child_env() -> dict[str, str]:
     # The child must import rootcause from where this process did (no install on the GPU host).
     root = str(Path(__file__).resolve().parents[1])
-    return dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
+    return child.python_env({"PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)})
 
 
 def _profile_python(bundle: Bundle) -> tuple[str, dict[str, str]]:

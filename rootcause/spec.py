@@ -207,7 +207,10 @@ def load(path: str | Path) -> VariantSpec:
         resolved = deep_merge(data.get("base", {}), table)
         resolved.setdefault("name", variant)
         if "name" not in table and "name" in data.get("base", {}):
-            resolved["name"] = f"{data['base']['name']}-{variant}"
+            base_name = data["base"]["name"]
+            if not isinstance(base_name, str) or not base_name:
+                raise UsageError(f"{name}: [base] name: must be a non-empty string, got {base_name!r}")
+            resolved["name"] = f"{base_name}-{variant}"
     else:
         if variant:
             raise UsageError(f"{name}: '#{variant}' given but the file has no [variants] tables")
@@ -235,6 +238,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
         return tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
         raise UsageError(f"{path.name}: not valid TOML: {err}") from None
+    except RecursionError:
+        raise UsageError(f"{path.name}: tables or arrays nested too deeply to be a spec") from None
 
 
 def _check(d: dict[str, Any], spec_file: Path, variant: str | None, table: dict[str, Any]) -> VariantSpec:
@@ -640,3 +645,21 @@ def _iree(d: Any, files: _Files, probe: VariantSpec) -> IreeOptions:
             raise UsageError(f"{probe.where('iree', 'unchecked_flags')}[{n}]: {flag!r} is not an option "
                              "(must start with '-', one line)")
     return IreeOptions(flags + unchecked, d.get("input_type"), d.get("function"), subs, unchecked)
+
+
+def resolve_target(requested: str | None, spec: VariantSpec, bundle_only: bool) -> str:
+    """The concrete target a command builds for: requested (a --target), else the spec's with
+    bundle_only, else auto: this host's GPU, or llvm where there is none."""
+    if requested is None and bundle_only:
+        requested = spec.target
+    if requested is None:
+        requested = "auto"
+    if requested != "auto":
+        return with_target(spec, requested).target  # validates the syntax
+    from rootcause.gpus import detect_gpu
+
+    gpu = detect_gpu()
+    if gpu is None:
+        return "llvm"
+    # A spec written for this kind of GPU keeps its arch (IREE 3.13 has no sm_90: specs say sm_80).
+    return spec.target if spec.target.split(":")[0] == gpu.split(":")[0] else gpu

@@ -34,6 +34,8 @@ def reference_outputs(spec: Any, inputs: list[np.ndarray]) -> list[np.ndarray] |
     args = [a.astype(np.float32) if a.dtype.name in LOW_PRECISION else a for a in inputs]
     try:
         out = func(*args)
+    except SystemExit as err:  # sys.exit in the reference is its failure, not the end of rootcause
+        raise UsageError(f"{where} called sys.exit({err.code!r})") from None
     except Exception as err:  # the user's code: any error is the spec's, said in one line
         raise UsageError(f"{where} raised {type(err).__name__}: {_first_line(err)}") from None
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
@@ -48,6 +50,9 @@ def reference_outputs(spec: Any, inputs: list[np.ndarray]) -> list[np.ndarray] |
         if dtype_name(array.dtype) is None:
             raise UsageError(f"{where}: output {n} is {type(o).__name__} of dtype {array.dtype}, not a numeric "
                              "array")
+        if array.dtype.kind in "fc" and np.isnan(array).any():  # NaN equals nothing: no output could match it
+            raise UsageError(f"{where}: output {n} holds {int(np.isnan(array).sum())} NaN of {array.size}; "
+                             "a reference must compute every element")
         arrays.append(array)
     return arrays
 
@@ -107,7 +112,7 @@ _CHUNK = 1 << 24  # elements per float64 pass: bounded memory for outputs of GBs
 
 def _closeness(g: np.ndarray, w: np.ndarray, rtol: float, atol: float) -> dict[str, Any]:
     max_abs = max_rel = 0.0
-    nan = 0
+    nan = ref_nan = 0
     ok = True
     for lo in range(0, g.size, _CHUNK):
         g64, w64 = g[lo:lo + _CHUNK].astype(np.float64), w[lo:lo + _CHUNK].astype(np.float64)
@@ -115,10 +120,11 @@ def _closeness(g: np.ndarray, w: np.ndarray, rtol: float, atol: float) -> dict[s
         rel = diff / np.maximum(np.abs(w64), np.finfo(np.float64).tiny)
         g_nan, w_nan = np.isnan(g64), np.isnan(w64)
         nan += int(g_nan.sum())
+        ref_nan += int(w_nan.sum())
         ok = ok and not g_nan.any() and not w_nan.any() and bool(np.all(diff <= atol + rtol * np.abs(w64)))
         if diff.size and not np.isnan(diff).all():
             max_abs, max_rel = max(max_abs, float(np.nanmax(diff))), max(max_rel, float(np.nanmax(rel)))
-    return {"ok": ok, "max_abs": max_abs, "max_rel": max_rel, "nan": nan}
+    return {"ok": ok, "max_abs": max_abs, "max_rel": max_rel, "nan": nan, "ref_nan": ref_nan}
 
 
 def _tolerance(bundle: Bundle) -> tuple[float, float]:
@@ -146,7 +152,8 @@ def common_inputs(bundles: list[Bundle]) -> list[np.ndarray]:
 def _summary(rows: list[dict[str, Any]]) -> str:
     bad = [r for r in rows if not r["ok"]]
     return "; ".join(r.get("problem") or f"output {r['output']}: max abs {r['max_abs']:.3g}, max rel {r['max_rel']:.3g}"
-                     + (f", {r['nan']} NaN" if r.get("nan") else "") for r in bad)
+                     + (f", {r['nan']} NaN" if r.get("nan") else "")
+                     + (f", {r['ref_nan']} NaN in what it is compared with" if r.get("ref_nan") else "") for r in bad)
 
 
 def verify(sessions: list[Session], inputs: list[np.ndarray],

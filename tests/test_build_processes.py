@@ -84,11 +84,14 @@ def test_signal_ends_the_tvm_build_child_and_cleans_staging(tmp_path, sig, statu
 
 
 def _whole(out: Path, cache: Path) -> str:
-    """The bundle's name, after checking that out holds exactly its cache entry's files."""
+    """The bundle's name, after checking that out holds exactly its cache entry's files, plus the
+    record of what rootcause wrote there, which lists exactly those."""
     manifest = json.loads((out / "manifest.json").read_text())
     entry = cache / "builds" / manifest["cache_key"]
     files = lambda root: {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
-    assert files(out) == files(entry)
+    published = files(out)
+    owned = json.loads(published.pop(".rootcause-owned"))
+    assert published == files(entry) and sorted(owned) == sorted(published)
     return manifest["name"]
 
 

@@ -34,12 +34,33 @@ from pathlib import Path
 from typing import Any
 
 from parsers import iree_ir
+from rootcause.child import first_error_line
+from rootcause.errors import UsageError
 from rootcause.frontends.iree.catalog import catalog
 from rootcause.frontends.iree.catalog import LOCATED_FLOW
 from rootcause.frontends.iree.compile import (DEDUP_PASS, KEEP_PHASES, compile_command, compile_error,
                                              compiler_version, locations_command)
 from rootcause.frontends.iree.configs import check_substitutions, prepare_substitutions
 from rootcause.model import BuildOutput
+
+
+def check_syntax(source: Path) -> None:
+    """UsageError when the source is not MLIR that parses (the user's input is wrong: exit 2),
+    so that what iree-compile rejects afterwards is the compiler's failure (exit 3). Parsed with
+    the compiler's own MLIR bindings, every IREE input dialect registered; a dialect they do not
+    know is left for iree-compile to judge."""
+    try:
+        from iree.compiler import ir
+    except ImportError:  # a toolchain without the bindings: iree-compile alone judges
+        return
+    try:
+        ir.Module.parse(source.read_text(encoding="utf-8", errors="replace"), ir.Context())
+    except Exception as err:  # noqa: BLE001  MLIRError, and ValueError for bad text
+        text = str(err)
+        if "dialect" in text and ("unregistered" in text or "not loaded" in text):
+            return
+        line = first_error_line(text.replace('"-":', f"{source.name}:"))
+        raise UsageError(f"{source}: not valid MLIR: {line}") from None
 
 
 def build(spec: Any, out_dir: Path) -> BuildOutput:
@@ -49,12 +70,14 @@ def build(spec: Any, out_dir: Path) -> BuildOutput:
     bins = out_dir / "binaries"
     for d in (ir, bins):
         d.mkdir(parents=True, exist_ok=True)
+    check_syntax(spec.source)
     substitutions = prepare_substitutions(spec, ir)
     cmd = compile_command(spec, out_dir, substitutions)
     proc = subprocess.run(cmd, capture_output=True, text=True)
     before, log = iree_ir.ir_before(proc.stderr, DEDUP_PASS)
     if proc.returncode != 0:
-        raise compile_error(spec.source, log)
+        (out_dir / "iree-compile.log").write_text(proc.stderr)
+        raise compile_error(spec.source, log, out_dir / "iree-compile.log")
     notes: list[str] = check_substitutions(spec, substitutions, log, ir)
     if log.strip():
         (out_dir / "iree-compile.log").write_text(log)

@@ -6,7 +6,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rootcause.errors import UsageError
+from rootcause.child import first_error_line
+from rootcause.errors import ToolFailed, UsageError
 
 DEDUP_PASS = "iree-flow-deduplicate-executables"
 # Phases kept in the bundle; executable-targets and vm repeat the binaries and are large.
@@ -82,9 +83,7 @@ def locations_command(spec: Any, out_file: Path) -> list[str]:
     return cmd
 
 
-def compile_error(source: Path, stderr: str) -> UsageError:
-    for line in stderr.splitlines():
-        if "error:" in line:
-            return UsageError(f"{source}: iree-compile failed: {line.strip()}")
-    tail = stderr.strip().splitlines()[-1] if stderr.strip() else "no message"
-    return UsageError(f"{source}: iree-compile failed: {tail}")
+def compile_error(source: Path, stderr: str, log: Path) -> ToolFailed:
+    """iree-compile refused or failed: its first error line (with the MLIR location it names),
+    and the log where the rest is kept."""
+    return ToolFailed(f"{source}: iree-compile failed: {first_error_line(stderr)} (log: {log})")

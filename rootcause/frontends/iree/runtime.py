@@ -19,7 +19,8 @@ from typing import Callable
 
 import numpy as np
 
-from rootcause.errors import UsageError
+from rootcause.child import first_error_line
+from rootcause.errors import ToolFailed, UsageError
 from rootcause.artifacts.bundle import Bundle
 from rootcause.inputs import LOW_PRECISION, mlir_name
 
@@ -49,8 +50,8 @@ class IreeSession:
             self.vm_module = ireert.VmModule.mmap(self.config.vm_instance, str(bundle.module_path))
             self.context.add_vm_module(self.vm_module)
         except (RuntimeError, ValueError) as err:
-            raise UsageError(f"{bundle.module_path}: IREE cannot load it on {self.driver}: "
-                             f"{str(err).splitlines()[0]}") from None
+            raise ToolFailed(f"{bundle.module_path}: the IREE runtime cannot load it on {self.driver}: "
+                             f"{first_error_line(str(err))}") from None
         functions = [f for f in self.vm_module.function_names if f != "__init"]
         if bundle.entry not in functions:
             raise UsageError(f"{bundle.module_path}: no function {bundle.entry!r} (has {', '.join(functions)})")
@@ -72,10 +73,11 @@ class IreeSession:
     def call(self) -> None:
         try:
             self._result = self.function(*self._inputs)
-        except ValueError as err:  # hal.buffer_view.assert checks each argument against the signature
+        except (ValueError, RuntimeError) as err:  # hal.buffer_view.assert checks each argument against the signature
             match = re.search(r"input\d+ (element type|shape|rank)[^;]*mismatch[^;]*(;[^;]*)?", str(err))
             if match is None:
-                raise
+                raise ToolFailed(f"{self.bundle.path}: the IREE runtime failed in a call of {self.entry}: "
+                                 f"{first_error_line(str(err))}") from None
             raise UsageError(f"{self.bundle.path}: {self.entry} refused the bundle's inputs (spec [inputs] "
                              f"differ from the model's parameters): {match.group(0)}") from None
 

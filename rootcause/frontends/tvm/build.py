@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+from rootcause import child
 from rootcause.errors import UsageError
 from rootcause.fileio import write_atomic, write_json
 from rootcause.frontends.tvm.binaries import extract_binaries, fill_resources
@@ -46,23 +46,17 @@ SAVED_STAGES = ("FuseOps", "FuseTIR", "ApplyDefaultSchedule")
 # ---------------------------------------------------------------- parent side (no TVM import)
 
 def build(spec: VariantSpec, out_dir: Path) -> BuildOutput:
-    """Build one variant into out_dir (module.so, ir/, binaries/); raises UsageError on bad specs."""
+    """Build one variant into out_dir (module.so, ir/, binaries/); UsageError on bad specs,
+    ToolFailed when TVM (or nvcc under it) fails, with the compiler's own error line."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     request = write_json(out_dir / "build_request.json", spec.to_dict())
-    result_path = out_dir / "build_result.json"
-    result_path.unlink(missing_ok=True)
-    proc = subprocess.run([sys.executable, "-m", "rootcause.frontends.tvm.build", str(request), str(out_dir)],
-                          env=build_env(spec.target), capture_output=True, text=True)
-    write_atomic(out_dir / "build.log", proc.stdout + proc.stderr)
-    result = json.loads(result_path.read_text()) if result_path.is_file() else {}
-    if "usage_error" in result:
-        raise UsageError(result["usage_error"])
-    if proc.returncode != 0 or "kernels" not in result:
-        lines = [line for line in (proc.stderr or "").splitlines() if line.strip()]
-        last = [line for line in lines if "Error" in line][-1:] or lines[-1:] or ["no output"]
-        raise UsageError(f"{spec.spec_file.name}: TVM build of '{spec.name}' failed: {last[0].strip()} "
-                         f"(full log: {out_dir / 'build.log'})")
+    envelope = out_dir / "build_result.json"
+    envelope.unlink(missing_ok=True)
+    proc = child.run([sys.executable, "-m", "rootcause.frontends.tvm.build", str(request), str(out_dir)],
+                     env=child.python_env(base=build_env(spec.target)))
+    log = write_atomic(out_dir / "build.log", proc.stdout + proc.stderr)
+    result = child.result(proc, envelope, f"{spec.spec_file.name}: the TVM build of '{spec.name}'", log)
     kernels = [CatalogKernel.from_dict(k) for k in result["kernels"]]
     module_path = out_dir / result["module_path"]
     binaries, notes = extract_binaries(module_path, out_dir) if spec.target.startswith("cuda") else ([], [])
@@ -92,14 +86,16 @@ def build_env(target: str) -> dict[str, str]:
 # ---------------------------------------------------------------- worker side (imports TVM)
 
 def _worker(request: Path, out_dir: Path) -> int:
-    spec = VariantSpec.from_dict(json.loads(request.read_text()))
-    try:
-        result = _build_in_process(spec, out_dir)
-    except UsageError as err:
-        write_json(out_dir / "build_result.json", {"usage_error": str(err)})
-        return 2
-    write_json(out_dir / "build_result.json", result)
-    return 0
+    def work() -> dict[str, Any]:
+        spec = VariantSpec.from_dict(json.loads(request.read_text()))
+        try:
+            return _build_in_process(spec, out_dir)
+        except UsageError:
+            raise
+        except Exception as err:  # noqa: BLE001  TVM's own failures are the compiler's; others are ours
+            raise child.tool_failure(err, "tvm") or err
+
+    return child.serve(work, out_dir / "build_result.json")
 
 
 def _build_in_process(spec: VariantSpec, out_dir: Path) -> dict[str, Any]:

@@ -16,7 +16,8 @@ from typing import Callable
 
 import numpy as np
 
-from rootcause.errors import UsageError
+from rootcause.child import first_error_line
+from rootcause.errors import ToolFailed, UsageError
 from rootcause.artifacts.bundle import Bundle
 
 _DEVICES = ("cuda", "cpu", "rocm")
@@ -77,11 +78,15 @@ class TvmSession:
         self.dev = tvm.device(device, 0)
         if not self.dev.exist:
             raise UsageError(f"{bundle.path}: no {device} device on this host")
+        with open(bundle.module_path, "rb") as f:
+            if f.read(4) != b"\x7fELF":  # not what a build wrote: the bundle's, not the runtime's fault
+                raise UsageError(f"{bundle.module_path}: not a shared library; TVM cannot load it")
         try:
             self.lib = tvm.runtime.load_module(str(bundle.module_path))
             self.vm = tvm.runtime.vm.VirtualMachine(self.lib, self.dev)
-        except Exception as err:  # TVM raises its own error types from C++
-            raise UsageError(f"{bundle.module_path}: TVM cannot load it: {str(err).splitlines()[0]}") from None
+        except Exception as err:  # TVM raises its own error types from C++: its runtime failed on the bundle
+            raise ToolFailed(f"{bundle.module_path}: the TVM runtime cannot load it: {first_error_line(str(err))}") \
+                from None
         self.entry = bundle.entry
         self._inputs = None
 
@@ -97,7 +102,8 @@ class TvmSession:
             line = next((x for x in str(err).splitlines() if "ErrorContext(fn=" in x), "")
             param = re.search(r"loc=(param\[\d+\])", line)
             if param is None:
-                raise
+                raise ToolFailed(f"{self.bundle.path}: the TVM runtime failed in a call of {self.entry}: "
+                                 f"{first_error_line(str(err))}") from None
             detail = re.search(r'annotation=.*?"\)\)\s*(.*)', line)
             raise UsageError(f"{self.bundle.path}: {self.entry} refused the bundle's inputs (spec [inputs] "
                              f"differ from the model's parameters): {param.group(1)}: "

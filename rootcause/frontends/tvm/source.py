@@ -5,6 +5,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from rootcause.child import first_error_line
 from rootcause.errors import UsageError
 from rootcause.spec import VariantSpec
 
@@ -41,8 +42,7 @@ def parse_tvmscript(text: str, file: Path) -> Any:
         return tvm.script.from_source("\n".join(lines[start:]) + "\n", extra_vars=dict(I=I, R=R, T=T),
                                       s_tir=True)
     except Exception as err:  # TVM raises DiagnosticError and others; one line is what we owe
-        first = str(err).strip().splitlines()
-        raise UsageError(f"{file}: TVMScript does not parse: {first[-1] if first else type(err).__name__}") \
+        raise UsageError(f"{file}: TVMScript does not parse: {first_error_line(str(err) or type(err).__name__)}") \
             from None
 
 

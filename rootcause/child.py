@@ -1,0 +1,161 @@
+"""The one protocol between rootcause and the Python children it starts (a build in TVM's worker
+or in a toolchain's environment, a measuring child, a profiler capture, a CPU profile in another
+runtime's environment).
+
+A child is `python -m MODULE ...` started by `start`/`run` with `python_env`: the spec's files and
+rootcause's own modules are imported, never a file that happens to lie in the working directory
+(PYTHONSAFEPATH keeps `-m` from putting it first on sys.path), and the parent's start-up hooks do
+not run. The child ends through `serve`, which writes one result envelope as JSON:
+
+    {"ok": true,  "result": <the function's value>}
+    {"ok": false, "error": {"kind": "usage" | "tool" | "internal", "message": "...", "log": "..."}}
+
+and the parent reads it back with `result`, which returns the value or raises the typed error the
+child raised (errors.UsageError, errors.ToolFailed, errors.InternalError). A child that died
+without an envelope (a crash in the compiler or runtime, a signal, memory) is a ToolFailed that
+quotes the first error line of its own output and names the log where the rest is kept.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from rootcause.errors import InternalError, ToolFailed, UsageError
+
+# Variables that would make a child run or import something no spec declared.
+_UNSAFE = ("PYTHONSTARTUP", "PYTHONINSPECT", "PYTHONBREAKPOINT", "PYTHONHOME", "PYTHONUSERBASE")
+
+
+def python_env(extra: dict[str, str] | None = None, base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a Python child: base (default os.environ) with PYTHONSAFEPATH set and
+    the start-up hooks removed, then extra. Only PYTHONPATH entries rootcause sets are kept."""
+    env = {k: v for k, v in (os.environ if base is None else base).items() if k not in _UNSAFE}
+    env["PYTHONSAFEPATH"] = "1"
+    env["PYTHONNOUSERSITE"] = "1"
+    env.update(extra or {})
+    return env
+
+
+def run(cmd: Sequence[str], *, env: dict[str, str], timeout: float | None = None,
+        **kwargs: Any) -> subprocess.CompletedProcess:
+    """subprocess.run for a child, its output captured as text; a child past its timeout is killed
+    (subprocess.run does so) and reported as a ToolFailed. ^C and SIGTERM in the parent unwind
+    through subprocess.run, which kills the child first."""
+    try:
+        return subprocess.run(list(cmd), env=env, capture_output=True, text=True, errors="replace",
+                              timeout=timeout, **kwargs)
+    except subprocess.TimeoutExpired:
+        raise ToolFailed(f"{Path(cmd[0]).name} {' '.join(cmd[1:3])}: no answer after {timeout:g} s; stopped") from None
+
+
+def result(proc: subprocess.CompletedProcess, envelope: Path, what: str, log: Path | None = None) -> Any:
+    """The value the child's `serve` wrote to envelope, or its typed failure. `what` says which
+    tool ran ('the TVM build of x'); `log` is where the child's output was kept."""
+    doc = read_envelope(envelope)
+    envelope.unlink(missing_ok=True)
+    if doc is not None and doc.get("ok") is True:
+        return doc.get("result")
+    if doc is not None:
+        error = doc.get("error") if isinstance(doc.get("error"), dict) else {}
+        kind, message = error.get("kind"), str(error.get("message") or "no message")
+        where = error.get("log") or (str(log) if log else None)
+        if kind == "usage":
+            raise UsageError(message)
+        if kind == "tool":
+            raise ToolFailed(f"{what} failed: {message}" + (f" (log: {where})" if where else ""))
+        raise InternalError(f"{what}: {message}", where)
+    text = (proc.stdout or "") + (proc.stderr or "")
+    status = f"signal {-proc.returncode}" if proc.returncode < 0 else f"status {proc.returncode}"
+    raise ToolFailed(f"{what} ended with {status}: {first_error_line(text)}" + (f" (log: {log})" if log else ""))
+
+
+def read_envelope(path: Path) -> dict[str, Any] | None:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    return doc if isinstance(doc, dict) and isinstance(doc.get("ok"), bool) else None
+
+
+# Lines that carry a tool's own diagnosis: "nvcc fatal   : ...", "error: ...", "x.mlir:3:5: error: ...".
+_ERROR_LINE = re.compile(r"\b(fatal|error)\b\s*:\s*\S|^\S+:\d+:\d+: (fatal )?error", re.IGNORECASE)
+_TRACEBACK_NOISE = re.compile(r"^\s*(File \"|Traceback \(most recent call last\)|\^+$|\d+: 0x)")
+
+
+def first_error_line(text: str) -> str:
+    """The tool's own first error line in its output (what a person would quote), else the last
+    line of a Python traceback, else the last line; one line, at most 300 characters."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return "no output"
+    own = [line for line in lines if _ERROR_LINE.search(line) and not _TRACEBACK_NOISE.match(line)]
+    python = [line for line in lines if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Exit): ", line)]
+    line = (own or python or lines)[0 if own else -1]
+    return line[:300]
+
+
+# ---- the child's side -----------------------------------------------------------------------
+
+def serve(function: Callable[[], Any], envelope: Path, log: Path | None = None) -> int:
+    """Run function in a child and write its envelope; the child's exit status (0, 2, 3 or 4).
+
+    SystemExit raised by the code the child runs (a spec's script calling sys.exit) is the
+    spec's failure, not the child's way to end: it is reported with its place."""
+    try:
+        doc: dict[str, Any] = {"ok": True, "result": function()}
+        status = 0
+    except UsageError as err:
+        doc, status = _failure("usage", str(err)), 2
+    except ToolFailed as err:  # the tool's whole message (nvcc's output, a C++ trace) goes to the log
+        traceback.print_exception(err.__cause__ or err, file=sys.stderr)
+        doc, status = _failure("tool", str(err), log), 3
+    except SystemExit as err:
+        doc, status = _failure("usage", f"{user_place(err)}: called sys.exit({err.code!r})"), 2
+    except Exception as err:  # noqa: BLE001  every other failure is a bug of rootcause's: keep its traceback
+        from parsers import ParseError
+
+        if isinstance(err, ParseError):
+            doc, status = _failure("usage", str(err)), 2
+        else:
+            text = traceback.format_exc()
+            print(text, file=sys.stderr)
+            doc, status = _failure("internal", f"{type(err).__name__}: {err}", log), 4
+    envelope.write_text(json.dumps(doc, default=str), encoding="utf-8")
+    return status
+
+
+def tool_failure(err: Exception, package: str) -> ToolFailed | None:
+    """A ToolFailed quoting err's first error line when err was raised inside the named package
+    (the compiler or runtime the child drives); None when it came from rootcause itself."""
+    module = sys.modules.get(package)
+    root = os.path.dirname(getattr(module, "__file__", None) or "") if module else ""
+    if not root or not any(frame.f_code.co_filename.startswith(root + os.sep)
+                           for frame, _ in traceback.walk_tb(err.__traceback__)):
+        return None
+    failure = ToolFailed(f"{package}: {first_error_line(str(err) or type(err).__name__)}")
+    failure.__cause__ = err
+    return failure
+
+
+def _failure(kind: str, message: str, log: Path | None = None) -> dict[str, Any]:
+    return {"ok": False, "error": {"kind": kind, "message": message, "log": str(log) if log else None}}
+
+
+def user_place(err: BaseException) -> str:
+    """'file:line' of the deepest frame outside rootcause and the standard library: where the
+    spec's own code raised; 'the spec's code' when none is found."""
+    root = Path(__file__).resolve().parents[1]
+    own = (str(root / "rootcause") + os.sep, str(root / "parsers") + os.sep, os.path.dirname(os.__file__))
+    place = "the spec's code"
+    for frame, line in traceback.walk_tb(err.__traceback__):
+        file = frame.f_code.co_filename
+        if not file.startswith(own) and not file.startswith("<"):
+            place = f"{Path(file).name}:{line}"
+    return place
