@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from rootcause import envs
+from rootcause.artifacts.bundle import read_bundle
 from rootcause.build import build_bundle
 from rootcause.errors import OutputsDiffer, UsageError
 from rootcause.fileio import cache_dir, read_json, write_json
@@ -173,7 +174,7 @@ class Bisection:
         paths = [self.bundle(good), self.bundle(c)]
         if None in paths:
             return None
-        keys = [json.loads((p / "manifest.json").read_text())["cache_key"] for p in paths]
+        keys = [read_bundle(p).manifest.get("cache_key") for p in paths]
         key = hashlib.sha256(json.dumps([MEASURE_VERSION, keys, budget_s]).encode()).hexdigest()[:16]
         cached = cache_dir() / "bisect" / f"{key}.json"
         if cached.is_file():
@@ -234,7 +235,7 @@ class Bisection:
         path = self.bundle(c)
         if path is None:
             return None
-        kernels = json.loads((path / "manifest.json").read_text())["kernels"]
+        kernels = read_bundle(path).manifest["kernels"]
         return sorted(str((k.get("schedule") or {}).get("pipeline") or (k.get("schedule") or {}).get("rule")
                           or "unscheduled") for k in kernels)
 

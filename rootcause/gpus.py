@@ -17,6 +17,7 @@ Counts of SMs / CUs belong to a device, not an architecture: see DEVICES.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -327,3 +328,40 @@ def occupancy(arch: str, block_threads: int, registers: int, shared_bytes: int =
                               shared_bytes + dynamic_shared_bytes)
     return _nvidia(lim, block_threads, registers, shared_bytes, dynamic_shared_bytes,
                    carveout, barriers)
+
+
+def detect_gpu() -> str | None:
+    """'cuda:sm_XX' when an NVIDIA GPU answers NVML, 'rocm:gfxNNN' when the amdgpu KFD lists one, else None."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            if pynvml.nvmlDeviceGetCount() > 0:
+                major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(pynvml.nvmlDeviceGetHandleByIndex(0))
+                return f"cuda:sm_{major}{minor}"
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # no pynvml, no driver, no device: not a CUDA host
+        pass
+    for props in sorted(Path("/sys/class/kfd/kfd/topology/nodes").glob("*/properties")):
+        for line in props.read_text(errors="replace").splitlines():
+            key, _, value = line.partition(" ")
+            if key == "gfx_target_version" and value.strip().isdigit() and int(value) > 0:
+                v = int(value)  # major*10000 + minor*100 + stepping, e.g. 90402 = gfx942
+                return f"rocm:gfx{v // 10000}{v // 100 % 100}{v % 100:x}"
+    return None
+
+
+def gpu_count() -> int:
+    """NVIDIA GPUs NVML sees here (0 without a driver)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return int(pynvml.nvmlDeviceGetCount())
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # no NVML, no driver: no NVIDIA GPU here
+        return 0

@@ -125,6 +125,9 @@ def _attribute(a: Side, b: Side, alignment: Any, ctx: Context) -> Attribution:
                      whole_min_effect_share=CPU_MIN_EFFECT_SHARE if cpu else MIN_EFFECT_SHARE)
 
 
+REPORT_FILES = ("attribution.json", "report.html", "report.md")
+
+
 def write_reports(doc: dict[str, Any], out_dir: Path, title: str | None = None) -> list[Path]:
     """attribution.json, report.html and report.md into out_dir as one set (fileio.write_set):
     all three are rendered and staged before any replaces the previous run's."""

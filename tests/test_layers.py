@@ -14,8 +14,9 @@ ROOT = Path(__file__).resolve().parents[1]
 # (module-name prefix, layer); the longest matching prefix decides.
 LAYERS: list[tuple[str, int]] = [
     ("parsers", 0),
-    ("rootcause", 1), ("rootcause.errors", 1), ("rootcause.stats", 1),
-    ("rootcause.fileio", 2), ("rootcause.toolchain", 2), ("rootcause.gpus", 2), ("rootcause.env", 2), ("rootcause.envs", 2),
+    ("rootcause", 1), ("rootcause.errors", 1), ("rootcause.stats", 1), ("rootcause.terminal", 1),
+    ("rootcause.argtypes", 1),
+    ("rootcause.child", 2), ("rootcause.fileio", 2), ("rootcause.toolchain", 2), ("rootcause.gpus", 2), ("rootcause.env", 2), ("rootcause.envs", 2),
     ("rootcause.inputs", 2), ("rootcause.ptxas", 2),
     ("rootcause.frontends", 3),  # the registry (__init__) only: it imports no frontend at import time
     ("rootcause.spec", 4),
@@ -23,7 +24,7 @@ LAYERS: list[tuple[str, int]] = [
     ("rootcause.frontends.base", 6),
     ("rootcause.artifacts", 7),
     ("rootcause.inspect", 8), ("rootcause.sessions", 8), ("rootcause.profilers", 8), ("rootcause.verify", 8), ("rootcause.measure", 8),
-    ("rootcause.frontends.tvm", 9), ("rootcause.frontends.iree", 9),
+    ("rootcause.frontends.*", 9),  # every frontend package, whatever its name
     ("rootcause.build", 10), ("rootcause.runner", 10),
     ("rootcause.analysis", 11),
     ("rootcause.report", 12),
@@ -46,10 +47,22 @@ def _modules() -> dict[str, Path]:
 def _layer(module: str) -> int | None:
     best = None
     for prefix, layer in LAYERS:
+        if prefix.endswith(".*"):  # a package's children, each a package of its own
+            parent = prefix[:-2]
+            if module.startswith(parent + ".") and _layer_exact(module.split(".")[:3], parent) is None:
+                prefix = ".".join(module.split(".")[:3])
+            else:
+                continue
         if module == prefix or module.startswith(prefix + "."):
             if best is None or len(prefix) > len(best[0]):
                 best = (prefix, layer)
     return None if best is None else best[1]
+
+
+def _layer_exact(parts: list[str], parent: str) -> int | None:
+    """The layer LAYERS gives this very module by name (not by a pattern), if any."""
+    name = ".".join(parts)
+    return next((layer for prefix, layer in LAYERS if prefix == name and prefix != parent), None)
 
 
 def _imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
@@ -113,3 +126,20 @@ def test_the_checker_sees_function_level_imports(tmp_path):
     known = {"rootcause.x": tmp_path / "x.py", "rootcause.report": tmp_path / "r.py"}
     known["rootcause.x"].write_text("def f():\n    from rootcause.report import view\n")
     assert _imports("rootcause.x", known["rootcause.x"], known) == {"rootcause.report"}
+
+
+def test_frontend_packages_are_placed_by_pattern():
+    """A new frontend package needs no line here: rootcause.frontends.<anything> is layer 9, while
+    the registry and base keep theirs."""
+    assert _layer("rootcause.frontends.newcompiler") == 9
+    assert _layer("rootcause.frontends.newcompiler.build") == 9
+    assert _layer("rootcause.frontends.base") == 6 and _layer("rootcause.frontends") == 3
+
+
+def test_no_command_imports_another_command():
+    """Commands share pieces through lower layers, never through each other."""
+    known = _modules()
+    commands = [m for m in known if m.startswith("rootcause.commands.")]
+    crossing = [f"{m} imports {t}" for m in commands for t in _imports(m, known[m], known)
+                if t.startswith("rootcause.commands.") and t != m]
+    assert crossing == []

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from rootcause import cli, sweep as sweeps
-from rootcause.commands.analyze import resolve_target
+from rootcause.spec import resolve_target
 
 ROOT = Path(__file__).resolve().parents[1]
 SWEEP = ROOT / "fixtures" / "cases" / "sweep-llvm.toml"

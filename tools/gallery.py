@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from rootcause.commands.compare import command_line
+from rootcause.argtypes import command_line
 
 
 ROOT = Path(__file__).resolve().parents[1]

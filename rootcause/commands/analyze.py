@@ -18,14 +18,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rootcause import pipeline, spec as spec_mod
+from rootcause import argtypes, pipeline, spec as spec_mod
 from rootcause.analysis import confirm
 from rootcause.artifacts import plan as plans
-from rootcause.commands.compare import command_line
 from rootcause.errors import UsageError
+from rootcause.fileio import output_lock
 from rootcause.pipeline import safe_name
 from rootcause.report import render_text
-from rootcause.spec import VariantSpec
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", default=None,
                         help="auto (default: the GPU when present, else llvm) | cuda:sm_XX | rocm:gfxNNN | llvm; "
                              "with --bundle-only the default is the specs' own target")
-    parser.add_argument("--budget-s", type=float, default=10.0,
+    parser.add_argument("--budget-s", type=argtypes.seconds, default=10.0,
                         help="seconds for the interleaved timing loop of all variants (default 10)")
     parser.add_argument("--bundle-only", action="store_true",
                         help="build A, B and the hybrids into OUT/bundles and stop (run them elsewhere)")
@@ -43,52 +42,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="analyze a `rootcause run` directory (made here or on another host) against "
                              "OUT/plan.json from an earlier --bundle-only")
     parser.add_argument("--no-confirm", action="store_true", help="skip the counterfactual hybrids")
-    parser.add_argument("--hybrids", type=int, default=4, help="most hybrids built (default 4)")
-    parser.add_argument("--threshold", type=float, default=confirm.THRESHOLD,
+    parser.add_argument("--hybrids", type=argtypes.count, default=4, help="most hybrids built (default 4)")
+    parser.add_argument("--threshold", type=argtypes.share, default=confirm.THRESHOLD,
                         help="recovered share (of the unit's delta, or of the A-B delta) a hybrid's interval "
                              "must exceed to confirm (default 0.5)")
     parser.add_argument("--device", help="GPU name for diagnose (default: from the run's env.json)")
-    parser.add_argument("--profile-calls", type=int, default=10, help="graph calls profiled per variant")
+    parser.add_argument("--profile-calls", type=argtypes.calls, default=10, help="graph calls profiled per variant")
 
 
 # ---- target -----------------------------------------------------------------------------
-
-def detect_gpu() -> str | None:
-    """'cuda:sm_XX' when an NVIDIA GPU answers NVML, 'rocm:gfxNNN' when the amdgpu KFD lists one, else None."""
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            if pynvml.nvmlDeviceGetCount() > 0:
-                major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(pynvml.nvmlDeviceGetHandleByIndex(0))
-                return f"cuda:sm_{major}{minor}"
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:  # no pynvml, no driver, no device: not a CUDA host
-        pass
-    for props in sorted(Path("/sys/class/kfd/kfd/topology/nodes").glob("*/properties")):
-        for line in props.read_text(errors="replace").splitlines():
-            key, _, value = line.partition(" ")
-            if key == "gfx_target_version" and value.strip().isdigit() and int(value) > 0:
-                v = int(value)  # major*10000 + minor*100 + stepping, e.g. 90402 = gfx942
-                return f"rocm:gfx{v // 10000}{v // 100 % 100}{v % 100:x}"
-    return None
-
-
-def resolve_target(requested: str | None, spec: VariantSpec, bundle_only: bool) -> str:
-    if requested is None and bundle_only:
-        requested = spec.target
-    if requested is None:
-        requested = "auto"
-    if requested != "auto":
-        return spec_mod.with_target(spec, requested).target  # validates the syntax
-    gpu = detect_gpu()
-    if gpu is None:
-        return "llvm"
-    # A spec written for this kind of GPU keeps its arch (IREE 3.13 has no sm_90: specs say sm_80).
-    return spec.target if spec.target.split(":")[0] == gpu.split(":")[0] else gpu
-
 
 # ---- the command ------------------------------------------------------------------------
 
@@ -109,16 +71,17 @@ def _argv(args: argparse.Namespace, out: Path, from_run: Path | None) -> list[st
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.budget_s <= 0:
-        raise UsageError(f"--budget-s: must be > 0, got {args.budget_s:g}")
-    if args.hybrids < 0:
-        raise UsageError(f"--hybrids: must be >= 0, got {args.hybrids}")
     if args.bundle_only and args.from_run:
         raise UsageError("--bundle-only and --from-run: choose one (build here, or analyze a run made elsewhere)")
     spec_a, spec_b = spec_mod.load(args.spec_a), spec_mod.load(args.spec_b)
     if spec_a.name == spec_b.name:
         raise UsageError(f"{args.spec_b}: variant name '{spec_b.name}' is the same as A's; each needs its own name")
     out: Path = args.out or Path("reports") / f"{safe_name(spec_a.name)}_vs_{safe_name(spec_b.name)}"
+    with output_lock(out, "analyze"):
+        return _analyze(args, spec_a, spec_b, out)
+
+
+def _analyze(args: argparse.Namespace, spec_a: spec_mod.VariantSpec, spec_b: spec_mod.VariantSpec, out: Path) -> int:
     if args.from_run:
         plan = plans.read_plan(out)
         if (plan["a"], plan["b"]) != (spec_a.name, spec_b.name):
@@ -126,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
                              f"{spec_a.name} vs {spec_b.name}")
         run_dir = args.from_run
     else:
-        target = resolve_target(args.target, spec_a, args.bundle_only)
+        target = spec_mod.resolve_target(args.target, spec_a, args.bundle_only)
         spec_a, spec_b = spec_mod.with_target(spec_a, target), spec_mod.with_target(spec_b, target)
         out.mkdir(parents=True, exist_ok=True)
         plan = pipeline.build_variants(spec_a, spec_b, out, args.no_confirm, args.hybrids)
@@ -140,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
         run_dir = out / "run"
         pipeline.run_variants(plan, out, run_dir, args.budget_s, args.profile_calls)
     doc = pipeline.analyze_run(plan, out, run_dir, args.threshold, args.device, args.profile_calls,
-                               command_line(_argv(args, out, run_dir if args.from_run else None)))
+                               argtypes.command_line(_argv(args, out, run_dir if args.from_run else None)))
     written = pipeline.write_reports(doc, out)
     print(render_text(doc))
     print("\nwrote " + ", ".join(str(p) for p in written))

@@ -12,10 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rootcause import bisect, pipeline, spec as spec_mod, sweep as sweeps
-from rootcause.commands.analyze import resolve_target
-from rootcause.commands.compare import command_line
-from rootcause.commands.sweep import check_ray_options, init_ray
+from rootcause import argtypes, bisect, pipeline, spec as spec_mod, sweep as sweeps
 from rootcause.errors import UsageError
 from rootcause.fileio import write_json
 from rootcause.report import render_text
@@ -30,28 +27,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--by", choices=("time", "catalog"), default="time",
                         help="time: judge each version by its measured ratio to the good one (default); catalog: "
                              "by whether its kernel formation differs from the good one's (no timing)")
-    parser.add_argument("--threshold", type=float, default=0.05,
+    parser.add_argument("--threshold", type=argtypes.relative, default=0.05,
                         help="relative change (of the good version's time) a version must show to be bad "
                              "(default 0.05)")
-    parser.add_argument("--budget-s", type=float, default=4.0,
+    parser.add_argument("--budget-s", type=argtypes.seconds, default=4.0,
                         help="seconds of interleaved timing per comparison (default 4)")
     parser.add_argument("--target", default=None, help="auto (default) | llvm | cuda:sm_XX | rocm:gfxNNN")
     parser.add_argument("--out", type=Path, help="output directory (default reports/bisect-<name>/)")
     parser.add_argument("--no-analyze", action="store_true", help="stop after finding the first bad version")
-    parser.add_argument("--profile-calls", type=int, default=10, help="graph calls profiled per variant (analyze)")
+    parser.add_argument("--profile-calls", type=argtypes.calls, default=10, help="graph calls profiled per variant (analyze)")
     parser.add_argument("--ray", metavar="ADDRESS",
                         help="build the versions side by side as Ray tasks (good, bad and the next probes of both "
                              "halves ahead of each measurement): local, auto or a cluster address, as for sweep; "
                              "measurements stay here")
-    parser.add_argument("--num-cpus", type=int, help="with --ray local: CPUs the cluster offers (default all)")
-    parser.add_argument("--max-in-flight", type=int, default=sweeps.MAX_IN_FLIGHT,
+    parser.add_argument("--num-cpus", type=argtypes.number(1, 65536, integer=True), help="with --ray local: CPUs the cluster offers (default all)")
+    parser.add_argument("--max-in-flight", type=argtypes.number(1, 10**6, integer=True), default=sweeps.MAX_IN_FLIGHT,
                         help="with --ray: builds on the cluster at once (default %(default)s)")
-    parser.add_argument("--max-retries", type=int, default=3,
+    parser.add_argument("--max-retries", type=argtypes.count, default=3,
                         help="with --ray: times a build whose worker died is run again (default 3)")
 
 
 def run(args: argparse.Namespace) -> int:
-    check_ray_options(args)
     if args.budget_s <= 0:
         raise UsageError(f"--budget-s: must be > 0, got {args.budget_s:g}")
     if bool(args.versions) == bool(args.good or args.bad):
@@ -59,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.versions and not (args.good and args.bad):
         raise UsageError("--good and --bad: both are needed")
     spec = spec_mod.load(args.spec)
-    spec = spec_mod.with_target(spec, resolve_target(args.target, spec, False))
+    spec = spec_mod.with_target(spec, spec_mod.resolve_target(args.target, spec, False))
     if args.versions:
         candidates = bisect.listed_candidates(spec, [v.strip() for v in args.versions.split(",") if v.strip()])
     else:
@@ -68,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     parallel = None
     if args.ray:
-        init_ray(args.ray, args.num_cpus)
+        sweeps.init_ray(args.ray, args.num_cpus)
         parallel = {"max_in_flight": args.max_in_flight, "max_retries": args.max_retries}
     search = bisect.Bisection(spec, candidates, out, args.budget_s, args.threshold, args.by, parallel)
     result = search.run()
@@ -106,6 +102,6 @@ def _analyze(spec_a, spec_b, out: Path, args: argparse.Namespace) -> dict:
     pipeline.run_variants(plan, out, out / "run", args.budget_s, args.profile_calls)
     argv = ["rootcause", "bisect", args.spec] + (["--versions", args.versions] if args.versions else
                                                  ["--good", args.good, "--bad", args.bad])
-    doc = pipeline.analyze_run(plan, out, out / "run", 0.5, None, args.profile_calls, command_line(argv))
+    doc = pipeline.analyze_run(plan, out, out / "run", 0.5, None, args.profile_calls, argtypes.command_line(argv))
     pipeline.write_reports(doc, out)
     return doc

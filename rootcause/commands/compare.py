@@ -14,11 +14,11 @@ named in env.json beside the profiles.
 from __future__ import annotations
 
 import argparse
-import shlex
 from pathlib import Path
 
-from rootcause import gpus, pipeline
+from rootcause import argtypes, gpus, pipeline
 from rootcause.artifacts import bundle, rundir
+from rootcause.fileio import refuse_overwriting
 from rootcause.profilers.selection import read_profile
 from rootcause.report import render_text
 
@@ -35,17 +35,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--entry-b", default=None, help="entry function profiled in B")
     parser.add_argument("--device", default=None,
                         help="GPU the profiles were captured on (e.g. H200): waves, occupancy, peak bandwidth")
-    parser.add_argument("--device-id", type=int, default=None, metavar="N",
+    parser.add_argument("--device-id", type=argtypes.number(0, 4096, integer=True), default=None, metavar="N",
                         help="the GPU to compare in captures that hold several (default: refuse to merge them)")
-    parser.add_argument("--calls", type=int, default=None, metavar="N",
+    parser.add_argument("--calls", type=argtypes.calls, default=None, metavar="N",
                         help="graph calls in each profile (default: as `rootcause run` recorded, else detected)")
     parser.add_argument("--title", default=None, help="title of report.html and report.md")
     parser.add_argument("--out", required=True, metavar="DIR",
                         help="directory for attribution.json, report.html and report.md")
-
-
-def command_line(argv: list[str]) -> str:
-    return " ".join(shlex.quote(str(a)) for a in argv)
 
 
 def _argv(args: argparse.Namespace) -> list[str]:
@@ -60,6 +56,8 @@ def _argv(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    inputs = [p for p in (args.profile_a, args.profile_b, args.catalog_a, args.catalog_b, args.measurement) if p]
+    refuse_overwriting([Path(args.out) / name for name in pipeline.REPORT_FILES], inputs)
     catalog_a, manifest_a = bundle.load_catalog(args.catalog_a)
     catalog_b, manifest_b = bundle.load_catalog(args.catalog_b)
     labels = (args.label_a or manifest_a.get("name") or "A", args.label_b or manifest_b.get("name") or "B")
@@ -78,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
                       args.entry_b or manifest_b.get("entry"), whole_b)
     traced = [name for p in (prof_a, prof_b) for name in p.devices.values()]
     device = gpus.resolve_device(args.device, environment) or gpus.find_device(*traced)
-    ctx = pipeline.Context(device, environment, measured, command_line(_argv(args)), notes)
+    ctx = pipeline.Context(device, environment, measured, argtypes.command_line(_argv(args)), notes)
     doc = pipeline.attribute_pair(a, b, ctx)
     written = pipeline.write_reports(doc, Path(args.out), args.title)
     print(render_text(doc))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from rootcause import argtypes
 from rootcause.runner import NCU_METRICS, RunRequest, run_bundles
 
 
@@ -13,17 +14,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, type=Path, help="directory for the results")
     parser.add_argument("--profile", choices=("cupti", "ncu", "none"), default="cupti",
                         help="profiler for per-kernel records (default cupti; ncu is opt-in, slow)")
-    parser.add_argument("--budget-s", type=float, default=20.0, help="seconds for the timing loop (all variants)")
-    parser.add_argument("--processes", type=int, default=1,
+    parser.add_argument("--budget-s", type=argtypes.seconds, default=20.0, help="seconds for the timing loop (all variants)")
+    parser.add_argument("--processes", type=argtypes.processes, default=1,
                         help="measure in N fresh child processes one after another, each with 1/N of the "
                              "budget, and pool them (default 1: in this process)")
-    parser.add_argument("--warmup-calls", type=int, default=None,
+    parser.add_argument("--warmup-calls", type=argtypes.count, default=None,
                         help="warm-up samples per variant (default: the protocol's; lower it for calls of seconds)")
-    parser.add_argument("--warmup-s", type=float, default=None, help="timed warm-up seconds per variant")
-    parser.add_argument("--rtol", type=float, help="variant-vs-variant rtol (default: the manifests')")
-    parser.add_argument("--atol", type=float, help="variant-vs-variant atol (default: the manifests')")
+    parser.add_argument("--warmup-s", type=argtypes.number(0, argtypes.DAY), default=None, help="timed warm-up seconds per variant")
+    parser.add_argument("--rtol", type=argtypes.tolerance, help="variant-vs-variant rtol (default: the manifests')")
+    parser.add_argument("--atol", type=argtypes.tolerance, help="variant-vs-variant atol (default: the manifests')")
     parser.add_argument("--device", help="cuda | rocm | cpu (default: from each bundle's target)")
-    parser.add_argument("--profile-calls", type=int, default=5, help="graph calls recorded per profile")
+    parser.add_argument("--profile-calls", type=argtypes.calls, default=5, help="graph calls recorded per profile")
     parser.add_argument("--ncu-metrics", default=NCU_METRICS, help="comma-separated ncu metrics")
     parser.add_argument("--ncu", default="ncu", help="ncu executable")
 

@@ -13,9 +13,9 @@ import argparse
 import time
 from pathlib import Path
 
-from rootcause import pipeline, sweep as sweeps
-from rootcause.commands.analyze import detect_gpu, resolve_target
+from rootcause import argtypes, pipeline, spec as spec_mod, sweep as sweeps
 from rootcause.errors import UsageError
+from rootcause.fileio import output_lock
 
 
 SUMMARY_EVERY_S = 5.0
@@ -33,10 +33,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--until", choices=sweeps.STAGES, default="attribute",
                         help="stop every pair after this stage (build: bundles to run elsewhere; default attribute)")
     parser.add_argument("--retry-failed", action="store_true", help="run failed pairs again (default: keep their rows)")
-    parser.add_argument("--max-retries", type=int, default=3,
+    parser.add_argument("--max-retries", type=argtypes.count, default=3,
                         help="with --ray: times a task whose worker died is run again (default 3)")
-    parser.add_argument("--num-cpus", type=int, help="with --ray local: CPUs the cluster offers (default all)")
-    parser.add_argument("--max-in-flight", type=int, default=sweeps.MAX_IN_FLIGHT,
+    parser.add_argument("--num-cpus", type=argtypes.number(1, 65536, integer=True), help="with --ray local: CPUs the cluster offers (default all)")
+    parser.add_argument("--max-in-flight", type=argtypes.number(1, 10**6, integer=True), default=sweeps.MAX_IN_FLIGHT,
                         help="with --ray: pairs with tasks on the cluster at once; the next is submitted when one "
                              f"finishes (bounds the object store's pinned bundles; default {sweeps.MAX_IN_FLIGHT})")
 
@@ -44,10 +44,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.shared and not args.ray:
         raise UsageError("--shared: only with --ray (without Ray every stage runs here, in OUT)")
-    check_ray_options(args)
-    sweep = sweeps.load(args.sweep_file, lambda target, spec: resolve_target(target, spec, False))
+    sweep = sweeps.load(args.sweep_file, lambda target, spec: spec_mod.resolve_target(target, spec, False))
     out: Path = args.out or Path("reports") / f"sweep-{pipeline.safe_name(sweep.name)}"
-    out.mkdir(parents=True, exist_ok=True)
+    with output_lock(out, "sweep"):
+        return _sweep(args, sweep, out)
+
+
+def _sweep(args: argparse.Namespace, sweep: sweeps.Sweep, out: Path) -> int:
     pairs_root = (args.shared or out) / "pairs"
     executor = f"ray {args.ray}" if args.ray else "sequential"
     rows: list = [None] * len(sweep.pairs)
@@ -63,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
 
     pipeline.progress(f"sweep {sweep.name}: {len(sweep.pairs)} pairs, {executor}, into {out}")
     if args.ray:
-        init_ray(args.ray, args.num_cpus)
+        sweeps.init_ray(args.ray, args.num_cpus)
         rows[:] = sweeps.run_on_ray(sweep, out, args.shared, args.until, args.retry_failed, args.max_retries, on_row,
                                    args.max_in_flight)
     else:
@@ -76,47 +79,5 @@ def run(args: argparse.Namespace) -> int:
         print(f"{row['id']}: {state}")
     print("wrote " + ", ".join(str(p) for p in written))
     return 0
-
-
-def check_ray_options(args: argparse.Namespace) -> None:
-    """--max-retries and --max-in-flight (shared by sweep and bisect)."""
-    if args.max_retries < 0:
-        raise UsageError(f"--max-retries: must be >= 0, got {args.max_retries}")
-    if args.max_in_flight < 1:
-        raise UsageError(f"--max-in-flight: must be >= 1, got {args.max_in_flight}")
-
-
-def init_ray(address: str, num_cpus: int | None) -> None:
-    try:
-        import ray
-    except ImportError:
-        raise UsageError("--ray: Ray is not installed here; pip install 'rootcause[ray]'") from None
-    if ray.is_initialized():
-        return
-    if address == "local":
-        gpus = _gpu_count()
-        target = detect_gpu() if gpus else None
-        ray.init(num_cpus=num_cpus, num_gpus=gpus, resources={target: gpus} if target else None,
-                 include_dashboard=False)
-        return
-    if num_cpus is not None:
-        raise UsageError("--num-cpus: only with --ray local (a running cluster has its own)")
-    try:
-        ray.init(address=address)
-    except (ConnectionError, ValueError, RuntimeError) as err:
-        raise UsageError(f"--ray {address}: cannot join the cluster: {' '.join(str(err).split())[:200]}") from None
-
-
-def _gpu_count() -> int:
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            return int(pynvml.nvmlDeviceGetCount())
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:  # no NVML, no driver: no NVIDIA GPU here
-        return 0
 
 
