@@ -23,6 +23,13 @@ MAGICS: dict[bytes, str] = {
 }
 
 
+# Decompressed bytes one compressed file may yield. A stream is read through the cap and stops at
+# it, so that a small bomb (66 KB of zstd that expands to gigabytes) is an error, not an
+# allocation; 512 MiB is 8x the largest traces the readers are held to (60 MB of JSON,
+# benchmarks/README.md), whose tables then stay within the 2 GB a command may use.
+MAX_DECOMPRESSED = 1 << 29
+
+
 def codec(head: bytes) -> str | None:
     """The codec whose magic starts head, or None for uncompressed bytes."""
     for magic, name in MAGICS.items():
@@ -31,8 +38,9 @@ def codec(head: bytes) -> str | None:
     return None
 
 
-def open_stream(raw: BinaryIO, name: str, file: str) -> BinaryIO:
-    """A binary stream of raw's decompressed bytes; read errors become ParseErrors."""
+def open_stream(raw: BinaryIO, name: str, file: str, limit: int | None = None) -> BinaryIO:
+    """A binary stream of raw's decompressed bytes; read errors become ParseErrors, and so does
+    a stream that decompresses past limit bytes (default MAX_DECOMPRESSED)."""
     if name == "gzip":
         inner: BinaryIO = gzip.GzipFile(fileobj=raw, mode="rb")
     elif name == "bz2":
@@ -47,7 +55,7 @@ def open_stream(raw: BinaryIO, name: str, file: str) -> BinaryIO:
         inner = lz4.frame.LZ4FrameFile(raw, mode="rb")
     else:
         raise ValueError(f"not a codec: {name}")
-    return io.BufferedReader(_Checked(inner, name, file), 1 << 20)
+    return io.BufferedReader(_Checked(inner, name, file, MAX_DECOMPRESSED if limit is None else limit), 1 << 20)
 
 
 def decompress(data: bytes, file: str) -> bytes:
@@ -67,14 +75,16 @@ class _Zstd(io.RawIOBase):
         import zstandard
 
         self._new = zstandard.ZstdDecompressor().decompressobj
-        self._raw, self._obj, self._pending = raw, self._new(), b""
+        self._raw, self._obj, self._pending, self._at = raw, self._new(), b"", 0
 
     def readable(self) -> bool:
         return True
 
     def read(self, size: int = -1) -> bytes:
-        while not self._pending:
-            data = self._raw.read(1 << 20)
+        while self._at >= len(self._pending):
+            # Small input steps bound each step's output: a zstd RLE block of 4 bytes stands for
+            # 128 KiB, so 1 KiB of input yields at most ~32 MiB (1 MiB could yield 32 GiB).
+            data = self._raw.read(1 << 10)
             if not data:
                 if not self._obj.eof and self._started:
                     raise EOFError("Compressed file ended before the end-of-stream marker was reached")
@@ -84,9 +94,10 @@ class _Zstd(io.RawIOBase):
             while self._obj.eof and self._obj.unused_data:  # the next frame
                 rest, self._obj = self._obj.unused_data, self._new()
                 out.append(self._obj.decompress(rest))
-            self._pending = b"".join(out)
-        n = len(self._pending) if size < 0 else size
-        data, self._pending = self._pending[:n], self._pending[n:]
+            self._pending, self._at = b"".join(out), 0
+        n = len(self._pending) - self._at if size < 0 else size
+        data = self._pending[self._at:self._at + n]  # an offset, not a re-slice of what is left: linear
+        self._at += len(data)
         return data
 
     _started = False
@@ -95,8 +106,8 @@ class _Zstd(io.RawIOBase):
 class _Checked(io.RawIOBase):
     """A decompressing stream whose errors say which codec failed and how far it got."""
 
-    def __init__(self, inner: BinaryIO, name: str, file: str):
-        self._inner, self._name, self._file, self._done = inner, name, file, 0
+    def __init__(self, inner: BinaryIO, name: str, file: str, limit: int):
+        self._inner, self._name, self._file, self._done, self._limit = inner, name, file, 0, limit
 
     def readable(self) -> bool:
         return True
@@ -110,6 +121,10 @@ class _Checked(io.RawIOBase):
             what = str(err) or type(err).__name__
             raise ParseError(self._file, f"{self._name} stream, decompressed byte {self._done}",
                              f"corrupt or truncated {self._name} data: {what}") from None
+        if self._done + len(data) > self._limit:
+            raise ParseError(self._file, f"{self._name} stream, decompressed byte {self._limit}",
+                             f"decompresses to more than {self._limit >> 20} MiB, more than any profile rootcause "
+                             "reads (a compression bomb, or a capture to split); stopped before holding it")
         out[:len(data)] = data
         self._done += len(data)
         return len(data)

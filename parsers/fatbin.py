@@ -30,6 +30,9 @@ FLAG_LZ4, FLAG_ZSTD, FLAG_ARCH_SPECIFIC = 0x2000, 0x8000, 0x100000
 ENTRY_MIN = 64
 # A decompressed entry larger than this is refused rather than allocated (a damaged size field).
 MAX_ENTRY_BYTES = 1 << 28
+# All compressed entries of one file together: a small file may not declare gigabytes of
+# entries (each under MAX_ENTRY_BYTES), since every decoded entry is held at once.
+MAX_TOTAL_BYTES = 1 << 30
 
 
 FatbinEntry = namedtuple("FatbinEntry", "kind arch data compressed offset container flags ptx_version",
@@ -109,8 +112,8 @@ def _decompress(payload: bytes, flags: int, size: int, file: str, where: str) ->
     return out, codec
 
 
-def _entry(data: bytes, pos: int, end: int, index: int, file: str,
-           undecoded: frozenset[str] = frozenset()) -> tuple[list[FatbinEntry], int]:
+def _entry(data: bytes, pos: int, end: int, index: int, file: str, undecoded: frozenset[str] = frozenset(),
+           left: int = MAX_TOTAL_BYTES) -> tuple[list[FatbinEntry], int]:
     """Entries at pos (several for a concatenated one) and the offset of the next header.
     A PTX entry whose arch is in undecoded comes back with data None, neither sliced nor
     decompressed."""
@@ -135,6 +138,9 @@ def _entry(data: bytes, pos: int, end: int, index: int, file: str,
         codec = None if not compressed else "zstd" if flags & FLAG_ZSTD else "lz4"
         return [FatbinEntry("ptx", _arch(sm, flags), None, codec, pos, index, flags, f"{major}.{minor}")], nxt
     payload = data[start:start + (csize if compressed else psize)]
+    if compressed and usize > left:
+        raise ParseError(file, where, f"compressed entries declare more than {MAX_TOTAL_BYTES >> 20} MiB together "
+                         f"({usize} more bytes here); refused rather than held in memory")
     body, codec = _decompress(payload, flags, usize, file, where)
     common = dict(compressed=codec, offset=pos, container=index, flags=flags)
     if kind == KIND_PTX:
@@ -183,12 +189,14 @@ def entries(data: bytes, file: str = "<bytes>", redundant_ptx: bool = True) -> l
     """
     data = data if isinstance(data, (bytes, memoryview)) else bytes(data)
     out: list[FatbinEntry] = []
+    left = MAX_TOTAL_BYTES
     for index, (start, end) in enumerate(containers(data, file)):
         _, _, hsize, _ = HEADER.unpack_from(data, start)
         pos = start + hsize
         undecoded = frozenset() if redundant_ptx else _cubin_archs(data, pos, end)
         while pos < end:
-            found, pos = _entry(data, pos, end, index, file, undecoded)
+            found, pos = _entry(data, pos, end, index, file, undecoded, left)
+            left -= sum(len(e.data) for e in found if e.compressed and e.data is not None)
             out.extend(found)
     return out
 
