@@ -25,6 +25,7 @@ import os
 import stat
 
 from parsers import KernelRecord, ParseError
+from rootcause.terminal import printable
 
 # typing, dataclasses and pathlib are not imported at run time: on 100 small files they would
 # be a fifth of the process (pathlib is imported for directories and bundles only).
@@ -546,16 +547,14 @@ def _inspect_dir(path: Path, arch: str | None, out: Inspection, native_json: boo
 
 
 def _inspect_bundle(path: Path, arch: str | None, out: Inspection) -> None:
-    import json
+    from rootcause.artifacts.bundle import read_manifest
+    from rootcause.errors import UsageError
 
     manifest_path = path / "manifest.json"
     try:
-        manifest = json.loads(manifest_path.read_text())
-    except (OSError, ValueError) as err:
-        out.errors.append(f"{manifest_path}: JSON: {err}")
-        return
-    if not isinstance(manifest, dict):
-        out.errors.append(f"{manifest_path}: top level: expected an object")
+        manifest = read_manifest(path)
+    except UsageError as err:
+        out.errors.append(str(err))
         return
     arch = arch or _bundle_arch(manifest.get("target"))
     launches = {k.get("name"): k.get("launch") or {} for k in manifest.get("kernels") or []
@@ -645,7 +644,7 @@ def _cell(value: Any) -> str:
         return "x".join(str(v) for v in value)
     if isinstance(value, float):
         return f"{value:.2f}"
-    return str(value)
+    return printable(value)  # a symbol name from a binary reaches the terminal: no escape codes
 
 
 _SHORT = {"registers": "regs", "shared_bytes": "shared", "local_bytes": "local",

@@ -22,7 +22,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from rootcause.artifacts import bundle, rundir
+from rootcause.artifacts import bundle, rundir, schema
+from rootcause.artifacts.schema import ANY, NUM, Map, Opt
 from rootcause.errors import UsageError
 from rootcause.fileio import json_text, read_json, settle
 
@@ -48,6 +49,58 @@ _UNIT_REQUIRED: tuple[tuple[str, type | tuple[type, ...]], ...] = (
     ("time_a_ns.median", (int, float)), ("time_b_ns.median", (int, float)),
     ("delta_ns.median", (int, float)),
 )
+
+
+# The shape of every section a report or a later stage reads (artifacts.schema): a field of
+# another type stops `load` in one line instead of failing inside a renderer.
+STAT = {"median": NUM, "low?": Opt(NUM), "high?": Opt(NUM), "level?": Opt(NUM)}
+FINDING = {"rule": str, "sentence": str, "unit?": Opt(int), "evidence?": ANY}
+UNIT = {"unit": int, "kernels_a": [str], "kernels_b": [str], "time_a_ns": STAT, "time_b_ns": STAT,
+        "delta_ns": STAT, "significant?": bool, "flagged?": bool, "method?": str, "share?": Opt(NUM),
+        "launches_a?": Opt(NUM), "launches_b?": Opt(NUM), "source_ops?": [str], "findings?": [FINDING]}
+VARIANT = {"label?": str, "calls?": Opt(int), "launches_per_call?": Opt(NUM), "source?": [str],
+           "span_ns?": Opt(STAT), "kernel_busy_ns?": Opt(STAT), "profile?": Opt(str), "catalog?": Opt(str),
+           "entry?": Opt(str)}
+KERNEL_ROW = {"variant": str, "kernel": str, "unit?": Opt(int), "launches_per_call": NUM,
+              "duration_ns?": Opt(NUM), "time_per_call_ns?": Opt(NUM), "grid?": Opt([int]), "block?": Opt([int]),
+              "registers?": Opt(int), "shared_bytes?": Opt(int), "local_bytes?": Opt(int)}
+CALL = {"call?": Opt(int), "calls?": Opt(int),
+        "kernels": [{"kernel": str, "start_ns": NUM, "end_ns": NUM, "stream?": Opt((int, str))}]}
+HYBRID = {"name": str, "kind?": str, "base?": str, "description?": str, "sentence?": str, "verdict?": str,
+          "unit?": Opt(int), "error?": Opt(str), "recovered?": Opt(dict), "recovered_unit?": Opt(dict),
+          "recovered_graph?": Opt(dict), "median_s?": Opt(Map(NUM)), "speedup?": Opt(Map(NUM))}
+RESOURCES = Map(Opt((int, float, str, list, dict)))
+CATALOG_KERNEL = {"name?": str, "launch?": Opt(dict), "resources?": Opt(RESOURCES), "schedule?": Opt(dict),
+                  "source_ops?": Opt([str]), "call_sites?": Opt([str]), "bytes_moved?": Opt(NUM), "flops?": Opt(NUM)}
+TOOLCHAIN = {"source?": Opt(str), "requirements?": Opt([str]), "python?": Opt(str),  # a bundle's manifest
+             "compiler?": Opt(Map(Opt(str))), "runtime?": Opt(Map(Opt(str)))}
+SNAPSHOT = {"gpus?": Opt([dict]), "cpu?": Opt(dict)}  # rootcause.env.snapshot()
+SHAPE = {
+    "schema_version": int,
+    "variants": {"a": VARIANT, "b": VARIANT},
+    "whole_graph": {"a": STAT, "b": STAT, "delta_ns": STAT, "significant?": bool, "ratio?": Opt(NUM),
+                    "note?": Opt(str), "source?": Opt(str), "unit_delta_sum_ns?": Opt(NUM)},
+    "units": [UNIT],
+    "residual": {"a?": STAT, "b?": STAT, "delta_ns": STAT, "significant?": bool, "share?": Opt(NUM),
+                 "launches_per_call?": Opt(Map(NUM)), "what?": str},
+    "concurrency?": Opt({"a?": STAT, "b?": STAT, "delta_ns?": STAT, "significant?": bool, "what?": str}),
+    "closure?": Opt(NUM),
+    "findings?": [FINDING],
+    "cannot_conclude?": [str],
+    "notes?": [str],
+    "kernels?": Opt([KERNEL_ROW]),
+    "timeline?": Opt(Map(Opt(CALL))),
+    "device?": Opt(str),
+    "measurement?": Opt({"file?": Opt(str), "protocol?": Opt((dict, str)), "rounds?": Opt((int, list, dict)),
+                         "budget_s?": Opt(NUM), "variants?": Opt([str])}),
+    "command?": Opt(str),
+    "catalogs?": Opt(Map({"kernels?": Map(CATALOG_KERNEL), "versions?": Opt(Map(Opt(str))),
+                          "toolchain?": Opt(TOOLCHAIN), "error?": Opt(str)})),
+    "confirmation?": Opt({"hybrids?": [HYBRID], "notes?": [str], "rule?": str, "formula?": str,
+                          "threshold?": Opt(NUM)}),
+    "environment?": Opt({"before?": Opt(SNAPSHOT), "measure_start?": Opt(SNAPSHOT), "after?": Opt(SNAPSHOT),
+                         "warnings?": Opt([str])}),
+}
 
 
 def _require(doc: Any, path: str, kind, file: str, where: str = "") -> None:
@@ -82,6 +135,7 @@ def check(doc: Any, file: str = "attribution.json") -> None:
             raise UsageError(f"{file}: key 'units[{i}]': expected an object")
         for path, kind in _UNIT_REQUIRED:
             _require(unit, path, kind, file, f"units[{i}].")
+    schema.check(doc, SHAPE, file)
 
 
 def load(path: str | Path) -> dict[str, Any]:
@@ -91,10 +145,19 @@ def load(path: str | Path) -> dict[str, Any]:
         raise UsageError(f"{p}: is a directory; give its attribution.json")
     settle(p.parent)  # a set whose writer was killed mid-rename is finished before it is read
     doc = read_json(p, "no such attribution file")
+    _unquote_significance(doc)
     check(doc, str(p))
     if doc["schema_version"] == 1:
         doc = migrate_v1(doc, p.parent, str(p))
     return doc
+
+
+def _unquote_significance(doc: Any) -> None:
+    """Files written before json_text wrote NumPy booleans as booleans hold residual.significant
+    as the string "True" or "False" (and "False" would read as true): read them as booleans."""
+    residual = doc.get("residual") if isinstance(doc, dict) else None
+    if isinstance(residual, dict) and residual.get("significant") in ("True", "False"):
+        residual["significant"] = residual["significant"] == "True"
 
 
 def dumps(doc: dict[str, Any], path: Path) -> str:

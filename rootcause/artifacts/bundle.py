@@ -24,6 +24,8 @@ from typing import Any, Callable
 import numpy as np
 
 import rootcause
+from rootcause.artifacts import schema
+from rootcause.artifacts.schema import NUM, Map, Opt
 from rootcause.errors import UsageError
 from rootcause.fileio import read_json, write_atomic, write_json
 from rootcause.inputs import make_input, nbytes, shape_dtype
@@ -89,8 +91,12 @@ def read_bundle(path: str | Path) -> Bundle:
     missing = [key for key in REQUIRED_KEYS if key not in manifest]
     if missing:
         raise UsageError(f"{manifest_file}: missing key(s) {', '.join(missing)}")
-    if not isinstance(manifest["frontend"], str):
-        raise UsageError(f"{manifest_file}: frontend: not a string")
+    schema.check(manifest, MANIFEST_SHAPE, str(manifest_file))
+    named = [("module", manifest["module"])] + [(key, name) for key in ("binaries", "ir") for name in manifest.get(key, [])]
+    named += [(f"{key}[{i}].file", row["file"]) for key in ("inputs", "reference") for i, row in
+              enumerate(manifest.get(key) or []) if isinstance(row.get("file"), str)]
+    for key, name in named:
+        inside(path, name, f"{manifest_file}: {key}")
     bundle = Bundle(path, manifest)
     catalog_kernels(manifest, manifest_file)  # checked here, so every reader sees the same errors
     if not bundle.module_path.is_file():
@@ -98,17 +104,60 @@ def read_bundle(path: str | Path) -> Bundle:
     return bundle
 
 
+# The manifest's shape (artifacts.schema): what align, diagnose, inspect and the runner read.
+# Paths in it are checked apart (bundle_path): they must stay inside the bundle.
+EXTENT = Opt([(int, str)])  # a launch extent: numbers, or symbols where IREE's are dynamic
+COUNT = Opt(int)
+RESOURCES = {"name?": Opt(str), "file?": Opt(str), "format?": Opt(str), "arch?": Opt(str), "registers?": COUNT,
+             "sgpr?": COUNT, "agpr?": COUNT, "shared_bytes?": COUNT, "local_bytes?": COUNT, "stack_bytes?": COUNT,
+             "param_bytes?": COUNT, "max_threads_per_block?": COUNT, "spills?": COUNT, "wavefront_size?": COUNT,
+             "extra?": Opt(dict)}
+CATALOG_KERNEL = {"name": str, "function?": str, "source_ops?": [str], "call_sites?": [str],
+                  "launch?": {"grid?": EXTENT, "block?": EXTENT, "dynamic_shared_bytes?": COUNT, "grids?": Opt(dict)},
+                  "resources?": RESOURCES, "schedule?": dict, "source_locs?": [str], "bytes_moved?": Opt(NUM),
+                  "flops?": Opt(NUM)}
+# What compare reads of a manifest given as a catalog (--catalog-a), and all a bundle's holds.
+CATALOG_SHAPE = {"name?": str, "entry?": Opt(str), "kernels": [CATALOG_KERNEL],
+                 "versions?": Opt(Map(Opt((str, int, float)))), "toolchain?": Opt(dict)}
+MANIFEST_SHAPE = {**CATALOG_SHAPE, "name": str, "frontend": str, "target": str, "entry": str, "module": str,
+                  "inputs": [dict], "reference?": Opt([dict]), "rtol?": Opt(NUM), "atol?": Opt(NUM),
+                  "binaries?": [str], "ir?": [str], "notes?": [str], "spec?": Opt(dict)}
+
+
+INSPECTED_SHAPE = {**CATALOG_SHAPE, "module?": str, "binaries?": [str], "target?": Opt(str)}
+
+
+def read_manifest(path: Path) -> dict[str, Any]:
+    """BUNDLE/manifest.json checked for what `inspect` reads of it (module, binaries, kernels,
+    target), so that a catalog-only bundle (no inputs, no entry) can be inspected; the paths it
+    names are checked to stay inside the bundle."""
+    file = Path(path) / MANIFEST
+    manifest = read_json(file, "no bundle manifest here")
+    schema.check(manifest, INSPECTED_SHAPE, str(file))
+    for i, name in enumerate(([manifest["module"]] if "module" in manifest else []) + manifest.get("binaries", [])):
+        inside(Path(path), name, f"{file}: {'module' if i == 0 and 'module' in manifest else 'binaries'}")
+    return manifest
+
+
+def inside(bundle_dir: Path, name: str, where: str) -> Path:
+    """bundle_dir/name, when name is a relative path that stays inside the bundle (an edited
+    manifest must not point a reader, or the runtime's loader, at a file elsewhere)."""
+    rel = Path(name)
+    if rel.is_absolute() or ".." in rel.parts or not name:
+        raise UsageError(f"{where}: {name!r} is not a path inside the bundle")
+    return bundle_dir / rel
+
+
 def catalog_kernels(manifest: dict[str, Any], where: Path) -> list[CatalogKernel]:
     """The manifest's kernels; a kernel without 'function' takes its name (older catalogs)."""
     kernels = manifest.get("kernels")
     if not isinstance(kernels, list):
         raise UsageError(f"{where}: \"kernels\": missing or not a list")
-    out = []
     for i, k in enumerate(kernels):
         if not isinstance(k, dict) or not isinstance(k.get("name"), str):
             raise UsageError(f"{where}: kernels[{i}]: not a catalog kernel (no \"name\")")
-        out.append(CatalogKernel.from_dict({"function": k["name"], **k}))
-    return out
+    schema.check(manifest, CATALOG_SHAPE, str(where))
+    return [CatalogKernel.from_dict({"function": k["name"], **k}) for k in kernels]
 
 
 def load_catalog(path: str | Path | None) -> tuple[list[CatalogKernel] | None, dict[str, Any]]:
