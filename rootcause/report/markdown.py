@@ -13,6 +13,7 @@ from typing import Any
 
 from rootcause.artifacts.attribution import check
 from rootcause.report import view
+from rootcause.terminal import printable
 
 GITHUB_LIMIT = 65536
 BUDGET = 64000      # leave room for the truncation note and GitHub's own counting
@@ -28,13 +29,13 @@ _LINE_BREAKS = re.compile("[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]")
 
 def text(x: Any) -> str:
     """Plain text safe in a GFM table cell: ASCII punctuation backslash-escaped, no newlines."""
-    return _PUNCT.sub(r"\\\1", _LINE_BREAKS.sub(" ", str(x)))
+    return _PUNCT.sub(r"\\\1", printable(_LINE_BREAKS.sub(" ", str(x))))
 
 
 def code(x: Any) -> str:
     """A code span safe in a table cell ('|' escaped as GFM requires); names with a backtick
     fall back to escaped text, since a code span cannot hold its own delimiter simply."""
-    s = _LINE_BREAKS.sub(" ", str(x))
+    s = printable(_LINE_BREAKS.sub(" ", str(x)))  # escape codes from a capture's names stay inert text
     if "`" in s:
         return text(s)
     return "`" + s.replace("|", "\\|") + "`"

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from rootcause.report import view
+from rootcause.terminal import printable
 
 
 def _us(ns: float) -> str:
@@ -64,4 +65,4 @@ def render_text(doc: dict[str, Any]) -> str:
         lines += ["", "Counterfactual hybrids:"]
         lines += [f"  - {r['sentence']}" for r in conf["hybrids"]] or ["  (none built)"]
         lines += [f"  note: {n}" for n in conf.get("notes", [])]
-    return "\n".join(lines)
+    return "\n".join(printable(line) for line in lines)  # names from captures: no escape codes, no line breaks
