@@ -1,0 +1,415 @@
+"""What rootcause must never do, tried the way an adversary or a careless user would: touch a file
+outside the output it was given, remove or replace a file it did not write, run code no spec
+declares, hold a compression bomb in memory, answer with a traceback, let two writers mix one
+folder, exit 0 on a failure, or pass a capture's escape codes to the terminal.
+
+Each test runs the installed `rootcause` command (the entry point a user runs), on real specs,
+real captures (fixtures/captures, edited where the test says so) and real builds, and checks a
+property from outside: the bytes of the files around the output, the exit status, stderr's line
+count, the peak memory the kernel accounted to the process.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+ROOTCAUSE = str(Path(sys.executable).parent / "rootcause")
+POOL = ROOT / "fixtures" / "cases" / "pool_fusion"
+RUN = ROOT / "fixtures" / "captures" / "h200-2026-12-02-run"  # pool_fusion on the H200 (PROVENANCE.md there)
+ATTRIBUTION = ROOT / "reports" / "pool_fusion_h200_cupti" / "attribution.json"
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    return {**os.environ, "ROOTCAUSE_CACHE": str(tmp_path_factory.mktemp("cache"))}
+
+
+def rootcause(*args, env=None, cwd=None, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([ROOTCAUSE, *map(str, args)], capture_output=True, text=True, env=env, cwd=cwd,
+                          **kwargs)
+
+
+def one_line(proc: subprocess.CompletedProcess) -> str:
+    """The one error line (progress lines such as 'reused cached build' may come before it)."""
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("rootcause")]
+    assert len(errors) == 1 and errors[0] == proc.stderr.rstrip("\n").splitlines()[-1], proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return errors[0]
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+# ---- 1. a read command never moves a file outside its folder ----------------------------------
+
+@pytest.mark.parametrize("record", [["../../.bashrc"], ["/tmp/elsewhere"], ["sub/../../x"], [], "",
+                                    [{"name": "x"}], [".."], None])
+def test_a_planted_commit_record_moves_nothing(tmp_path, record):
+    """A folder someone sent holds a staging folder whose commit record names a path outside it;
+    `report --out` into that folder must finish its own write and move nothing else."""
+    home = tmp_path / "home"
+    folder = home / "sub" / "got"
+    staging = folder / ".rootcause-staging-planted"
+    staging.mkdir(parents=True)
+    (home / ".bashrc").write_text("the user's own\n")
+    (home / "sub" / ".bashrc").write_text("planted\n")  # what staging/../../.bashrc resolves to
+    (staging / "x").write_text("planted\n")
+    (staging / ".commit").write_text(json.dumps(record) if record is not None else "")
+    shutil.copy(ATTRIBUTION, folder / "attribution.json")
+    before = snapshot(home)
+    proc = rootcause("report", folder / "attribution.json", "--format", "markdown", "--out", folder / "r.md")
+    assert proc.returncode == 0, proc.stderr
+    after = snapshot(home)
+    assert after.pop("sub/got/r.md").startswith(b"**rootcause:**")
+    assert after == before
+
+
+# ---- 2. outputs replace only what rootcause wrote ---------------------------------------------
+
+def test_build_refuses_a_folder_of_the_users_files(tmp_path, env):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "manifest.json").write_text("{}\n")  # any file of that name proves nothing
+    (out / "notes.txt").write_text("a week of notes\n")
+    before = snapshot(out)
+    proc = rootcause("build", f"{POOL / 'variants.toml'}#on", "--target", "llvm", "--out", out, env=env)
+    assert proc.returncode == 2 and "refusing to replace" in one_line(proc)
+    assert snapshot(out) == before
+    # its own bundle it replaces: the same build into a fresh folder, then again over it
+    ours = tmp_path / "ours"
+    for _ in range(2):
+        proc = rootcause("build", f"{POOL / 'variants.toml'}#on", "--target", "llvm", "--out", ours, env=env)
+        assert proc.returncode == 0, proc.stderr
+    # and a file the user added to it later makes it the user's again
+    (ours / "mine.txt").write_text("added by hand\n")
+    proc = rootcause("build", f"{POOL / 'variants.toml'}#on", "--target", "llvm", "--out", ours, env=env)
+    assert proc.returncode == 2 and "mine.txt" in one_line(proc) and (ours / "mine.txt").is_file()
+
+
+def test_an_output_that_names_an_input_is_refused(tmp_path):
+    att = tmp_path / "attribution.json"
+    shutil.copy(ATTRIBUTION, att)
+    cubin = next((ROOT / "fixtures").rglob("*.cubin"))
+    shutil.copy(cubin, tmp_path / "k.cubin")
+    profile = tmp_path / "a.cupti.json"
+    shutil.copy(RUN / "pool_fusion_off.cupti.json", profile)
+    before = snapshot(tmp_path)
+    for args in (["report", att, "--out", att], ["report", att, "--format", "markdown", "--out", tmp_path / "." / att.name],
+                 ["inspect", tmp_path / "k.cubin", "--out", tmp_path / "k.cubin"],
+                 ["compare", profile, RUN / "pool_fusion_on.cupti.json", "--out", tmp_path]):
+        if args[0] == "compare":  # compare writes attribution.json: make the profile that name
+            os.replace(profile, tmp_path / "attribution.json")
+            args[1] = tmp_path / "attribution.json"
+            before = snapshot(tmp_path)
+        proc = rootcause(*args)
+        assert proc.returncode == 2 and "is also an input" in one_line(proc), args
+        assert snapshot(tmp_path) == before, args
+
+
+# ---- 3. children run no code that no spec declares --------------------------------------------
+
+def test_children_do_not_import_from_the_working_directory(tmp_path, env):
+    """A numpy.py (and a sitecustomize.py) where the user runs rootcause: TVM's build child, the
+    reference and the CPU profile must import the real modules, never these."""
+    marker = tmp_path / "executed"
+    for name in ("numpy.py", "sitecustomize.py", "tvm.py"):
+        (tmp_path / name).write_text(f"open({str(marker)!r}, 'a').write({name!r} + '\\n')\n")
+    proc = rootcause("build", f"{POOL / 'variants.toml'}#off", "--target", "llvm", "--no-cache",
+                     "--out", tmp_path / "bundle", env={**env, "PYTHONSTARTUP": str(tmp_path / "tvm.py")}, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert not marker.exists(), marker.read_text()
+
+
+# ---- 4. compression bombs are refused, not held ---------------------------------------------------
+
+GiB = 1 << 30
+
+
+def peak(args: list, **kwargs) -> tuple[int, str, int]:
+    """(exit status, stderr, peak resident bytes) of `rootcause *args`, from the kernel's own
+    accounting of that one process (wait4)."""
+    proc = subprocess.Popen([ROOTCAUSE, *map(str, args)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, **kwargs)
+    err = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, err, usage.ru_maxrss * 1024
+
+
+def _zeros(gib: int, compress) -> bytes:
+    chunk = bytes(64 << 20)
+    return compress(chunk for _ in range(gib * 16))
+
+
+def _zstd(chunks) -> bytes:
+    import zstandard
+    c = zstandard.ZstdCompressor(level=1).compressobj()
+    return b"".join([c.compress(x) for x in chunks] + [c.flush()])
+
+
+def _gzip(chunks) -> bytes:
+    import zlib
+    c = zlib.compressobj(1, zlib.DEFLATED, 31)
+    return b"".join([c.compress(x) for x in chunks] + [c.flush()])
+
+
+def _lz4(chunks) -> bytes:
+    import lz4.frame
+    c = lz4.frame.LZ4FrameCompressor()
+    return b"".join([c.begin()] + [c.compress(x) for x in chunks] + [c.flush()])
+
+
+@pytest.mark.parametrize("codec, gib", [(_zstd, 4), (_gzip, 2), (_lz4, 3)])
+def test_a_compressed_trace_bomb_is_refused_within_memory(tmp_path, codec, gib):
+    """A few hundred KB that decompress to gigabytes of zeros, given as a profile: exit 2 with one
+    line, and the process never holds more than 1.5 GiB (the cap is 512 MiB of decompressed text)."""
+    bomb = tmp_path / "trace.json.bin"
+    bomb.write_bytes(_zeros(gib, codec))
+    status, err, rss = peak(["compare", bomb, bomb, "--out", tmp_path / "o"])
+    assert status == 2 and "decompresses to more than" in err and err.count("\n") == 1, err
+    assert rss < 1.5 * GiB, rss
+    assert not (tmp_path / "o" / "attribution.json").exists()
+
+
+def test_a_fatbin_whose_entries_declare_gigabytes_is_refused_within_memory(tmp_path):
+    """Twelve zstd entries of 256 MiB each (each under the per-entry cap) in a file of 100 KB: the
+    layout of parsers/fatbin.py's docstring (nvcc's), one container, ELF entries for sm_90."""
+    import struct
+
+    import zstandard
+    frame = zstandard.ZstdCompressor(level=1, write_content_size=True).compress(bytes(256 << 20))
+    payload = frame + bytes(-len(frame) % 8)
+    entry = struct.pack("<HHIQI", 2, 0x0101, 64, len(payload), len(frame)) + bytes(4) + \
+        struct.pack("<HHI", 0, 0, 90) + bytes(8) + struct.pack("<Q", 0x8000) + bytes(8) + \
+        struct.pack("<Q", 256 << 20)
+    assert len(entry) == 64
+    body = (entry + payload) * 12
+    (tmp_path / "bomb.fatbin").write_bytes(struct.pack("<IHHQ", 0xBA55ED50, 1, 16, len(body)) + body)
+    status, err, rss = peak(["inspect", tmp_path / "bomb.fatbin"])
+    assert status == 2 and "declare more than" in err, err
+    assert rss < 2 * GiB, rss
+
+
+# ---- 5. no traceback where exit 2 is promised --------------------------------------------------
+
+def test_deeply_nested_json_and_toml_are_one_line(tmp_path):
+    deep = tmp_path / "attribution.json"
+    deep.write_text("[" * 200_000 + "]" * 200_000)
+    proc = rootcause("report", deep, "--format", "markdown")
+    assert proc.returncode == 2 and "nested too deeply" in one_line(proc)
+    spec = tmp_path / "spec.toml"
+    spec.write_text("x = " + "[" * 100_000 + "]" * 100_000 + "\n")
+    proc = rootcause("build", spec, "--out", tmp_path / "b")
+    assert proc.returncode == 2 and "nested too deeply" in one_line(proc)
+
+
+@pytest.mark.parametrize("env_change", [{"HOME": "/proc/self"}, {"ROOTCAUSE_CACHE": "/proc/self/cache"}])
+def test_a_cache_that_cannot_be_written_is_one_line(tmp_path, env_change):
+    env = {k: v for k, v in os.environ.items() if k != "ROOTCAUSE_CACHE"} | env_change
+    proc = rootcause("build", f"{POOL / 'variants.toml'}#on", "--target", "llvm", "--out", tmp_path / "b", env=env)
+    assert proc.returncode == 2 and "ROOTCAUSE_CACHE" in one_line(proc)
+
+
+def test_an_out_that_is_a_file_is_one_line(tmp_path):
+    (tmp_path / "file").write_text("mine\n")
+    proc = rootcause("compare", RUN / "pool_fusion_off.cupti.json", RUN / "pool_fusion_on.cupti.json",
+                     "--out", tmp_path / "file")
+    assert proc.returncode == 2 and "file" in one_line(proc)
+    assert (tmp_path / "file").read_text() == "mine\n"
+
+
+def test_a_terminal_that_cannot_show_a_name_gets_it_escaped(tmp_path):
+    """stdout in ASCII (PYTHONIOENCODING, a C locale's pipe) and a kernel name that is not ASCII."""
+    for side in ("off", "on"):
+        rows = json.loads((RUN / f"pool_fusion_{side}.cupti.json").read_text())
+        for row in rows:
+            if row.get("name") == "add2_kernel":
+                row["name"] = "add2_kernel_\u00e9t\u00e9"
+        (tmp_path / f"{side}.cupti.json").write_text(json.dumps(rows))
+    proc = rootcause("compare", tmp_path / "off.cupti.json", tmp_path / "on.cupti.json", "--out", tmp_path / "o",
+                     env={**os.environ, "PYTHONIOENCODING": "ascii"})
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+
+
+def _leaves(doc, path=()):
+    if isinstance(doc, dict):
+        for key, value in doc.items():
+            yield from _leaves(value, path + (key,))
+    elif isinstance(doc, list):
+        for i, value in enumerate(doc[:2]):
+            yield from _leaves(value, path + (i,))
+    if path:
+        yield path
+
+
+def test_every_field_of_an_attribution_edited_is_rendered_or_refused(tmp_path, capsys):
+    """Each field of a real attribution.json (the H200 CUPTI pair's), replaced by a value of
+    another type: `report` renders it or refuses it in one line (exit 2); never exit 4 (a bug)
+    or a traceback. In this process, through cli.main, for speed."""
+    import copy
+
+    from rootcause import cli
+    doc = json.loads(ATTRIBUTION.read_text())
+    tries, broken = 0, []
+    for path in _leaves(doc):
+        for value in (None, "x", [], 1e308):
+            edited = copy.deepcopy(doc)
+            parent = edited
+            for key in path[:-1]:
+                parent = parent[key]
+            parent[path[-1]] = value
+            (tmp_path / "a.json").write_text(json.dumps(edited))
+            rc = cli.main(["report", str(tmp_path / "a.json"), "--format", "markdown", "--out", str(tmp_path / "r.md")])
+            err = capsys.readouterr().err
+            tries += 1
+            if rc not in (0, 2) or err.count("\n") > 1:
+                broken.append((path, value, rc, err[:200]))
+    assert tries > 4000 and broken == []
+
+
+# ---- 6. one writer per output folder ------------------------------------------------------------
+
+def test_a_second_analyze_into_a_busy_folder_is_refused(tmp_path, env):
+    """While a rootcause analyze holds OUT (its lock file, held here as another process would
+    hold it), a second analyze into OUT stops in one line before writing anything."""
+    out = tmp_path / "out"
+    out.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time\n"
+                               f"fd = os.open({str(out / '.rootcause-lock')!r}, os.O_RDWR | os.O_CREAT)\n"
+                               "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        proc = rootcause("analyze", f"{POOL / 'variants.toml'}#on", f"{POOL / 'variants.toml'}#off",
+                         "--target", "llvm", "--out", out, env=env)
+        assert proc.returncode == 2 and "another rootcause analyze is writing" in one_line(proc)
+        assert sorted(p.name for p in out.iterdir()) == [".rootcause-lock"]
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_the_output_lock_is_released_when_its_holder_dies(tmp_path):
+    from rootcause.fileio import output_lock
+
+    with output_lock(tmp_path, "analyze"):
+        pass
+    fd = os.open(tmp_path / ".rootcause-lock", os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free again: no BlockingIOError
+    os.close(fd)
+
+
+# ---- 7. failures have their own exit status, numbers are checked ------------------------------
+
+def _spec(tmp_path: Path, reference: str, name: str = '"ref"') -> Path:
+    shutil.copy(POOL / "graph_tvmscript.py", tmp_path / "graph.py")
+    (tmp_path / "reference.py").write_text(reference)
+    spec = tmp_path / "spec.toml"
+    spec.write_text((POOL / "variants.toml").read_text()
+                    .replace('source = "graph_tvmscript.py"', 'source = "graph.py"')
+                    .replace('name = "pool_fusion"', f"name = {name}"))
+    return spec
+
+
+@pytest.mark.parametrize("body, needle", [
+    ("import sys\ndef reference(x):\n    sys.exit(0)\n", "called sys.exit(0)"),
+    ("def reference(x):\n    raise SystemExit('bye')\n", "called sys.exit('bye')"),
+    ("import numpy as np\ndef reference(x):\n    return np.full((1, 16, 32, 32), np.nan, np.float32)\n", "NaN"),
+])
+def test_a_reference_that_exits_or_computes_nan_is_bad_input(tmp_path, env, body, needle):
+    spec = _spec(tmp_path, body)
+    proc = rootcause("build", f"{spec}#on", "--target", "llvm", "--out", tmp_path / "b", env=env)
+    assert proc.returncode == 2 and needle in one_line(proc)
+    assert not (tmp_path / "b").exists()
+
+
+def test_a_name_that_is_not_a_string_is_bad_input(tmp_path, env):
+    spec = _spec(tmp_path, "def reference(x):\n    return x\n", name="5")
+    proc = rootcause("build", f"{spec}#on", "--target", "llvm", "--out", tmp_path / "b", env=env)
+    assert proc.returncode == 2 and "name: must be a non-empty string" in one_line(proc)
+
+
+@pytest.mark.parametrize("args", [
+    ["run", "B", "--out", "R", "--rtol", "nan"], ["run", "B", "--out", "R", "--rtol", "-1"],
+    ["run", "B", "--out", "R", "--budget-s", "nan"], ["run", "B", "--out", "R", "--budget-s", "inf"],
+    ["run", "B", "--out", "R", "--processes", "1000000"], ["run", "B", "--out", "R", "--warmup-calls", "-3"],
+    ["analyze", "A", "B", "--threshold", "nan"], ["analyze", "A", "B", "--hybrids", "-1"],
+    ["bisect", "S", "--good", "1", "--bad", "2", "--budget-s", "0"],
+    ["compare", "A", "B", "--out", "O", "--calls", "0"], ["sweep", "S", "--max-retries", "-1"],
+])
+def test_numbers_are_checked_before_anything_runs(tmp_path, args):
+    proc = rootcause(*args, cwd=tmp_path)
+    assert proc.returncode == 2 and args[-2] in one_line(proc)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_compiler_failure_is_its_own_status_with_the_compilers_line(tmp_path, env):
+    """nvcc refusing an architecture: exit 3, and the line nvcc printed, not 'RuntimeError'."""
+    proc = rootcause("build", f"{POOL / 'variants.toml'}#on", "--target", "cuda:sm_999", "--no-cache",
+                     "--out", tmp_path / "b", env=env)
+    line = one_line(proc)
+    assert proc.returncode == 3 and "Unsupported gpu architecture 'compute_999'" in line
+    log = Path(line.rsplit("(log: ", 1)[1].rstrip(")"))
+    assert "compute_999" in log.read_text()
+
+
+UNREGISTERED = """from tvm.script import ir as I, relax as R, tirx as T
+
+
+@I.ir_module
+class Module:
+    @R.function(pure=False)
+    def main(x: R.Tensor((4, 4), "float32")) -> R.Tensor((4, 4), "float32"):
+        y = R.call_packed("rootcause_test.not_registered", x, sinfo_args=R.Tensor((4, 4), "float32"))
+        return y
+"""
+
+
+def test_a_runtime_failure_is_its_own_status(tmp_path, env):
+    """A model that compiles and that the TVM runtime cannot run (it calls a function nothing
+    registers): the build passes, `run` ends with exit 3 and the runtime's own message."""
+    (tmp_path / "graph.py").write_text(UNREGISTERED)
+    (tmp_path / "spec.toml").write_text('name = "unregistered"\nfrontend = "tvm"\nsource = "graph.py"\n'
+                                        'target = "llvm"\nentry = "main"\n[[inputs]]\nshape = [4, 4]\n'
+                                        'dtype = "float32"\n')
+    proc = rootcause("build", tmp_path / "spec.toml", "--out", tmp_path / "b", env=env)
+    assert proc.returncode == 0, proc.stderr
+    proc = rootcause("run", tmp_path / "b", "--out", tmp_path / "run", "--budget-s", "0.2", "--profile", "none",
+                     env=env)
+    assert proc.returncode == 3 and "rootcause_test.not_registered" in one_line(proc)
+
+
+# ---- 8. names from outside reach the terminal and Markdown as inert text -----------------------
+
+HOSTILE = "add2\x1b]0;pwned\x07\x1b[31m\rkernel\n"
+
+
+def test_escape_codes_in_a_captures_kernel_names_stay_inert(tmp_path):
+    """The real CUPTI captures of pool_fusion with one kernel renamed (in both) to a name holding
+    a title code, a colour code, a carriage return and a newline."""
+    for side in ("off", "on"):
+        rows = json.loads((RUN / f"pool_fusion_{side}.cupti.json").read_text())
+        for row in rows:
+            if row.get("name") == "add2_kernel":
+                row["name"] = HOSTILE
+        (tmp_path / f"{side}.cupti.json").write_text(json.dumps(rows))
+    proc = rootcause("compare", tmp_path / "off.cupti.json", tmp_path / "on.cupti.json", "--out", tmp_path / "o")
+    assert proc.returncode == 0, proc.stderr
+    md = (tmp_path / "o" / "report.md").read_text()
+    for text in (proc.stdout, proc.stderr, md):
+        assert not any(c in text for c in "\x1b\x07\r"), repr(text[:300])
+    assert "add2" in md and "kernel" in md
+
+
+def test_a_newline_in_a_path_keeps_the_error_on_one_line(tmp_path):
+    proc = rootcause("report", tmp_path / "no\nsuch" / "attribution.json")
+    assert proc.returncode == 2 and "no\\nsuch" in one_line(proc)
