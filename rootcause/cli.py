@@ -49,8 +49,14 @@ def _parser(command: str | None, alone: bool = False) -> argparse.ArgumentParser
                 raise UsageError(message.removeprefix("argument "))
             raise UsageError(f"{message} (see {self.prog} --help)")
 
+    class Version(argparse.Action):
+        def __call__(self, parser, namespace, values, option_string=None):
+            print(version_line())
+            parser.exit()
+
     parser = Parser(prog="rootcause", description=__doc__.splitlines()[0], formatter_class=_formatter,
                     epilog=EXIT_STATUSES)
+    parser.add_argument("--version", action=Version, nargs=0, help="the version, and which readers are compiled")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
         if alone and name != command:
@@ -62,6 +68,17 @@ def _parser(command: str | None, alone: bool = False) -> argparse.ArgumentParser
             module.add_arguments(p)
             p.set_defaults(_run=module.run)
     return parser
+
+
+def version_line() -> str:
+    """'rootcause X (readers: cubin compiled, ncu-csv python)': the C readers are optional, so
+    which ones this install uses is part of its version."""
+    import rootcause
+    from parsers.base import load_native
+
+    readers = ", ".join(f"{label} {'compiled' if load_native(name) else 'python'}"
+                        for label, name in (("cubin", "_cubin"), ("ncu-csv", "_ncu_cut")))
+    return f"rootcause {rootcause.__version__} (readers: {readers})"
 
 
 def _formatter(prog: str) -> argparse.HelpFormatter:

@@ -277,8 +277,9 @@ def _check(d: dict[str, Any], spec_file: Path, variant: str | None, table: dict[
     toolchain, python = _toolchain(d, files, probe)
     spec = VariantSpec(d["name"], d["frontend"], source, d["target"], d["entry"], inputs, reference,
                        tvm, iree, spec_file, variant, table, outside, options, toolchain, python)
-    if spec.frontend == "iree" and source.suffix == ".mlir" and inputs:
-        _check_mlir_signature(spec)
+    check_source = getattr(frontends.get(spec.frontend), "check_source", None)
+    if check_source is not None and inputs:
+        check_source(spec)  # what the frontend can check of its source without its compiler
     return spec
 
 
@@ -538,20 +539,6 @@ def mlir_params(text: str, function: str) -> list[tuple[list[int | str] | None, 
         out.append(([int(d) if d.strip().isdigit() else d.strip() for d in dims] if dims is not None else None,
                     dtype))
     return out
-
-
-def _check_mlir_signature(spec: VariantSpec) -> None:
-    """IREE .mlir sources: the inputs' count and dtypes against the function's signature, read
-    from the text (skipped where the function or one of its argument types is not found: the
-    compiler decides). Shapes are left to the runtime: a --bundle-only build may cut inputs down."""
-    try:
-        text = spec.source.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return
-    params = mlir_params(text, spec.iree.function or spec.entry)
-    if params is None or any(inputs_mod.dtype_name(dtype) is None for _, dtype in params):
-        return
-    check_signature(spec, params, shapes=False)
 
 
 def _reference(d: Any, files: _Files, probe: VariantSpec) -> ReferenceSpec | None:

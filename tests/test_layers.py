@@ -143,3 +143,16 @@ def test_no_command_imports_another_command():
     crossing = [f"{m} imports {t}" for m in commands for t in _imports(m, known[m], known)
                 if t.startswith("rootcause.commands.") and t != m]
     assert crossing == []
+
+
+def test_no_frontend_is_named_outside_frontends():
+    """Outside rootcause/frontends/, no code compares a frontend to a name: what differs between
+    compilers is asked of the frontend (its protocol), so a new one needs no edit elsewhere."""
+    import re
+
+    compares = re.compile(r"""frontend\w*\s*(==|!=|\bin\b|\bnot in\b)\s*[("'\[]|["']\s*(==|!=)\s*\S*frontend""")
+    found = [f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+             for top in ("rootcause", "parsers") for path in (ROOT / top).rglob("*.py")
+             if "frontends" not in path.relative_to(ROOT).parts
+             for n, line in enumerate(path.read_text().splitlines(), 1) if compares.search(line)]
+    assert found == []

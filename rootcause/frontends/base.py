@@ -52,6 +52,8 @@ class Frontend(Protocol):
         """The spec's [NAME] table checked (built-in frontends are checked by rootcause.spec)."""
     def input_files(self, spec: Any) -> list[Path]:
         """Files other than source, reference and inputs that the build reads (cache key)."""
+    # Optional: check_source(spec) -> None, what the frontend can check of its source against the
+    # spec's inputs without its compiler (UsageError); rootcause.spec calls it when present.
     def build(self, spec: Any, out_dir: Path) -> BuildOutput: ...
     def load_session(self, bundle: Any, device: str) -> Session: ...
     def cpu_profile(self, bundle_dir: Path, out_dir: Path, calls: int) -> dict[str, Any]:

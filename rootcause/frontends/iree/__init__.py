@@ -20,5 +20,23 @@ class IreeFrontend(PackageFrontend):
     def input_files(self, spec: Any) -> list[Path]:
         return list(spec.iree.substitute_configurations.values())
 
+    def check_source(self, spec: Any) -> None:
+        """.mlir sources: the inputs' count and dtypes against the function's signature, read
+        from the text (skipped where the function or one of its argument types is not found: the
+        compiler decides). Shapes are left to the runtime: a --bundle-only build may cut inputs down."""
+        from rootcause import inputs
+        from rootcause.spec import check_signature, mlir_params
+
+        if spec.source.suffix != ".mlir":
+            return
+        try:
+            text = spec.source.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return
+        params = mlir_params(text, spec.iree.function or spec.entry)
+        if params is None or any(inputs.dtype_name(dtype) is None for _, dtype in params):
+            return
+        check_signature(spec, params, shapes=False)
+
 
 FRONTEND = IreeFrontend()
