@@ -279,3 +279,29 @@ def compressed_mutant(rng: random.Random, blob: bytes, dialect: str) -> bytes:
     if rng.random() < 0.5:
         return pack(text_mutant(rng, blob, dialect))
     return text_mutant(rng, pack(blob), "csv")
+
+
+# ---- Edited artifacts: a field of a JSON document rootcause wrote, replaced ------------------------
+
+def leaves(doc, path: tuple = ()):
+    """Every path into doc (keys and list indices; the first two items of each list)."""
+    if isinstance(doc, dict):
+        for key, value in doc.items():
+            yield from leaves(value, path + (key,))
+    elif isinstance(doc, list):
+        for i, value in enumerate(doc[:2]):
+            yield from leaves(value, path + (i,))
+    if path:
+        yield path
+
+
+def edited(doc, path: tuple, value):
+    """A copy of doc with the field at path replaced by value."""
+    import copy
+
+    out = copy.deepcopy(doc)
+    parent = out
+    for key in path[:-1]:
+        parent = parent[key]
+    parent[path[-1]] = value
+    return out

@@ -240,34 +240,17 @@ def test_a_terminal_that_cannot_show_a_name_gets_it_escaped(tmp_path):
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
 
 
-def _leaves(doc, path=()):
-    if isinstance(doc, dict):
-        for key, value in doc.items():
-            yield from _leaves(value, path + (key,))
-    elif isinstance(doc, list):
-        for i, value in enumerate(doc[:2]):
-            yield from _leaves(value, path + (i,))
-    if path:
-        yield path
-
-
 def test_every_field_of_an_attribution_edited_is_rendered_or_refused(tmp_path, capsys):
     """Each field of a real attribution.json (the H200 CUPTI pair's), replaced by a value of
     another type: `report` renders it or refuses it in one line (exit 2); never exit 4 (a bug)
     or a traceback. In this process, through cli.main, for speed."""
-    import copy
-
+    from mutation import edited, leaves
     from rootcause import cli
     doc = json.loads(ATTRIBUTION.read_text())
     tries, broken = 0, []
-    for path in _leaves(doc):
+    for path in leaves(doc):
         for value in (None, "x", [], 1e308):
-            edited = copy.deepcopy(doc)
-            parent = edited
-            for key in path[:-1]:
-                parent = parent[key]
-            parent[path[-1]] = value
-            (tmp_path / "a.json").write_text(json.dumps(edited))
+            (tmp_path / "a.json").write_text(json.dumps(edited(doc, path, value)))
             rc = cli.main(["report", str(tmp_path / "a.json"), "--format", "markdown", "--out", str(tmp_path / "r.md")])
             err = capsys.readouterr().err
             tries += 1

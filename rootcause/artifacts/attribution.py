@@ -53,7 +53,7 @@ _UNIT_REQUIRED: tuple[tuple[str, type | tuple[type, ...]], ...] = (
 
 # The shape of every section a report or a later stage reads (artifacts.schema): a field of
 # another type stops `load` in one line instead of failing inside a renderer.
-STAT = {"median": NUM, "low?": Opt(NUM), "high?": Opt(NUM), "level?": Opt(NUM)}
+STAT = {"median": NUM, "low?": NUM, "high?": NUM, "level?": Opt(NUM)}  # an interval has both ends
 FINDING = {"rule": str, "sentence": str, "unit?": Opt(int), "evidence?": ANY}
 UNIT = {"unit": int, "kernels_a": [str], "kernels_b": [str], "time_a_ns": STAT, "time_b_ns": STAT,
         "delta_ns": STAT, "significant?": bool, "flagged?": bool, "method?": str, "share?": Opt(NUM),
@@ -62,8 +62,8 @@ VARIANT = {"label?": str, "calls?": Opt(int), "launches_per_call?": Opt(NUM), "s
            "span_ns?": Opt(STAT), "kernel_busy_ns?": Opt(STAT), "profile?": Opt(str), "catalog?": Opt(str),
            "entry?": Opt(str)}
 KERNEL_ROW = {"variant": str, "kernel": str, "unit?": Opt(int), "launches_per_call": NUM,
-              "duration_ns?": Opt(NUM), "time_per_call_ns?": Opt(NUM), "grid?": Opt([int]), "block?": Opt([int]),
-              "registers?": Opt(int), "shared_bytes?": Opt(int), "local_bytes?": Opt(int)}
+              "duration_ns?": Opt(NUM), "time_per_call_ns?": Opt(NUM), "grid?": Opt([NUM]), "block?": Opt([NUM]),
+              "registers?": Opt(NUM), "shared_bytes?": Opt(NUM), "local_bytes?": Opt(NUM)}  # traces give floats
 CALL = {"call?": Opt(int), "calls?": Opt(int),
         "kernels": [{"kernel": str, "start_ns": NUM, "end_ns": NUM, "stream?": Opt((int, str))}]}
 HYBRID = {"name": str, "kind?": str, "base?": str, "description?": str, "sentence?": str, "verdict?": str,
@@ -74,7 +74,9 @@ CATALOG_KERNEL = {"name?": str, "launch?": Opt(dict), "resources?": Opt(RESOURCE
                   "source_ops?": Opt([str]), "call_sites?": Opt([str]), "bytes_moved?": Opt(NUM), "flops?": Opt(NUM)}
 TOOLCHAIN = {"source?": Opt(str), "requirements?": Opt([str]), "python?": Opt(str),  # a bundle's manifest
              "compiler?": Opt(Map(Opt(str))), "runtime?": Opt(Map(Opt(str)))}
-SNAPSHOT = {"gpus?": Opt([dict]), "cpu?": Opt(dict)}  # rootcause.env.snapshot()
+GPU = {"name?": Opt(str), "sm_clock_mhz?": Opt(NUM), "sm_clock_max_mhz?": Opt(NUM), "mem_clock_mhz?": Opt(NUM),
+       "temperature_c?": Opt(NUM), "power_w?": Opt(NUM), "clock_event_reasons?": Opt([str])}
+SNAPSHOT = {"gpus?": Opt([GPU]), "cpu?": Opt(dict), "time_utc?": Opt(str)}  # rootcause.env.snapshot()
 SHAPE = {
     "schema_version": int,
     "variants": {"a": VARIANT, "b": VARIANT},

@@ -5,7 +5,7 @@ version; a field of the wrong type must stop the reader in one line that names t
 key, before any renderer or stage indexes into it. A shape is plain data:
 
 - a type or a tuple of types: isinstance (bool is not a number; floats must be finite);
-- NUM: a finite int or float;
+- NUM: a finite int or float of magnitude at most LARGEST (a time in ns, a count, bytes);
 - Opt(shape): the shape, or null;
 - {"key": shape, "key?": shape}: an object with these keys (a trailing ? marks an optional
   one); other keys are allowed and not checked;
@@ -23,6 +23,9 @@ from rootcause.errors import UsageError
 
 ANY = object()
 NUM = (int, float)
+# No time in ns (31 years), count or byte size rootcause writes comes near this; a larger number
+# is an edit, and sums or ratios of it overflow to infinity in a renderer.
+LARGEST = 1e18
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,8 @@ def _expect(value: Any, kind: type | tuple[type, ...], file: str, path: str) -> 
         raise UsageError(f"{file}: key '{path or '(top level)'}': expected {name}, got {_name(type(value))}")
     if numeric and isinstance(value, float) and not math.isfinite(value):
         raise UsageError(f"{file}: key '{path}': {value} is not a finite number")
+    if kinds == NUM and abs(value) > LARGEST:
+        raise UsageError(f"{file}: key '{path}': {value} is beyond any value rootcause writes ({LARGEST:g})")
 
 
 def _name(kind: type) -> str:
