@@ -120,7 +120,9 @@ def _require(doc: Any, path: str, kind, file: str, where: str = "") -> None:
 
 
 def check(doc: Any, file: str = "attribution.json") -> None:
-    """Raise UsageError (one line: file and key) unless doc is an attribution a report can show."""
+    """Raise UsageError (one line: file and key) unless doc is an attribution a report can show.
+    Committed documents of before 2026-12-05 hold residual.significant as a string: read as a bool."""
+    _unquote_significance(doc)
     if not isinstance(doc, dict):
         raise UsageError(f"{file}: not an attribution: the top level is a {type(doc).__name__}, not an object")
     _require(doc, "schema_version", int, file)
@@ -147,7 +149,6 @@ def load(path: str | Path) -> dict[str, Any]:
         raise UsageError(f"{p}: is a directory; give its attribution.json")
     settle(p.parent)  # a set whose writer was killed mid-rename is finished before it is read
     doc = read_json(p, "no such attribution file")
-    _unquote_significance(doc)
     check(doc, str(p))
     if doc["schema_version"] == 1:
         doc = migrate_v1(doc, p.parent, str(p))
