@@ -312,7 +312,7 @@ def cpu_profiles(plan: dict[str, Any], out: Path, run_dir: Path, calls: int) -> 
             progress(f"reusing the CPU profiles taken for this run ({folder})")
             return {n: _absolute(folder, r) for n, r in records.items()}
     records: dict[str, dict[str, Any]] = {}
-    variants = read_json(run_dir / rundir.MEASUREMENT, "no such file")["measurement"]["variants"]
+    variants = rundir.read_measurement(run_dir)["measurement"]["variants"]
     for name, where in ((names[0], folder), (names[1], folder), (names[1], folder / REPEAT), (names[0], folder / REPEAT)):
         b = bundles.read_bundle(out / plan["bundles"][name])
         latency = (variants.get(name) or {}).get("median_s")

@@ -259,6 +259,28 @@ def test_every_field_of_an_attribution_edited_is_rendered_or_refused(tmp_path, c
     assert tries > 4000 and broken == []
 
 
+@pytest.mark.parametrize("file, field, value, needle", [
+    ("run/measurement.json", ("measurement", "variants"), "x", "measurement.variants"),
+    ("run/measurement.json", ("profiles",), [], "profiles"),
+    ("analyze/plan.json", ("bundles",), {"a": "../../elsewhere"}, "not a path inside"),
+    ("analyze/plan.json", ("a",), 5, "key 'a'"),
+])
+def test_an_edited_run_or_plan_is_refused_in_one_line(tmp_path, file, field, value, needle):
+    """A zoo capture's run directory and plan (fixtures/zoo/tvm_two_slow), one field edited, read
+    the way analyze --from-run reads them."""
+    from mutation import edited
+    from rootcause.artifacts import plan, rundir
+    from rootcause.errors import UsageError
+    capture = ROOT / "fixtures" / "zoo" / "tvm_two_slow" / "capture"
+    target = tmp_path / file
+    target.parent.mkdir(parents=True)
+    target.write_text(json.dumps(edited(json.loads((capture / file).read_text()), field, value)))
+    read = rundir.read_measurement if file.startswith("run") else plan.read_plan
+    with pytest.raises(UsageError) as err:
+        read(target.parent)
+    assert needle in str(err.value) and "\n" not in str(err.value)
+
+
 # ---- 6. one writer per output folder ------------------------------------------------------------
 
 def test_a_second_analyze_into_a_busy_folder_is_refused(tmp_path, env):

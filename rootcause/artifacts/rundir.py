@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from rootcause.errors import UsageError
+from rootcause.artifacts import schema
+from rootcause.artifacts.schema import NUM, Map, Opt
 from rootcause.fileio import read_json, write_json
 from rootcause.model import WholeGraph
 
@@ -28,12 +30,24 @@ def write_env(run_dir: Path, doc: dict[str, Any]) -> Path:
     return write_json(Path(run_dir) / ENV, doc)
 
 
+# What the analysis reads of measurement.json (artifacts.schema); the rest is carried as written.
+VARIANT_TIMES = {"median_s?": Opt(NUM), "samples_s?": Opt([NUM]), "ci_s?": Opt([NUM]), "calls_per_sample?": Opt(int)}
+PROFILE = {"profiler?": str, "ok?": bool, "file?": Opt(str), "error?": Opt(str), "calls?": Opt(int),
+           "call_starts_ns?": Opt([NUM]), "end_ns?": Opt(NUM), "records?": Opt(int)}
+MEASUREMENT_SHAPE = {"bundles?": Opt(Map(str)), "devices?": Opt(Map(Opt(str))), "verification?": Opt(dict),
+                     "measurement": {"variants": Map(VARIANT_TIMES), "protocol?": Opt((dict, str)),
+                                     "rounds?": Opt(int), "budget_s?": Opt(NUM), "ratios?": Opt([dict])},
+                     "profiles?": Opt(Map(PROFILE)), "env_warnings?": Opt([str])}
+
+
 def read_measurement(run_dir: Path) -> dict[str, Any]:
-    """measurement.json of a run directory, checked to hold a measurement."""
+    """measurement.json of a run directory, checked to hold a measurement of the shape the
+    analysis reads."""
     path = Path(run_dir) / MEASUREMENT
     doc = read_json(path, f"no measurement here (is {run_dir} a `rootcause run` directory?)")
     if not isinstance(doc, dict) or not isinstance(doc.get("measurement"), dict):
         raise UsageError(f"{path}: no \"measurement\" (the run stopped at verification?)")
+    schema.check(doc, MEASUREMENT_SHAPE, str(path))
     return doc
 
 

@@ -5,7 +5,7 @@ version; a field of the wrong type must stop the reader in one line that names t
 key, before any renderer or stage indexes into it. A shape is plain data:
 
 - a type or a tuple of types: isinstance (bool is not a number; floats must be finite);
-- NUM: a finite int or float of magnitude at most LARGEST (a time in ns, a count, bytes);
+- NUM: a finite int or float of magnitude at most LARGEST;
 - Opt(shape): the shape, or null;
 - {"key": shape, "key?": shape}: an object with these keys (a trailing ? marks an optional
   one); other keys are allowed and not checked;
@@ -23,9 +23,10 @@ from rootcause.errors import UsageError
 
 ANY = object()
 NUM = (int, float)
-# No time in ns (31 years), count or byte size rootcause writes comes near this; a larger number
-# is an edit, and sums or ratios of it overflow to infinity in a renderer.
-LARGEST = 1e18
+# Far above anything rootcause writes (epoch timestamps in ns are about 1.8e18, flop counts of a
+# call 1e15) and far enough below the float range that sums and products of two such numbers stay
+# finite in a renderer (an edited 1e308 overflowed to infinity, and the HTML figure's JSON failed).
+LARGEST = 1e30
 
 
 @dataclass(frozen=True)
