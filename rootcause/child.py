@@ -4,8 +4,8 @@ runtime's environment).
 
 A child is `python -m MODULE ...` started by `start`/`run` with `python_env`: the spec's files and
 rootcause's own modules are imported, never a file that happens to lie in the working directory
-(PYTHONSAFEPATH keeps `-m` from putting it first on sys.path), and the parent's start-up hooks do
-not run. The child ends through `serve`, which writes one result envelope as JSON:
+(PYTHONSAFEPATH keeps `-m` from putting it first on sys.path), and the start-up hooks
+(PYTHONSTARTUP, PYTHONBREAKPOINT) do not run. The child ends through `serve`, which writes one result envelope as JSON:
 
     {"ok": true,  "result": <the function's value>}
     {"ok": false, "error": {"kind": "usage" | "tool" | "internal", "message": "...", "log": "..."}}
@@ -29,16 +29,17 @@ from typing import Any
 
 from rootcause.errors import InternalError, ToolFailed, UsageError
 
-# Variables that would make a child run or import something no spec declared.
-_UNSAFE = ("PYTHONSTARTUP", "PYTHONINSPECT", "PYTHONBREAKPOINT", "PYTHONHOME", "PYTHONUSERBASE")
+# Hooks that would make a child run something no spec declared. The user site and PYTHONHOME stay:
+# they are where the user's own installation lives, and the child must import what the parent does.
+_UNSAFE = ("PYTHONSTARTUP", "PYTHONINSPECT", "PYTHONBREAKPOINT")
 
 
 def python_env(extra: dict[str, str] | None = None, base: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of a Python child: base (default os.environ) with PYTHONSAFEPATH set and
-    the start-up hooks removed, then extra. Only PYTHONPATH entries rootcause sets are kept."""
+    """The environment of a Python child: base (default os.environ) with PYTHONSAFEPATH set (so
+    `-m` does not put the working directory first on sys.path) and the start-up hooks removed,
+    then extra."""
     env = {k: v for k, v in (os.environ if base is None else base).items() if k not in _UNSAFE}
     env["PYTHONSAFEPATH"] = "1"
-    env["PYTHONNOUSERSITE"] = "1"
     env.update(extra or {})
     return env
 
