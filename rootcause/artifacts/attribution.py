@@ -69,11 +69,6 @@ CALL = {"call?": Opt(int), "calls?": Opt(int),
 HYBRID = {"name": str, "kind?": str, "base?": str, "description?": str, "sentence?": str, "verdict?": str,
           "unit?": Opt(int), "error?": Opt(str), "recovered?": Opt(dict), "recovered_unit?": Opt(dict),
           "recovered_graph?": Opt(dict), "median_s?": Opt(Map(NUM)), "speedup?": Opt(Map(NUM))}
-RESOURCES = Map(Opt((int, float, str, list, dict)))
-CATALOG_KERNEL = {"name?": str, "launch?": Opt(dict), "resources?": Opt(RESOURCES), "schedule?": Opt(dict),
-                  "source_ops?": Opt([str]), "call_sites?": Opt([str]), "bytes_moved?": Opt(NUM), "flops?": Opt(NUM)}
-TOOLCHAIN = {"source?": Opt(str), "requirements?": Opt([str]), "python?": Opt(str),  # a bundle's manifest
-             "compiler?": Opt(Map(Opt(str))), "runtime?": Opt(Map(Opt(str)))}
 GPU = {"name?": Opt(str), "sm_clock_mhz?": Opt(NUM), "sm_clock_max_mhz?": Opt(NUM), "mem_clock_mhz?": Opt(NUM),
        "temperature_c?": Opt(NUM), "power_w?": Opt(NUM), "clock_event_reasons?": Opt([str])}
 SNAPSHOT = {"gpus?": Opt([GPU]), "cpu?": Opt(dict), "time_utc?": Opt(str)}  # rootcause.env.snapshot()
@@ -96,8 +91,8 @@ SHAPE = {
     "measurement?": Opt({"file?": Opt(str), "protocol?": Opt((dict, str)), "rounds?": Opt((int, list, dict)),
                          "budget_s?": Opt(NUM), "variants?": Opt([str])}),
     "command?": Opt(str),
-    "catalogs?": Opt(Map({"kernels?": Map(CATALOG_KERNEL), "versions?": Opt(Map(Opt(str))),
-                          "toolchain?": Opt(TOOLCHAIN), "error?": Opt(str)})),
+    "catalogs?": Opt(Map({"kernels?": Map(bundle.CATALOG_KERNEL), "versions?": Opt(Map(Opt(str))),
+                          "toolchain?": Opt(bundle.TOOLCHAIN), "error?": Opt(str)})),
     "confirmation?": Opt({"hybrids?": [HYBRID], "notes?": [str], "rule?": str, "formula?": str,
                           "threshold?": Opt(NUM)}),
     "environment?": Opt({"before?": Opt(SNAPSHOT), "measure_start?": Opt(SNAPSHOT), "after?": Opt(SNAPSHOT),

@@ -92,10 +92,7 @@ def read_bundle(path: str | Path) -> Bundle:
     if missing:
         raise UsageError(f"{manifest_file}: missing key(s) {', '.join(missing)}")
     schema.check(manifest, MANIFEST_SHAPE, str(manifest_file))
-    named = [("module", manifest["module"])] + [(key, name) for key in ("binaries", "ir") for name in manifest.get(key, [])]
-    named += [(f"{key}[{i}].file", row["file"]) for key in ("inputs", "reference") for i, row in
-              enumerate(manifest.get(key) or []) if isinstance(row.get("file"), str)]
-    for key, name in named:
+    for key, name in named_paths(manifest):
         inside(path, name, f"{manifest_file}: {key}")
     bundle = Bundle(path, manifest)
     catalog_kernels(manifest, manifest_file)  # checked here, so every reader sees the same errors
@@ -104,8 +101,9 @@ def read_bundle(path: str | Path) -> Bundle:
     return bundle
 
 
-# The manifest's shape (artifacts.schema): what align, diagnose, inspect and the runner read.
-# Paths in it are checked apart (bundle_path): they must stay inside the bundle.
+# The manifest's shape (artifacts.schema): what align, diagnose, inspect and the runner read
+# (attribution.json embeds the same catalog kernels and toolchain). The paths it names are
+# checked apart (named_paths, inside): they must stay inside the bundle.
 EXTENT = Opt([(int, str)])  # a launch extent: numbers, or symbols where IREE's are dynamic
 COUNT = Opt(int)
 RESOURCES = {"name?": Opt(str), "file?": Opt(str), "format?": Opt(str), "arch?": Opt(str), "registers?": COUNT,
@@ -117,8 +115,10 @@ CATALOG_KERNEL = {"name": str, "function?": str, "source_ops?": [str], "call_sit
                   "resources?": RESOURCES, "schedule?": dict, "source_locs?": [str], "bytes_moved?": Opt(NUM),
                   "flops?": Opt(NUM)}
 # What compare reads of a manifest given as a catalog (--catalog-a), and all a bundle's holds.
+TOOLCHAIN = {"source?": Opt(str), "requirements?": Opt([str]), "python?": Opt(str),
+             "compiler?": Opt(Map(Opt(str))), "runtime?": Opt(Map(Opt(str)))}
 CATALOG_SHAPE = {"name?": str, "entry?": Opt(str), "kernels": [CATALOG_KERNEL],
-                 "versions?": Opt(Map(Opt((str, int, float)))), "toolchain?": Opt(dict)}
+                 "versions?": Opt(Map(Opt((str, int, float)))), "toolchain?": Opt(TOOLCHAIN)}
 MANIFEST_SHAPE = {**CATALOG_SHAPE, "name": str, "frontend": str, "target": str, "entry": str, "module": str,
                   "inputs": [dict], "reference?": Opt([dict]), "rtol?": Opt(NUM), "atol?": Opt(NUM),
                   "binaries?": [str], "ir?": [str], "notes?": [str], "spec?": Opt(dict)}
@@ -134,9 +134,18 @@ def read_manifest(path: Path) -> dict[str, Any]:
     file = Path(path) / MANIFEST
     manifest = read_json(file, "no bundle manifest here")
     schema.check(manifest, INSPECTED_SHAPE, str(file))
-    for i, name in enumerate(([manifest["module"]] if "module" in manifest else []) + manifest.get("binaries", [])):
-        inside(Path(path), name, f"{file}: {'module' if i == 0 and 'module' in manifest else 'binaries'}")
+    for key, name in named_paths(manifest):
+        inside(Path(path), name, f"{file}: {key}")
     return manifest
+
+
+def named_paths(manifest: dict[str, Any]) -> list[tuple[str, str]]:
+    """(key, path) of every file a manifest names: module, binaries, ir, stored inputs and references."""
+    named = [("module", manifest["module"])] if isinstance(manifest.get("module"), str) else []
+    named += [(key, name) for key in ("binaries", "ir") for name in manifest.get(key, [])]
+    named += [(f"{key}[{i}].file", row["file"]) for key in ("inputs", "reference")
+              for i, row in enumerate(manifest.get(key) or []) if isinstance(row.get("file"), str)]
+    return named
 
 
 def inside(bundle_dir: Path, name: str, where: str) -> Path:
