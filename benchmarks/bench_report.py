@@ -2,7 +2,7 @@
 
 The large attribution is a real one replicated: `rootcause compare` on the H200 CUPTI capture
 of the pool_fusion case (fixtures/captures/h200-2026-12-02, OFF = segment 1, ON = segment 0, with the
-reports/inputs catalogs), whose 2 units (6 kernels of OFF, 3 of ON) are copied 1,112 times
+gallery/inputs catalogs), whose 2 units (6 kernels of OFF, 3 of ON) are copied 1,112 times
 under new names ('pool2d_r7_kernel'): 2,224 units, 10,008 kernels. Its per-kernel launch facts
 and one-call timeline (measured from the capture, then replicated the same way, calls laid
 back to back) go into the optional 'kernels' and 'timeline' sections, so the renderers draw
@@ -34,8 +34,8 @@ def rename(name: str, r: int) -> str:
 
 def real_attribution(out: Path) -> dict:
     subprocess.run([sys.executable, "-m", "rootcause", "compare", f"{CAPTURE}#1", f"{CAPTURE}#0",
-                    "--catalog-a", "reports/inputs/pool_fusion_off.manifest.json",
-                    "--catalog-b", "reports/inputs/pool_fusion_on.manifest.json",
+                    "--catalog-a", "gallery/inputs/pool_fusion_off.manifest.json",
+                    "--catalog-b", "gallery/inputs/pool_fusion_on.manifest.json",
                     "--label-a", "OFF", "--label-b", "ON", "--device", "H200", "--out", str(out)],
                    check=True, cwd=ROOT, capture_output=True)
     return json.loads((out / "attribution.json").read_text())

@@ -1,7 +1,7 @@
 """Edited artifacts: every field of real files rootcause reads back, replaced by values of other
 types, each read by the command a user would run on it.
 
-- attribution.json (committed reports under reports/): `rootcause report FILE --format F`;
+- attribution.json (committed reports under gallery/): `rootcause report FILE --format F`;
 - manifest.json given as a catalog: `rootcause compare` of the pool_fusion H200 captures with
   `--catalog-a FILE`.
 
@@ -34,7 +34,7 @@ VALUES = (None, "x", -1, [], {}, True, 1e308)
 RUN = ROOT / "fixtures" / "captures" / "h200-2026-12-02-run"
 ATTRIBUTIONS = ["pool_fusion_h200_cupti", "pool_fusion_h200_analyze", "prefill_dedup_h200_analyze",
                 "einsum_cpu_local_task"]
-MANIFESTS = [ROOT / "reports" / "inputs" / "pool_fusion_off.manifest.json"]
+MANIFESTS = [ROOT / "gallery" / "inputs" / "pool_fusion_off.manifest.json"]
 
 
 def campaign(source: Path, argv, values) -> tuple[int, Counter]:
@@ -61,7 +61,7 @@ def main() -> int:
     args = parser.parse_args()
     values = VALUES[:args.values]
     total_tries, total_breaks = 0, 0
-    jobs = [(ROOT / "reports" / name / "attribution.json",
+    jobs = [(ROOT / "gallery" / name / "attribution.json",
              lambda f, tmp: ["report", str(f), "--format", args.format, "--out", str(tmp / "r.out")])
             for name in ATTRIBUTIONS]
     jobs += [(m, lambda f, tmp: ["compare", str(RUN / "pool_fusion_off.cupti.json"), str(RUN / "pool_fusion_on.cupti.json"),

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CAPTURE = ROOT / "fixtures/captures/h200-2026-12-02/tvm_pool_fusion.cupti.json"
 RUN = ROOT / "fixtures/captures/h200-2026-12-02-run"
 NCU_RUN = RUN / "ncu"  # the same bundles under ncu, one profiled call per variant
-CATALOGS = ROOT / "reports/inputs"
+CATALOGS = ROOT / "gallery/inputs"
 PREFILL = ROOT / "fixtures/cases/prefill_dedup/variants.toml"
 
 

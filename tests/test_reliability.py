@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ROOTCAUSE = str(Path(sys.executable).parent / "rootcause")
 POOL = ROOT / "fixtures" / "cases" / "pool_fusion"
 RUN = ROOT / "fixtures" / "captures" / "h200-2026-12-02-run"  # pool_fusion on the H200 (PROVENANCE.md there)
-ATTRIBUTION = ROOT / "reports" / "pool_fusion_h200_cupti" / "attribution.json"
+ATTRIBUTION = ROOT / "gallery" / "pool_fusion_h200_cupti" / "attribution.json"
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""The gallery's H200 entries (reports/): seeds 000 and 001 through `rootcause analyze` with their
+"""The gallery's H200 entries (gallery/): seeds 000 and 001 through `rootcause analyze` with their
 hybrids, the prefill_dedup case (prefill alone vs dedup) and the einsum_fusion case (einsum at real size) through `rootcause compare`.
 
 The committed documents are checked against the raw captures they came from (CUPTI records,
@@ -18,7 +18,7 @@ from captures import launch_nodes, node_call_ns, run_launches, unit_launches
 from rootcause.report.markdown import text as md_text
 
 ROOT = Path(__file__).resolve().parents[1]
-REPORTS = ROOT / "reports"
+REPORTS = ROOT / "gallery"
 SEEDS = ROOT / "fixtures/captures/h200-2026-12-02-seeds"
 ANALYZE_RUN = ROOT / "fixtures/captures/h200-2026-12-02-analyze/run"
 PREFILL_RUN = ROOT / "fixtures/captures/h200-2026-12-02-analyze-prefill/run"
@@ -132,14 +132,14 @@ def test_prefill_analyze_entry_confirms_both_configurations():
 
 
 def test_one_committed_html_per_seed_case():
-    """reports/.gitignore keeps exactly one report.html per seed case: the analyze ones for 000 and 001."""
+    """gallery/.gitignore keeps exactly one report.html per seed case: the analyze ones for 000 and 001."""
     htmls = sorted(str(p.relative_to(ROOT)) for p in REPORTS.glob("*/report.html"))
     r = subprocess.run(["git", "check-ignore", "--no-index", *htmls], capture_output=True, text=True, cwd=ROOT)
     kept = sorted(set(htmls) - set(r.stdout.split()))
     seeds = {"pool_fusion": "000", "prefill_dedup": "001", "einsum": "002"}
     committed = [next(s for p, s in seeds.items() if h.split("/")[1].startswith(p)) for h in kept]
     assert sorted(committed) == ["000", "001", "002"], kept
-    assert "reports/prefill_dedup_h200_analyze/report.html" in kept and "reports/pool_fusion_h200_analyze/report.html" in kept
+    assert "gallery/prefill_dedup_h200_analyze/report.html" in kept and "gallery/pool_fusion_h200_analyze/report.html" in kept
 
 
 @pytest.mark.parametrize("entry", ["prefill_dedup_h200_cupti", "einsum_h200_cupti", "pool_fusion_h200_analyze",

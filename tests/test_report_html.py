@@ -310,9 +310,9 @@ def test_recorded_sections_need_no_profile(attribution, raw_calls):
 def test_timeline_colours_each_launch_by_its_own_unit():
     """the committed H200 analyze attribution: OFF's add2_kernel runs for lv17 (with pool2d, against the
     fused kernel) and then for lv18 (against ON's own add2): each launch takes its own unit's colour,
-    by the catalog's op order (reports/inputs manifest) and the launch order in the raw CUPTI records."""
+    by the catalog's op order (gallery/inputs manifest) and the launch order in the raw CUPTI records."""
     root = Path(__file__).resolve().parents[1]
-    doc = json.loads((root / "reports/pool_fusion_h200_analyze/attribution.json").read_text())
+    doc = json.loads((root / "gallery/pool_fusion_h200_analyze/attribution.json").read_text())
     ops = next(k for k in json.loads((CATALOGS / "pool_fusion_off.manifest.json").read_text())["kernels"]
                if k["name"] == "add2_kernel")["source_ops"]
     assert ops == ["main/lv17:add2", "main/lv18:add2"]

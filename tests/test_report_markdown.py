@@ -185,7 +185,7 @@ def test_gallery_entry_regenerates(tmp_path, entry):
                         "--out", tmp_path], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     fresh = (tmp_path / entry / "report.md").read_text().splitlines()
-    committed = (ROOT / "reports" / entry / "report.md").read_text().splitlines()
+    committed = (ROOT / "gallery" / entry / "report.md").read_text().splitlines()
     assert fresh[:3] == committed[:3]
     assert (tmp_path / entry / "report.html").stat().st_size > 4_000_000
 
@@ -193,13 +193,13 @@ def test_gallery_entry_regenerates(tmp_path, entry):
 def test_gallery_ncu_entry_against_the_csv():
     """The committed ncu report: one call per variant, each unit's time the sum of its kernels'
     rows in the raw CSVs, and the Markdown's top-unit row showing those sums."""
-    doc = json.loads((ROOT / "reports/pool_fusion_h200_ncu/attribution.json").read_text())
+    doc = json.loads((ROOT / "gallery/pool_fusion_h200_ncu/attribution.json").read_text())
     rows = {"a": ncu_rows("pool_fusion_off"), "b": ncu_rows("pool_fusion_on")}
     assert doc["variants"]["a"]["calls"] == doc["variants"]["b"]["calls"] == 1
     for u in doc["units"]:
         for v in "ab":
             assert u[f"time_{v}_ns"]["median"] == pytest.approx(sum(d for k, d in rows[v] if k in u[f"kernels_{v}"]))
-    top = tables((ROOT / "reports/pool_fusion_h200_ncu/report.md").read_text())[0][1]
+    top = tables((ROOT / "gallery/pool_fusion_h200_ncu/report.md").read_text())[0][1]
     want_b = sum(d for k, d in rows["b"] if k in doc["units"][0]["kernels_b"])
     assert top[4].startswith(f"{want_b / 1e3:.1f} us")
 

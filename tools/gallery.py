@@ -1,9 +1,9 @@
-"""Regenerate reports/: one attribution, HTML report and Markdown comment per real capture.
+"""Regenerate gallery/: one attribution, HTML report and Markdown comment per real capture.
 
     python tools/gallery.py [--out reports] [--rebuild-catalogs]
 
 Every input is a committed file: the H200 captures under fixtures/captures/, and the bundle
-manifests (catalogs) under reports/inputs/, which `--rebuild-catalogs` rebuilds with
+manifests (catalogs) under gallery/inputs/, which `--rebuild-catalogs` rebuilds with
 `rootcause build` from fixtures/cases/. The step is the CLI's own `rootcause compare` (which
 writes attribution.json, report.html and report.md), run from the repository root so the paths
 recorded in each attribution.json are relative and the gallery can be moved with the repository.
@@ -30,7 +30,7 @@ SEEDS = "fixtures/captures/h200-2026-12-02-seeds"
 POOL_SPECS = "fixtures/cases/pool_fusion/variants.toml"
 PREFILL_SPECS = "fixtures/cases/prefill_dedup/variants.toml"
 SHARED = "fixtures/captures/h200-2026-12-02/tvm_pool_fusion.cupti.json"
-INPUTS = "reports/inputs"
+INPUTS = "gallery/inputs"
 POOL_CATALOGS = (f"{INPUTS}/pool_fusion_off.manifest.json", f"{INPUTS}/pool_fusion_on.manifest.json")
 POOL_LABELS = ("pool_fusion_off", "pool_fusion_on")
 
@@ -147,9 +147,9 @@ def make(name: str, entry: dict[str, Any], out: Path) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python tools/gallery.py", description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=ROOT / "reports")
+    parser.add_argument("--out", type=Path, default=ROOT / "gallery")
     parser.add_argument("--rebuild-catalogs", action="store_true",
-                        help="rebuild reports/inputs/*.manifest.json with rootcause build first (TVM, nvcc)")
+                        help="rebuild gallery/inputs/*.manifest.json with rootcause build first (TVM, nvcc)")
     parser.add_argument("--only", action="append", choices=sorted(ENTRIES), help="make only these entries")
     args = parser.parse_args(argv)
     if args.rebuild_catalogs:

@@ -1,0 +1,56 @@
+"""Default outputs never touch the repository's tracked files: the README's main job, run with no
+--out from a copy of the repository, leaves `git status` clean, and the default output root of
+analyze, sweep and bisect (reports/) is ignored by git and holds no tracked file. The committed
+report gallery lives in gallery/, which no default writes to."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout
+
+
+@pytest.fixture(scope="module")
+def copy(tmp_path_factory) -> Path:
+    """The working tree's tracked files, committed in a fresh repository (as a clone of this tree)."""
+    repo = tmp_path_factory.mktemp("clone")
+    for name in filter(None, _git(ROOT, "ls-files", "-z").split("\0")):
+        src = ROOT / name
+        if src.is_file():
+            (repo / name).parent.mkdir(parents=True, exist_ok=True)
+            (repo / name).write_bytes(src.read_bytes())
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "copy")
+    return repo
+
+
+@pytest.mark.parametrize("command, default", [("analyze", "reports/pool_fusion-on_vs_pool_fusion-off"),
+                                              ("sweep", "reports/sweep-x"), ("bisect", "reports/bisect-x")])
+def test_default_output_root_is_ignored_and_untracked(copy, command, default):
+    source = (ROOT / "rootcause" / "commands" / f"{command}.py").read_text()
+    assert 'Path("reports")' in source  # the default this test is about
+    assert subprocess.run(["git", "-C", str(copy), "check-ignore", "-q", default]).returncode == 0
+    assert _git(copy, "ls-files", "reports") == ""
+
+
+def test_readme_main_job_leaves_the_repository_clean(copy):
+    """The README's main job as written (no --out), on the CPU, from the copy's root."""
+    readme = (ROOT / "README.md").read_text()
+    job = "rootcause analyze fixtures/cases/pool_fusion/variants.toml#on fixtures/cases/pool_fusion/variants.toml#off"
+    assert job in readme
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    # python -m from the copy's root imports the copy's rootcause (its readers in Python: no .so there)
+    done = subprocess.run([sys.executable, "-m", "rootcause", *job.split()[1:], "--target", "llvm"],
+                          cwd=copy, capture_output=True, text=True, env=env, timeout=900)
+    assert done.returncode in (0, 1), done.stderr[-3000:]
+    assert (copy / "reports" / "pool_fusion-on_vs_pool_fusion-off" / "attribution.json").is_file()
+    assert _git(copy, "status", "--porcelain") == ""
