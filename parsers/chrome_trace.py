@@ -9,6 +9,9 @@ GPU rows, in file order, with `kind`:
   kernel category ('kernel', as torch.profiler writes), or, with another cat, whose args
   describe a launch ('grid' or 'kernel_details', as JAX writes);
 - memcpy / memset: cat 'gpu_memcpy' / 'gpu_memset' (args.bytes is the size).
+PyTorch 1.8-1.10 (the Kineto format of 2021) named the categories otherwise: 'Kernel', 'Memcpy',
+'Memset', 'Runtime' and 'Operator' (today's cpu_op, ProfilerStep#N among them), and spelled the
+GPU rows' External id 'external id'; both spellings are read.
 torch.profiler args give grid, block, 'registers per thread', 'shared memory', stream, device,
 correlation and 'External id'. The device is args.device, else the event's pid (Kineto's GPU
 rows have pid = device). A ROCm kernel may have no grid: grid is NA then.
@@ -43,25 +46,30 @@ if TYPE_CHECKING:
 
 SOURCE = "chrome"
 KERNEL_CATS = {"kernel", "gpu_kernel", "kernel_dispatch"}
-GPU_KINDS = {**{c: "kernel" for c in KERNEL_CATS}, "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
-CPU_OP_CATS = {"cpu_op"}
+GPU_KINDS = {**{c: "kernel" for c in KERNEL_CATS}, "gpu_memcpy": "memcpy", "gpu_memset": "memset",
+             "memcpy": "memcpy", "memset": "memset"}  # compared lower-cased: 2021's 'Memcpy' and 'Memset'
+CPU_OP_CATS = {"cpu_op", "operator"}  # 'Operator': PyTorch 1.8-1.10's name for cpu_op
 RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "runtime"}
 HOST_CATS = {"cuda_runtime", "cuda_driver", "cpu_op", "user_annotation", "python_function", "runtime",
-             "ac2g", "overhead", "gpu_user_annotation"}
-STEP_CATS = {"user_annotation", "cpu_op", "gpu_user_annotation"}
+             "ac2g", "overhead", "gpu_user_annotation", "trace"}
+STEP_CATS = {"user_annotation", "cpu_op", "gpu_user_annotation", "Operator"}
 STEP_PREFIX = "ProfilerStep#"
+# Where a trace has no ProfilerStep (torch.autograd.profiler, a profile without a schedule), the
+# data loader's fetch that opens each iteration of a training loop marks the steps instead.
+LOADER_PREFIX = "enumerate(DataLoader)#"
 # Top-level keys of trace files (Kineto, Chrome, Perfetto): one as the first key identifies the
 # format, however long the header before "traceEvents" is.
 TOP_KEYS = {"traceEvents", "schemaVersion", "deviceProperties", "distributedInfo", "displayTimeUnit",
             "traceName", "otherData", "metadata", "systemTraceEvents", "baseTimeNanoseconds",
             "record_shapes", "trace_id", "cupti_version", "cuda_runtime_version", "with_stack"}
 STEP_COLUMNS = {
-    "step": "N of ProfilerStep#N (int64)",
+    "step": "N of ProfilerStep#N, or the iteration's number (int64)",
     "name": "the annotation's name",
     "start_ns": "start, ns on the trace's clock (int64)",
     "end_ns": "end, ns (int64)",
     "duration_ns": "end_ns - start_ns (int64)",
-    "cat": "user_annotation / cpu_op (host side) or gpu_user_annotation (the GPU's span of it)",
+    "cat": "user_annotation / cpu_op (host side) or gpu_user_annotation (the GPU's span of it); 'iteration' for "
+           "a step from one data-loader fetch to the next (a trace with no ProfilerStep)",
     "pid": "process (host) or device (GPU span) id",
     "tid": "thread or stream id",
 }
@@ -98,7 +106,8 @@ def read_path(path: str | os.PathLike) -> "pd.DataFrame":
 
 
 def steps(data: bytes, file: str = "<bytes>") -> "pd.DataFrame":
-    """The ProfilerStep#N spans of a trace (STEP_COLUMNS), in file order."""
+    """The ProfilerStep#N spans of a trace (STEP_COLUMNS), in file order; without any, the iterations
+    between consecutive data-loader fetches of one thread, when there are at least three fetches."""
     return read_trace(data, file).steps
 
 
@@ -117,6 +126,7 @@ _Args = msgspec.defstruct("_Args", [
     ("shared", Any, msgspec.field(default=None, name="shared memory")),
     ("stream", Any, None), ("device", Any, None), ("correlation", Any, None),
     ("external_id", Any, msgspec.field(default=None, name="External id")),
+    ("external_id_2021", Any, msgspec.field(default=None, name="external id")),  # GPU rows of 2021 traces
     ("bytes", Any, None), ("kernel_details", Any, None),
 ], gc=False)
 _Event = msgspec.defstruct("_Event", [
@@ -228,6 +238,7 @@ class _Accumulator:
         self.ops: list[Any] = []  # cpu_op events
         self.calls: list[Any] = []  # runtime calls (cuda_runtime, cuda_driver)
         self.step_rows: list[tuple[int, Any]] = []
+        self.loader_rows: list[Any] = []  # data-loader fetches: steps of a trace without ProfilerStep
 
     def add(self, numbers, recs, file: str) -> None:
         phs = list(map(_PH, recs))
@@ -256,6 +267,7 @@ class _Accumulator:
                 self.calls.extend(recs[k] for k in ks)
             if cat in STEP_CATS:
                 self.step_rows.extend((numbers[k], recs[k]) for k in ks if _is_step(recs[k].name))
+                self.loader_rows.extend(recs[k] for k in ks if _is_loader_fetch(recs[k].name))
 
     def _add_slow(self, numbers, recs, phs, file: str) -> None:
         for i, ev, ph in zip(numbers, recs, phs):
@@ -302,8 +314,10 @@ class _Accumulator:
                 out[f"{prefix}_{axis}"] = int_column(triples[n], labels, "event", file, f"args.{key}")
         for col, key, name in (("registers", "registers", "registers per thread"), ("shared_bytes", "shared", "shared memory"),
                                ("stream", "stream", "stream"), ("correlation_id", "correlation", "correlation"),
-                               ("external_id", "external_id", "External id"), ("bytes", "bytes", "bytes")):
+                               ("bytes", "bytes", "bytes")):
             out[col] = int_column(list(map(attrgetter(key), args)), labels, "event", file, f"args.{name}")
+        external = [a.external_id if a.external_id is not None else a.external_id_2021 for a in args]
+        out["external_id"] = int_column(external, labels, "event", file, "args.External id")
         device = [a.device if a.device is not None else _int_or_none(r[2].pid) for a, r in zip(args, rows)]
         out["device"] = int_column(device, labels, "event", file, "args.device")
         out["kind"] = [r[1] for r in rows]
@@ -319,6 +333,8 @@ class _Accumulator:
             n = ev.name[len(STEP_PREFIX):]
             if n.isdigit() and len(n) < 18 and _finite(ev.ts) and _finite(ev.dur) and ev.dur >= 0:
                 kept.append((int(n), ev))
+        if not kept:
+            return self._iterations()
         start = np.array([_us_to_ns(ev.ts, "", 0, "ts") for _, ev in kept], dtype=np.int64)
         end = start + np.array([_us_to_ns(ev.dur, "", 0, "dur") for _, ev in kept], dtype=np.int64)
         return pd.DataFrame({
@@ -326,6 +342,29 @@ class _Accumulator:
             "start_ns": start, "end_ns": end, "duration_ns": end - start, "cat": [ev.cat for _, ev in kept],
             "pid": pd.array([_int_or_none(ev.pid) for _, ev in kept], dtype="Int64"),
             "tid": pd.array([_int_or_none(ev.tid) for _, ev in kept], dtype="Int64"),
+        }, columns=list(STEP_COLUMNS))
+
+    def _iterations(self) -> "pd.DataFrame":
+        """Steps from one data-loader fetch to the next on the thread with the most fetches (the
+        training loop's): N fetches give N - 1 steps; the last fetch's iteration has no end."""
+        import numpy as np
+        import pandas as pd
+
+        by_thread: dict[tuple, list[Any]] = {}
+        for ev in self.loader_rows:
+            if _finite(ev.ts):
+                by_thread.setdefault((str(ev.pid), str(ev.tid)), []).append(ev)
+        fetches = max(by_thread.values(), key=len, default=[])
+        if len(fetches) < 3:
+            return pd.DataFrame(columns=list(STEP_COLUMNS))
+        fetches = sorted(fetches, key=lambda ev: ev.ts)
+        start = np.array([_us_to_ns(ev.ts, "", 0, "ts") for ev in fetches], dtype=np.int64)
+        n = len(fetches) - 1
+        return pd.DataFrame({
+            "step": np.arange(n, dtype=np.int64), "name": [ev.name for ev in fetches[:n]],
+            "start_ns": start[:n], "end_ns": start[1:], "duration_ns": start[1:] - start[:n], "cat": ["iteration"] * n,
+            "pid": pd.array([_int_or_none(ev.pid) for ev in fetches[:n]], dtype="Int64"),
+            "tid": pd.array([_int_or_none(ev.tid) for ev in fetches[:n]], dtype="Int64"),
         }, columns=list(STEP_COLUMNS))
 
 
@@ -361,6 +400,10 @@ def _launch_args(args: Any) -> bool:
 
 def _is_step(name: Any) -> bool:
     return type(name) is str and name.startswith(STEP_PREFIX)
+
+
+def _is_loader_fetch(name: Any) -> bool:
+    return type(name) is str and name.startswith(LOADER_PREFIX)
 
 
 def _thread(ev: Any, file: str, index: int) -> tuple:

@@ -124,7 +124,7 @@ class WholeGraph:
     median_ns: float
     low_ns: float
     high_ns: float
-    source: str  # 'measured' | 'profiled-span' | 'profiler-steps' | 'launch-interval'
+    source: str  # 'measured' | 'profiled-span' | 'profiler-steps' | 'loader-iterations' | 'launch-interval'
     samples: int | None = None
 
     def interval(self) -> Interval:

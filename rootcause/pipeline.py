@@ -69,11 +69,12 @@ class Side:
 class Context:
     """What the attribution records beside the analysis itself."""
 
-    device: str | None = None  # a rootcause.gpus.DEVICES key
+    device: str | None = None  # a rootcause.gpus.DEVICES key: A's GPU, and B's unless device_b is given
     environment: dict[str, Any] | None = None  # env.json of the run
     measurement: dict[str, Any] | None = None  # rundir.measurement_meta
     command: str | None = None
     notes: list[str] = field(default_factory=list)
+    device_b: str | None = None  # B's GPU where it is not A's (traces of two machines)
 
 
 def attribute_pair(a: Side, b: Side, ctx: Context) -> dict[str, Any]:
@@ -103,13 +104,15 @@ def _attribute_pair(a: Side, b: Side, ctx: Context, repeat: tuple[Side, Side] | 
                        "the second pair, profiled after both in the mirrored order (B, then A)", timed)
     att.notes[:0] = ctx.notes
     try:
-        diagnose(att, alignment, a.catalog, b.catalog, ctx.device, a.entry, b.entry)
+        diagnose(att, alignment, a.catalog, b.catalog, ctx.device, a.entry, b.entry, ctx.device_b)
     except KeyError as err:
         raise UsageError(f"--device: {err.args[0]}") from None
     for v, side in (("a", a), ("b", b)):
         att.variants[v].update({"profile": str(side.profile), "catalog": side.catalog_path, "entry": side.entry,
                                 "source": sorted(set(side.events["source"].astype(str)))})
     att.device, att.measurement, att.command = ctx.device, ctx.measurement, ctx.command
+    if ctx.device_b and ctx.device_b != ctx.device:
+        att.device_b = ctx.device_b
     doc = att.to_dict()
     doc["catalogs"] = {v: attribution.catalog_section(side.catalog_path) for v, side in (("a", a), ("b", b))}
     return doc, att.unit_calls_ns
@@ -135,7 +138,7 @@ def write_reports(doc: dict[str, Any], out_dir: Path, title: str | None = None) 
 
     files = {"attribution.json": attribution.dumps(doc, Path(out_dir) / "attribution.json")}
     for name, render in (("report.html", render_html), ("report.md", render_markdown)):
-        files[name] = render(doc, device=doc.get("device"), title=title)
+        files[name] = render(doc, title=title)  # the document names its device(s)
     return write_set(out_dir, files)
 
 

@@ -97,7 +97,7 @@ def test_shared_executable_names_lowering_config(prefill):
              {shared.name: tuple(al.kernels.shared_call_sites[0])}, "prefill_bs8")
     b = Side("alone", rows(own.name), {own.name: own}, {}, "prefill_bs8")
     unit = {"unit": 0, "delta_ns": {"median": -1.0}}
-    found = shared_executable(Context(unit, a, b, None, None, None, None))
+    found = shared_executable(Context(unit, a, b, None))
     assert len(found) == 1
     s = found[0]["sentence"]
     want_dedup, want_alone = _config_lists(d_dedup), _config_lists(d_alone)

@@ -59,6 +59,7 @@ class Attribution:
     whole_min_effect_ns: float = 0.0  # the whole graph's (larger on the CPU)
     timeline: dict[str, Any] | None = None  # per variant: one_call() of its events
     device: str | None = None  # rootcause.gpus.DEVICES key the profiles came from, when known
+    device_b: str | None = None  # B's, where B's profile came from another GPU than A's
     measurement: dict[str, Any] | None = None  # where the whole-graph latency came from
     command: str | None = None  # the command line that produced this attribution
     concurrency: dict[str, Any] | None = None  # kernel time hidden by overlap on several streams
@@ -88,6 +89,7 @@ class Attribution:
             "kernels": kernel_rows(self.kernels),
             "timeline": self.timeline,
             "device": self.device,
+            **({"device_b": self.device_b} if self.device_b else {}),
             "measurement": self.measurement,
             "command": self.command,
         }

@@ -38,6 +38,9 @@ class Side:
     catalog: dict[str, CatalogKernel]
     shared: dict[str, tuple]  # kernel -> all call sites, for kernels serving several
     entry: str | None
+    device: str | None = None  # the GPU this side ran on (a gpus.DEVICES key); each side has its own
+    arch: str | None = None
+    sms: int | None = None
 
     def dominant(self) -> pd.Series | None:
         """The kernel with the most time per call."""
@@ -54,9 +57,6 @@ class Context:
     unit: dict[str, Any]
     a: Side
     b: Side
-    device: str | None
-    arch: str | None
-    sms: int | None
     attribution: Attribution
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -88,14 +88,14 @@ def _is_na(x) -> bool:
     return x is None or (not isinstance(x, (tuple, list)) and pd.isna(x))
 
 
-def _waves(ctx: Context, row: pd.Series) -> dict[str, Any] | None:
+def _waves(side: Side, row: pd.Series) -> dict[str, Any] | None:
     """Waves of resident blocks on the device, from gpus.occupancy and the SM count."""
-    if ctx.arch is None or ctx.sms is None or _is_na(row.get("registers")) or row["block"] is None \
+    if side.arch is None or side.sms is None or _is_na(row.get("registers")) or row["block"] is None \
             or not _prod(row["block"]) or row["grid"] is None:
         return None
-    occ = gpus.occupancy(ctx.arch, _prod(row["block"]), int(row["registers"]),
+    occ = gpus.occupancy(side.arch, _prod(row["block"]), int(row["registers"]),
                          int(0 if _is_na(row.get("shared_bytes")) else row["shared_bytes"]))
-    per_wave = occ.active_blocks * ctx.sms
+    per_wave = occ.active_blocks * side.sms
     blocks = _prod(row["grid"])
     if not per_wave or blocks is None:
         return None
@@ -127,14 +127,14 @@ def pair(ctx: Context) -> tuple[Side, pd.Series, Side, pd.Series] | None:
 
 def _launch_text(ctx: Context, side: Side, k: pd.Series) -> tuple[str, dict[str, Any]]:
     blocks, threads = _prod(k["grid"]), _prod(k["block"])
-    w = _waves(ctx, k)
+    w = _waves(side, k)
     text = f"{side.label}'s `{k['kernel']}` launches {_n(blocks)} blocks x {_n(threads)} threads"
     if w and w["waves"] < 1:
         text += (f" (a partial wave: {w['waves']:.0%} of the {_n(w['blocks_per_wave'])} resident "
-                 f"block slots of the {ctx.device}'s {ctx.sms} SMs)")
+                 f"block slots of the {side.device}'s {side.sms} SMs)")
     elif w:
         text += (f" ({w['waves']:.2f} waves of {_n(w['blocks_per_wave'])} resident blocks on the "
-                 f"{ctx.device}'s {ctx.sms} SMs, last wave {w['tail']:.0%} full)")
+                 f"{side.device}'s {side.sms} SMs, last wave {w['tail']:.0%} full)")
     return text, {"kernel": k["kernel"], "grid": list(k["grid"]), "block": list(k["block"]),
                   "blocks": blocks, "threads_per_block": threads, "waves": w}
 
@@ -182,7 +182,7 @@ def occupancy_limiter(ctx: Context) -> list[dict[str, Any]]:
     if p is None:
         return []
     ka, kb = (p[3], p[1]) if p[0] is ctx.b else (p[1], p[3])
-    wa, wb = _waves(ctx, ka), _waves(ctx, kb)
+    wa, wb = _waves(ctx.a, ka), _waves(ctx.b, kb)
     if not wa or not wb:
         return []
     if abs(wa["occupancy"] - wb["occupancy"]) < 0.05 and wa["limiter"] == wb["limiter"]:
@@ -251,7 +251,8 @@ def local_memory(ctx: Context) -> list[dict[str, Any]]:
 
 def bandwidth(ctx: Context) -> list[dict[str, Any]]:
     """Achieved DRAM bandwidth from the catalog's bytes_moved against the device's peak."""
-    peak = gpus.PEAK_DRAM_BYTES_PER_S.get(ctx.device or "")
+    peaks = {side.label: gpus.PEAK_DRAM_BYTES_PER_S.get(side.device or "") for side in (ctx.a, ctx.b)}
+    devices = {side.label: side.device for side in (ctx.a, ctx.b)}
     rows = {}
     for side in (ctx.a, ctx.b):
         moved = time = 0.0
@@ -268,10 +269,13 @@ def bandwidth(ctx: Context) -> list[dict[str, Any]]:
     texts = []
     for label, r in rows.items():
         t = f"{label} moves {r['bytes_per_call'] / 1e6:.2f} MB in {_us(r['time_ns'])} ({r['bytes_per_s'] / 1e12:.3f} TB/s"
-        t += f", {r['bytes_per_s'] / peak:.1%} of the {ctx.device}'s {peak / 1e12:.1f} TB/s peak)" if peak else ")"
+        peak = peaks[label]
+        t += f", {r['bytes_per_s'] / peak:.1%} of the {devices[label]}'s {peak / 1e12:.1f} TB/s peak)" if peak else ")"
         texts.append(t)
+    peak = peaks[ctx.a.label] if peaks[ctx.a.label] == peaks[ctx.b.label] else None
     return [_finding(ctx, "bandwidth", "; ".join(texts) + ".", source="static bytes_moved, profiled time",
-                     peak_bytes_per_s=peak, peak_source="vendor spec sheet" if peak else None, **rows)]
+                     peak_bytes_per_s=peak, peak_source="vendor spec sheet" if any(peaks.values()) else None,
+                     **rows)]
 
 
 def _slow_fast(ctx: Context) -> tuple[Side, Side]:
@@ -407,11 +411,11 @@ def recomputation(ctx: Context) -> list[dict[str, Any]]:
     return []
 
 
-def _resident_threads(ctx: Context) -> int | None:
-    if ctx.arch is None or ctx.sms is None:
+def _resident_threads(side: Side) -> int | None:
+    if side.arch is None or side.sms is None:
         return None
-    lim = gpus.limits(ctx.arch)
-    return lim.max_warps_per_sm * lim.warp_size * ctx.sms
+    lim = gpus.limits(side.arch)
+    return lim.max_warps_per_sm * lim.warp_size * side.sms
 
 
 def parallelism(ctx: Context) -> list[dict[str, Any]]:
@@ -440,9 +444,9 @@ def parallelism(ctx: Context) -> list[dict[str, Any]]:
         return []
     best = max(rows, key=lambda r: _prod(r.grid) * _prod(r.block))
     other_total = _prod(best.grid) * _prod(best.block)
-    slots = _resident_threads(ctx)
-    starved = (ctx.sms is not None and blocks < ctx.sms) or (slots is not None and total < 0.25 * slots)
-    if slots is None and ctx.sms is None:
+    slots = _resident_threads(slow)
+    starved = (slow.sms is not None and blocks < slow.sms) or (slots is not None and total < 0.25 * slots)
+    if slots is None and slow.sms is None:
         starved = total * PARALLELISM_FACTOR <= other_total  # without the device, only the comparison
     if not starved or other_total < PARALLELISM_FACTOR * total:
         return []
@@ -451,9 +455,9 @@ def parallelism(ctx: Context) -> list[dict[str, Any]]:
                                 "threads_per_block": threads, "threads": total,
                                 "other_kernel": best.kernel, "other_threads": other_total}
     if slots is not None:
-        text += (f" ({total / slots:.2%} of the {ctx.device}'s {_n(slots)} resident thread slots, "
-                 f"{min(blocks, ctx.sms)} of {ctx.sms} SMs busy)")
-        evidence.update(resident_thread_slots=slots, sms=ctx.sms)
+        text += (f" ({total / slots:.2%} of the {slow.device}'s {_n(slots)} resident thread slots, "
+                 f"{min(blocks, slow.sms)} of {slow.sms} SMs busy)")
+        evidence.update(resident_thread_slots=slots, sms=slow.sms)
     cat = slow.cat(focus["kernel"])
     for metric, words in (("flops", "flops"), ("bytes_moved", "bytes")):
         value = getattr(cat, metric) if cat else None
@@ -643,9 +647,11 @@ def _device(device: str | None) -> tuple[str | None, int | None]:
 
 def diagnose(att: Attribution, alignment: Alignment, catalog_a: list[CatalogKernel] | None = None,
              catalog_b: list[CatalogKernel] | None = None, device: str | None = None,
-             entry_a: str | None = None, entry_b: str | None = None) -> list[dict[str, Any]]:
-    """Run every rule; attach findings to their units and to att.findings; return them all."""
-    arch, sms = _device(device)
+             entry_a: str | None = None, entry_b: str | None = None,
+             device_b: str | None = None) -> list[dict[str, Any]]:
+    """Run every rule; attach findings to their units and to att.findings; return them all.
+    device is A's GPU and B's too unless device_b names B's own (two traces of two machines)."""
+    gpu = {v: (gpus.find_device(d) if d else None, *_device(d)) for v, d in (("a", device), ("b", device_b or device))}
     cats = {"a": catalog_index(catalog_a, by_function=False), "b": catalog_index(catalog_b, by_function=False)}
     entries = {"a": entry_a, "b": entry_b}
     shared = {v: {r.kernel: tuple(r.shared_call_sites) for r in alignment.kernels.itertuples()
@@ -658,8 +664,8 @@ def diagnose(att: Attribution, alignment: Alignment, catalog_a: list[CatalogKern
         sides = {}
         for v in "ab":
             rows = att.kernels[(att.kernels.variant == v) & (att.kernels.unit == unit["unit"])]
-            sides[v] = Side(att.variants[v]["label"], rows, cats[v], shared[v], entries[v])
-        ctx = Context(unit, sides["a"], sides["b"], gpus.find_device(device) if device else None, arch, sms, att)
+            sides[v] = Side(att.variants[v]["label"], rows, cats[v], shared[v], entries[v], *gpu[v])
+        ctx = Context(unit, sides["a"], sides["b"], att)
         rules = _unit_rules(unit, att)
         for rule in rules:
             found = rule(ctx)
@@ -672,6 +678,11 @@ def diagnose(att: Attribution, alignment: Alignment, catalog_a: list[CatalogKern
     findings.extend(launch_overhead(att))
     att.findings = findings
     att.cannot_conclude.extend(_limits(att, catalog_a, catalog_b, device))
+    if gpu["a"][0] != gpu["b"][0] and gpu["a"][0] and gpu["b"][0]:
+        att.cannot_conclude.append(
+            f"{att.variants['a']['label']} ran on the {gpu['a'][0]} and {att.variants['b']['label']} on the "
+            f"{gpu['b'][0]}: each side's waves, occupancy and bandwidth are of its own GPU, and the delta mixes the "
+            "compiler's change with the GPUs' difference")
     return findings
 
 

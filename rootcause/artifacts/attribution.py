@@ -88,6 +88,7 @@ SHAPE = {
     "kernels?": Opt([KERNEL_ROW]),
     "timeline?": Opt(Map(Opt(CALL))),
     "device?": Opt(str),
+    "device_b?": Opt(str),
     "measurement?": Opt({"file?": Opt(str), "protocol?": Opt((dict, str)), "rounds?": Opt((int, list, dict)),
                          "budget_s?": Opt(NUM), "variants?": Opt([str])}),
     "command?": Opt(str),

@@ -74,11 +74,23 @@ def run(args: argparse.Namespace) -> int:
                       args.entry_a or manifest_a.get("entry"), whole_a)
     b = pipeline.Side(labels[1], args.profile_b, prof_b.events, catalog_b, args.catalog_b,
                       args.entry_b or manifest_b.get("entry"), whole_b)
-    traced = [name for p in (prof_a, prof_b) for name in p.devices.values()]
-    device = gpus.resolve_device(args.device, environment) or gpus.find_device(*traced)
-    ctx = pipeline.Context(device, environment, measured, argtypes.command_line(_argv(args)), notes)
+    device_a, device_b = _devices(args.device, environment, prof_a, prof_b)
+    ctx = pipeline.Context(device_a, environment, measured, argtypes.command_line(_argv(args)), notes,
+                           device_b=device_b)
     doc = pipeline.attribute_pair(a, b, ctx)
     written = pipeline.write_reports(doc, Path(args.out), args.title)
     print(render_text(doc))
     print("\nwrote " + ", ".join(map(str, written)))
     return 0
+
+
+def _devices(given: str | None, environment: dict | None, prof_a, prof_b) -> tuple[str | None, str | None]:
+    """Each side's GPU: --device (or the run's env.json) for both; else each trace's own
+    (deviceProperties), a side naming none taking the other's. A side naming a GPU rootcause
+    does not know gets none: another GPU's numbers would be wrong for it."""
+    both = gpus.resolve_device(given, environment)
+    if both:
+        return both, both
+    a, b = (gpus.find_device(*p.devices.values()) if p.devices else None for p in (prof_a, prof_b))
+    return (a if prof_a.devices else b), (b if prof_b.devices else a)
+

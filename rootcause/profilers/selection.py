@@ -92,7 +92,9 @@ def steps_as_calls(events: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     every step get call -1."""
     starts = steps["start_ns"].to_numpy("int64")
     idx = np.searchsorted(starts, events["start_ns"].to_numpy("int64"), side="right") - 1
-    last_end = int(steps["end_ns"].iloc[-1]) + int(steps["duration_ns"].iloc[-1])
+    last_end = int(steps["end_ns"].iloc[-1])
+    if not _iterations(steps):  # an iteration ends where the next fetch starts: later rows are the next one's
+        last_end += int(steps["duration_ns"].iloc[-1])
     idx = np.where(events["start_ns"].to_numpy("int64") > last_end, -1, idx)
     return events.assign(call=idx.astype("int64"))
 
@@ -102,7 +104,13 @@ def steps_whole_graph(steps: pd.DataFrame) -> WholeGraph:
 
     d = steps["duration_ns"].to_numpy("float64")
     lo, hi = median_ci(d) if len(d) > 1 else (float(d[0]), float(d[0]))
-    return WholeGraph(float(np.median(d)), lo, hi, "profiler-steps", len(d))
+    return WholeGraph(float(np.median(d)), lo, hi, "loader-iterations" if _iterations(steps) else "profiler-steps",
+                      len(d))
+
+
+def _iterations(steps: pd.DataFrame) -> bool:
+    """Steps made from data-loader fetches (the trace has no ProfilerStep; parsers.chrome_trace)."""
+    return "cat" in steps and bool((steps["cat"] == "iteration").all())
 
 
 def launch_interval_whole_graph(events: pd.DataFrame) -> WholeGraph | None:
@@ -146,8 +154,10 @@ def read_profile(path: str, calls: int | None, notes: list[str], label: str,
         if info is not None and isinstance(info.get("calls"), int) and not isinstance(info["calls"], bool):
             calls, where = info["calls"], f"{mfile}: profiles.{info.get('variant', label)}.calls"
     if calls is None and len(steps):
-        notes.append(f"variant {label}: {len(events)} GPU rows split into the trace's {len(steps)} ProfilerStep "
-                     f"span(s) ({steps['name'].iloc[0]} to {steps['name'].iloc[-1]}); the whole-graph time "
+        spans = (f"{len(steps)} iteration(s) from one `{steps['name'].iloc[0]}` to the next (the trace has no "
+                 "ProfilerStep)" if _iterations(steps) else
+                 f"{len(steps)} ProfilerStep span(s) ({steps['name'].iloc[0]} to {steps['name'].iloc[-1]})")
+        notes.append(f"variant {label}: {len(events)} GPU rows split into the trace's {spans}; the whole-graph time "
                      "is the steps' wall time, host included")
         return Profile(steps_as_calls(events, steps), steps_whole_graph(steps), devices, len(steps))
     if calls is None:

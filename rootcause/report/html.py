@@ -255,8 +255,9 @@ def _units(doc, units, top, other) -> str:
     return "".join(out)
 
 
-def _resources(doc, units, prof, cats, dev) -> str:
+def _resources(doc, units, prof, cats, devs) -> str:
     head = ["variant", "kernel", *view.RESOURCE_COLUMNS]
+    dev = view.devices_text(devs)
     out = []
     if dev is None:
         out.append(f"<p>{_na('Occupancy not available: no device named (attribution.json has no device; give --device).')}</p>")
@@ -269,7 +270,7 @@ def _resources(doc, units, prof, cats, dev) -> str:
                 out.append(f"<p>{_na(f'{view.label(doc, v)}: {what} not available: {err}')}</p>")
     index = view.kernel_index(prof)
     for u in units[:RESOURCE_UNITS]:
-        rows = view.resource_rows(u, index, cats, dev)
+        rows = view.resource_rows(u, index, cats, devs)
         body = [[esc(view.label(doc, r["variant"])), f'<span class="k">{esc(r["kernel"])}</span>',
                  *(esc(r["cells"][c]) for c in view.RESOURCE_COLUMNS)] for r in rows]
         changed = [{i + 2 for i, c in enumerate(view.RESOURCE_COLUMNS) if c in r["changed"]} for r in rows]
@@ -393,7 +394,7 @@ def render_html(attribution: dict[str, Any], device: str | None = None, title: s
     prof = view.profiles(doc)
     cats = view.catalogs(doc)
     env = view.environment(doc, cats)
-    dev = view.device(doc, device)
+    devs = view.devices(doc, device)
     v = view.verdict(doc)
     conf = view.confirmation(doc)
     figs = {"waterfall": _fig_waterfall(doc, top, other), "pairs": _fig_pairs(doc, top, other)}
@@ -412,7 +413,7 @@ def render_html(attribution: dict[str, Any], device: str | None = None, title: s
         _verdict(doc, v), _toolchains(doc, view.toolchains(doc, cats)),
         "<h2>Where the time goes</h2>", *plots,
         f"<h2>Units ({len(units)})</h2>", _units(doc, units, top, other),
-        "<h2>Resources per unit, A against B</h2>", _resources(doc, units, prof, cats, dev),
+        "<h2>Resources per unit, A against B</h2>", _resources(doc, units, prof, cats, devs),
         "<h2>Findings and evidence</h2>", _findings(doc, units, top),
         *(["<h2>Counterfactual hybrids</h2>", _confirmation(conf)] if conf is not None else []),
         "<h2>Environment and how to reproduce</h2>", _environment(doc, env),

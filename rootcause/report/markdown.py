@@ -76,10 +76,10 @@ def _unit_head(doc) -> list[str]:
             "share", "significant", "aligned by"]
 
 
-def _resource_rows(doc, units, index, cats, dev):
+def _resource_rows(doc, units, index, cats, devs):
     """Table rows, lazily: the full table is cut once the comment is full."""
     for u in units:
-        for r in view.resource_rows(u, index, cats, dev):
+        for r in view.resource_rows(u, index, cats, devs):
             cells = [text(r["cells"][c]) if r["cells"][c] != "n/a" else "n/a" for c in view.RESOURCE_COLUMNS]
             cells = [f"**{c}**" if col in r["changed"] else c for c, col in zip(cells, view.RESOURCE_COLUMNS)]
             star = " (dominant)" if r["dominant"] else ""
@@ -134,7 +134,8 @@ def render_markdown(attribution: dict[str, Any], device: str | None = None, titl
     units = view.units_sorted(doc)
     prof, cats = view.profiles(doc), view.catalogs(doc)
     env = view.environment(doc, cats)
-    dev = view.device(doc, device)
+    devs = view.devices(doc, device)
+    dev = view.devices_text(devs)
     v = view.verdict(doc)
     top, other = view.fold(units, TOP_UNITS)
 
@@ -161,7 +162,7 @@ def render_markdown(attribution: dict[str, Any], device: str | None = None, titl
               "dominant kernel" + (f"; occupancy for the {dev}" if dev else "; occupancy n/a, no device named")
               + ")", ""]
     index = view.kernel_index(prof)
-    res_rows = list(_resource_rows(doc, units[:RESOURCE_UNITS], index, cats, dev))
+    res_rows = list(_resource_rows(doc, units[:RESOURCE_UNITS], index, cats, devs))
     lines += _head(res_head, RIGHT) + res_rows[:RESOURCE_ROWS] + [""]
     if len(res_rows) > RESOURCE_ROWS:
         lines += [f"*{len(res_rows) - RESOURCE_ROWS} more kernels of these units in the full table below.*", ""]
@@ -195,7 +196,7 @@ def render_markdown(attribution: dict[str, Any], device: str | None = None, titl
     used = sum(len(x) + 1 for x in lines + footer) + 200
     n_rows = sum(len(u["kernels_a"]) + len(u["kernels_b"]) for u in units)
     lines += _fit(["<details><summary>Resources of every unit's kernels</summary>", "", *_head(res_head, RIGHT)],
-                  _resource_rows(doc, units, index, cats, dev), used, "kernel rows", n_rows)
+                  _resource_rows(doc, units, index, cats, devs), used, "kernel rows", n_rows)
     lines += ["", "</details>", ""]
     if later:
         used = sum(len(x) + 1 for x in lines + footer) + 200

@@ -116,6 +116,7 @@ def verdict_sentence(v: dict[str, Any]) -> str:
     times = f"{fmt_time(v['time_b']['median'])} vs {fmt_time(v['time_a']['median'])} per graph call"
     source = {"measured": "measured", "profiled-span": "profiled span",
               "profiler-steps": "ProfilerStep wall time",
+              "loader-iterations": "iteration wall time, data-loader fetch to fetch",
               "launch-interval": "launch-to-launch interval, host included"}.get(v["source"], str(v["source"]))
     if v["significant"] is False or v["ratio"] is None:
         text = f"No significant whole-graph difference between {v['b']} and {v['a']}{_below_threshold(v)}: {times}"
@@ -346,6 +347,20 @@ def device(doc: dict[str, Any], given: str | None = None) -> str | None:
     return gpus.find_device(given, doc.get("device"), *gpus.env_gpu_names(doc.get("environment") or {}))
 
 
+def devices(doc: dict[str, Any], given: str | None = None) -> dict[str, str | None]:
+    """Each side's GPU: device() for A, and for B too unless the attribution names B's own
+    ('device_b': two traces of two machines); a device given on the command line is both."""
+    a = device(doc, given)
+    return {"a": a, "b": a if given or not doc.get("device_b") else doc["device_b"]}
+
+
+def devices_text(devs: dict[str, str | None]) -> str | None:
+    """'H200', or 'A100 (A) and V100 (B)' where the sides ran on two GPUs; None when unknown."""
+    if devs["a"] == devs["b"]:
+        return devs["a"]
+    return f"{devs['a'] or 'unknown'} (A) and {devs['b'] or 'unknown'} (B)"
+
+
 def occupancy(dev: str | None, row: dict[str, Any], cat: dict[str, Any] | None) -> tuple[str | None, str | None]:
     """(theoretical occupancy, limiter) of one kernel on the device, from rootcause.gpus."""
     from rootcause import gpus
@@ -377,9 +392,10 @@ def kernel_index(prof: dict) -> dict[str, dict[str, dict[str, Any]]]:
     return {v: {k["kernel"]: k for k in (prof[v]["kernels"] or [])} for v in "ab"}
 
 
-def resource_rows(unit: dict[str, Any], index: dict, cats: dict, dev: str | None) -> list[dict[str, Any]]:
+def resource_rows(unit: dict[str, Any], index: dict, cats: dict, devs: dict[str, str | None]) -> list[dict[str, Any]]:
     """One row per kernel of the unit (A then B), each cell a string; 'changed' names the
-    columns whose value differs from the other variant's dominant kernel. index: kernel_index()."""
+    columns whose value differs from the other variant's dominant kernel. index: kernel_index();
+    devs: devices()."""
     rows = []
     for v in "ab":
         stats = index[v]
@@ -387,7 +403,7 @@ def resource_rows(unit: dict[str, Any], index: dict, cats: dict, dev: str | None
             s = stats.get(name, {"kernel": name})
             cat = cats[v]["kernels"].get(name) or cats[v]["kernels"].get(re.sub(r"_kernel\d*$", "", name))
             res = (cat or {}).get("resources") or {}
-            occ, lim = occupancy(dev, s, cat)
+            occ, lim = occupancy(devs[v], s, cat)
             regs = s.get("registers") if s.get("registers") is not None else res.get("registers")
             smem = s.get("shared_bytes") if s.get("shared_bytes") is not None else res.get("shared_bytes")
             local = s.get("local_bytes") if s.get("local_bytes") is not None else res.get("local_bytes")
