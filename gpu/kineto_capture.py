@@ -84,6 +84,8 @@ DESIGNED = {
 # any profiler session has started in the process.
 SIDE_ORDER = {"dataloader": ("w4", "w0")}
 TWO_PROCESSES = {"null", "nullhost"}  # pairs whose sides run in two processes
+CALL_PAIRS = {"nogap"}  # pairs timed per call (call_wall_ms), like the nomarker ones
+CALIBRATED = {"dataloader"}  # pairs whose dataset work is calibrated to --item-ms first
 SAME_BAND = 1.05  # a ratio within [1/1.05, 1.05] is called "same"
 KERNELS_PER_CALL = 32
 
@@ -108,7 +110,7 @@ def direction(ratio: float) -> str:
 
 def pair_truth(pair: str, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     """Expected verdict for one pair from the two sides' own timings."""
-    calls = pair.startswith("nomarker")
+    calls = pair.startswith("nomarker") or pair in CALL_PAIRS
     key = "call_wall_ms" if calls else "step_wall_ms"
     ma, mb = median(a[key]), median(b[key])
     ratio = mb / ma
@@ -739,9 +741,9 @@ def run_pair(args) -> int:
     """Run the named sides of one pair in this process; write one truth fragment per side."""
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    if args.pair == "dataloader":
+    if args.pair in CALIBRATED:
         args.dl_calib = calibrate_iters(args.dl_size, args.item_ms)
-        log(f"dataloader: {args.dl_calib[0]} FFT rounds per item, {args.dl_calib[1]:.3f} ms per item")
+        log(f"{args.pair}: {args.dl_calib[0]} FFT rounds per item, {args.dl_calib[1]:.3f} ms per item")
     sides = args.sides.split(",") if args.sides else list(SIDE_ORDER.get(args.pair, PAIRS[args.pair]))
     status = 0
     for side in sides:
@@ -828,7 +830,7 @@ def run_all(args) -> int:
     jobs = []
     for pair in (args.only.split(",") if args.only else PAIRS):
         if pair in TWO_PROCESSES:
-            jobs += [(pair, "a"), (pair, "b")]
+            jobs += [(pair, side) for side in PAIRS[pair]]
         else:
             jobs.append((pair, None))
     status = 0

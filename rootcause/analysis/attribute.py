@@ -338,14 +338,47 @@ def attribute(events_a: pd.DataFrame, events_b: pd.DataFrame, alignment: Alignme
             att.cannot_conclude.append(why)
     att.timeline = {v: per[v]["timeline"] for v in "ab"}
     att.unit_calls_ns = {int(u): {v: per[v]["times"][:, j] for v in "ab"} for j, u in enumerate(unit_ids)}
+    per_launch = {v: per[v]["n"] > 1 and per[v]["count"].max() == 1 and (
+        "call" not in ev.columns or (ev["call"] < 0).all()) for v, ev in (("a", events_a), ("b", events_b))}
     for i, v in enumerate("ab"):
-        if per[v]["n"] > 1 and per[v]["count"].max() == 1 and ("call" not in (events_a, events_b)[i].columns
-                                                                or ((events_a, events_b)[i]["call"] < 0).all()):
+        if not per_launch[v]:
+            continue
+        other = "b" if v == "a" else "a"
+        if not per_launch[other] and per[other]["n"] == per[v]["n"]:
             att.cannot_conclude.append(
                 f"variant {labels[i]}: the trace has no call markers and its launches neither repeat in a longer "
-                f"sequence nor leave gaps between calls, so each of its {per[v]['n']} launches was taken as one "
-                "call: per-call times are per-launch times; give --calls N (or profile with ProfilerStep markers)")
+                f"sequence nor leave gaps between calls; its {per[v]['n']} launches are taken as {per[v]['n']} calls "
+                f"because {labels[1 - i]}'s calls, which repeat, are as many; give --calls N if they are not")
+            continue
+        att.cannot_conclude.append(
+            f"variant {labels[i]}: the trace has no call markers and its launches neither repeat in a longer "
+            f"sequence nor leave gaps between calls, so each of its {per[v]['n']} launches was taken as one "
+            "call: per-call times are per-launch times; give --calls N (or profile with ProfilerStep markers)")
+        _undetermined(att, f"{labels[i]}'s graph calls could not be told apart (no call markers, no repeating "
+                           "sequence, no gaps), so its times are per launch, not per call: give --calls N")
+    samples = {v: (w.samples if w is not None and w.samples else per[v]["n"]) for v, w in (("a", whole_a), ("b", whole_b))}
+    if min(samples.values()) == 1:
+        _undetermined(att, f"{samples['a']} against {samples['b']} sample(s) of the whole graph: with one a side "
+                           "there is no interval, so no significance; the delta is that of the single samples")
     return att
+
+
+# What the whole-graph time is, by its source (WholeGraph.source)
+WHOLE_NOTES = {
+    "measured": "measured whole-graph latency (Measurement)",
+    "profiler-steps": "the trace's ProfilerStep spans: each step's wall time, host included",
+    "loader-iterations": "the trace's iterations, from one data-loader fetch to the next (no ProfilerStep): "
+                         "each one's wall time, host included",
+    "launch-interval": "one launch a call (no call markers): the interval from one launch's start to the next, "
+                       "host included",
+}
+
+
+def _undetermined(att: Attribution, reason: str) -> None:
+    """No whole-graph verdict: the headline says why instead of a direction (the first reason kept)."""
+    att.whole_graph["significant"] = False
+    att.whole_graph.setdefault("undetermined", reason)
+    att.closure = None
 
 
 CLOSURE_BAND = (0.95, 1.05)  # a profile taken apart from the measurement closes within this
@@ -486,7 +519,7 @@ def _assemble(per, alignment, whole_a, whole_b, labels, notes, environment, whol
                              whole[v].high - (ia if v == "a" else ib)[k].low) for v in "ab"}
         rd = resid["b"].median - resid["a"].median
         resid_delta = Interval(rd, resid["b"].low - resid["a"].high, resid["b"].high - resid["a"].low)
-        whole_note = "measured whole-graph latency (Measurement)"
+        whole_note = WHOLE_NOTES.get(source, WHOLE_NOTES["measured"])
         for i, v in enumerate("ab"):
             if resid[v].median < 0:
                 notes.append(f"variant {labels[i]}: profiled kernel busy time per call ({med[v][k] / 1e3:.1f} us) "

@@ -76,7 +76,7 @@ SHAPE = {
     "schema_version": int,
     "variants": {"a": VARIANT, "b": VARIANT},
     "whole_graph": {"a": STAT, "b": STAT, "delta_ns": STAT, "significant?": bool, "ratio?": Opt(NUM),
-                    "note?": Opt(str), "source?": Opt(str), "unit_delta_sum_ns?": Opt(NUM)},
+                    "note?": Opt(str), "source?": Opt(str), "undetermined?": Opt(str), "unit_delta_sum_ns?": Opt(NUM)},
     "units": [UNIT],
     "residual": {"a?": STAT, "b?": STAT, "delta_ns": STAT, "significant?": bool, "share?": Opt(NUM),
                  "launches_per_call?": Opt(Map(NUM)), "what?": str},

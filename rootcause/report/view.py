@@ -93,7 +93,7 @@ def verdict(doc: dict[str, Any]) -> dict[str, Any]:
     return {"a": A, "b": B, "significant": significant, "slower": B if b_slower else A,
             "faster": A if b_slower else B, "ratio": ratio, "ratio_low": lo, "ratio_high": hi,
             "time_a": a, "time_b": b, "delta": w["delta_ns"], "source": w.get("source", "not available"),
-            "source_note": w.get("note"), "closure": doc.get("closure"),
+            "source_note": w.get("note"), "closure": doc.get("closure"), "undetermined": w.get("undetermined"),
             "unit_sum_ns": w.get("unit_delta_sum_ns"), "residual": get(doc, "residual.delta_ns"),
             "min_effect_ns": get(doc, "significance.whole_min_effect_ns") or get(doc, "significance.min_effect_ns")}
 
@@ -118,7 +118,9 @@ def verdict_sentence(v: dict[str, Any]) -> str:
               "profiler-steps": "ProfilerStep wall time",
               "loader-iterations": "iteration wall time, data-loader fetch to fetch",
               "launch-interval": "launch-to-launch interval, host included"}.get(v["source"], str(v["source"]))
-    if v["significant"] is False or v["ratio"] is None:
+    if v.get("undetermined"):
+        text = f"No whole-graph verdict: {v['undetermined']}. {v['b']} against {v['a']}: {times}"
+    elif v["significant"] is False or v["ratio"] is None:
         text = f"No significant whole-graph difference between {v['b']} and {v['a']}{_below_threshold(v)}: {times}"
     else:
         verb = "slower" if v["slower"] == v["b"] else "faster"
