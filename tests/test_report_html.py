@@ -149,7 +149,7 @@ def test_self_contained(page):
 
 
 def _fused_row(text):
-    row = re.search(r"<tr[^>]*><td>ON</td><td><span class=\"k\">fused_pool2d_add2_kernel</span></td>(.*?)</tr>", text)
+    row = re.search(r"<tr[^>]*><td>ON</td><td><span class=\"k\"[^>]*>fused_pool2d_add2_kernel</span></td>(.*?)</tr>", text)
     assert row, "no resource row for the fused kernel"
     return row, re.findall(r"<td[^>]*>(.*?)</td>", row.group(1))
 
@@ -177,7 +177,7 @@ def test_occupancy_with_device(attribution):
     ev = next(f["evidence"] for f in attribution["units"][0]["findings"] if f["rule"] == "launch-config")
     waves = ev["ON"]["waves"]
     text = render_html(attribution, device="H200")
-    row = re.search(r"<td>ON</td><td><span class=\"k\">fused_pool2d_add2_kernel</span></td>(.*?)</tr>", text)
+    row = re.search(r"<td>ON</td><td><span class=\"k\"[^>]*>fused_pool2d_add2_kernel</span></td>(.*?)</tr>", text)
     cells = re.findall(r"<td[^>]*>(.*?)</td>", row.group(1))
     assert cells[7] == f"{waves['occupancy']:.0%}" and cells[8] == waves["limiter"]
 

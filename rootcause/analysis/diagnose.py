@@ -17,6 +17,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from rootcause import frontends, gpus
+from rootcause.names import short
 from rootcause.analysis.align import Alignment, catalog_index, strip_kernel
 from rootcause.analysis.attribute import Attribution
 from rootcause.model import COUNTER_COLUMNS, CatalogKernel
@@ -73,13 +74,12 @@ def _prod(t) -> int | None:
     return math.prod(int(x) for x in t) if t is not None else None
 
 
-NAME_LIMIT = 120  # characters of a kernel name in a sentence; the evidence keeps it whole
+NAME_LIMIT = 80  # characters of a kernel name in a sentence (names.short); the evidence keeps it whole
 
 
 def _finding(ctx: Context | None, rule: str, sentence: str, **evidence) -> dict[str, Any]:
     parts = sentence.split("`")  # odd parts are the names between backticks
-    sentence = "`".join(p[:NAME_LIMIT - 1] + "\u2026" if i % 2 and len(p) > NAME_LIMIT else p
-                        for i, p in enumerate(parts))
+    sentence = "`".join(short(p, NAME_LIMIT) if i % 2 else p for i, p in enumerate(parts))
     return {"rule": rule, "unit": ctx.unit["unit"] if ctx else None, "sentence": sentence,
             "evidence": evidence}
 

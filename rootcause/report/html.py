@@ -92,7 +92,7 @@ def _na(text: str = "not available") -> str:
 def _kernels(names: list[str], limit: int = 4) -> str:
     if not names:
         return _na("none")
-    shown = "<br>".join(f'<span class="k">{esc(n)}</span>' for n in names[:limit])
+    shown = "<br>".join(_kernel(n) for n in names[:limit])
     return shown + (f'<br><span class="muted">+{len(names) - limit} more</span>' if len(names) > limit else "")
 
 
@@ -213,6 +213,11 @@ def _fig_timeline(doc, prof, top) -> dict | None:
     return fig.to_plotly_json()
 
 
+def _kernel(name: str) -> str:
+    """A kernel's readable name, the whole signature on hover."""
+    return f'<span class="k" title="{esc(name)}">{esc(view.short(name, 72))}</span>'
+
+
 # --- sections ---------------------------------------------------------------------------------
 
 def _verdict(doc, v) -> str:
@@ -271,7 +276,7 @@ def _resources(doc, units, prof, cats, devs) -> str:
     index = view.kernel_index(prof)
     for u in units[:RESOURCE_UNITS]:
         rows = view.resource_rows(u, index, cats, devs)
-        body = [[esc(view.label(doc, r["variant"])), f'<span class="k">{esc(r["kernel"])}</span>',
+        body = [[esc(view.label(doc, r["variant"])), _kernel(r["kernel"]),
                  *(esc(r["cells"][c]) for c in view.RESOURCE_COLUMNS)] for r in rows]
         changed = [{i + 2 for i, c in enumerate(view.RESOURCE_COLUMNS) if c in r["changed"]} for r in rows]
         out.append(f"<h3>Unit {esc(u['unit'])}: {esc(view.fmt_interval(u['delta_ns']))}</h3>")

@@ -18,7 +18,7 @@ def _ci(x: dict[str, float]) -> str:
 def _side(kernels: list[str]) -> str:
     if not kernels:
         return "(nothing)"
-    shown = [f"`{view.short(k, 48)}`" for k in kernels[:3]]
+    shown = [f"`{view.short(k, 64)}`" for k in kernels[:3]]
     return " + ".join(shown) + (f" + {len(kernels) - 3} more" if len(kernels) > 3 else "")
 
 

@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from rootcause.artifacts.attribution import get
+from rootcause.names import short
 
 
 
@@ -68,10 +69,6 @@ def fmt_value(v: Any) -> str:
     if isinstance(v, (list, tuple)):
         return fmt_dims(v) if all(isinstance(x, int) for x in v) else ", ".join(map(str, v))
     return str(v)
-
-
-def short(name: str, limit: int = 48) -> str:
-    return name if len(name) <= limit else name[: limit - 1] + "\u2026"
 
 
 # --- verdict ----------------------------------------------------------------------------------
