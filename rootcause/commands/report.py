@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from rootcause import gpus
 from rootcause.artifacts import attribution
+from rootcause.errors import UsageError
 from rootcause.fileio import refuse_overwriting, write_atomic
 from rootcause.report import render_html, render_markdown
 
@@ -31,6 +33,10 @@ def run(args: argparse.Namespace) -> int:
     path = Path(args.attribution)
     if args.out:
         refuse_overwriting([args.out], [path])
+    elif args.format == "html" and sys.stdout.isatty():
+        # megabytes of inline plotly.js are no use in a terminal: a file, or a pipe that asked for it
+        raise UsageError("--format html writes a page of several MB: give --out report.html (or pipe it), "
+                         "or --format markdown to read it here")
     doc = attribution.load(path)
     device = gpus.resolve_device(args.device) if args.device is not None else None
     if args.format == "html":
