@@ -73,6 +73,15 @@ STEP_COLUMNS = {
     "pid": "process (host) or device (GPU span) id",
     "tid": "thread or stream id",
 }
+HOST_COLUMNS = {
+    "name": "the op, annotation or runtime call's name",
+    "start_ns": "start, ns on the trace's clock (int64)",
+    "end_ns": "end, ns (int64)",
+    "duration_ns": "end_ns - start_ns, inclusive of what it encloses (int64)",
+    "cat": "cpu_op / Operator, user_annotation, or the runtime category of a synchronizing call",
+    "pid": "process id, as text",
+    "tid": "thread id, as text",
+}
 _FIRST_KEY = re.compile(rb'^\s*\{\s*"([A-Za-z_]{1,64})"\s*:')
 
 
@@ -85,6 +94,7 @@ class ChromeTrace:
     steps: "pd.DataFrame"
     devices: dict[int, str] = field(default_factory=dict)
     rank: int | None = None
+    host: "pd.DataFrame | None" = None  # HOST_COLUMNS: cpu ops, user annotations and synchronizing calls
 
 
 def matches(data: bytes) -> bool:
@@ -149,7 +159,7 @@ def read_trace(data: bytes, file: str = "<bytes>") -> ChromeTrace:
     except ParseError as err:  # the events are a document's field: say so
         raise ParseError(err.file, f"traceEvents {err.where}", err.what) from None
     acc.finish(file)
-    return ChromeTrace(acc.table(file), acc.step_table(), devices, rank)
+    return ChromeTrace(acc.table(file), acc.step_table(), devices, rank, acc.host_table())
 
 
 def _document(data: bytes, file: str) -> tuple[dict[int, str], int | None, memoryview]:
@@ -237,6 +247,7 @@ class _Accumulator:
         self.open_b: dict[tuple, list[tuple[int, Any, str | None]]] = {}
         self.ops: list[Any] = []  # cpu_op events
         self.calls: list[Any] = []  # runtime calls (cuda_runtime, cuda_driver)
+        self.annotations: list[Any] = []  # user_annotation events (record_function, ProfilerStep#N)
         self.step_rows: list[tuple[int, Any]] = []
         self.loader_rows: list[Any] = []  # data-loader fetches: steps of a trace without ProfilerStep
 
@@ -265,6 +276,8 @@ class _Accumulator:
                 self.ops.extend(recs[k] for k in ks)
             elif role == "runtime":
                 self.calls.extend(recs[k] for k in ks)
+            elif cat.lower() == "user_annotation":
+                self.annotations.extend(recs[k] for k in ks)
             if cat in STEP_CATS:
                 self.step_rows.extend((numbers[k], recs[k]) for k in ks if _is_step(recs[k].name))
                 self.loader_rows.extend(recs[k] for k in ks if _is_loader_fetch(recs[k].name))
@@ -288,6 +301,21 @@ class _Accumulator:
             if any(k is not None for _, _, k in stack):
                 raise ParseError(file, f"event {stack[-1][0]}", "'B' event never closed by an 'E'")
         self.rows.sort(key=lambda r: r[0])
+
+    def host_table(self) -> "pd.DataFrame":
+        """HOST_COLUMNS of the host's spans: cpu ops, user annotations and the runtime calls that
+        wait for the GPU (their names say Synchronize), with finite times."""
+        import numpy as np
+        import pandas as pd
+
+        kept = [ev for ev in chain(self.ops, self.annotations, (c for c in self.calls if _is_sync(c.name)))
+                if type(ev.name) is str and _finite(ev.ts) and _finite(ev.dur) and ev.dur >= 0]
+        start = np.array([_us_to_ns(ev.ts, "", 0, "ts") for ev in kept], dtype=np.int64)
+        end = start + np.array([_us_to_ns(ev.dur, "", 0, "dur") for ev in kept], dtype=np.int64)
+        return pd.DataFrame({
+            "name": [ev.name for ev in kept], "start_ns": start, "end_ns": end, "duration_ns": end - start,
+            "cat": [ev.cat for ev in kept], "pid": [str(ev.pid) for ev in kept], "tid": [str(ev.tid) for ev in kept],
+        }, columns=list(HOST_COLUMNS))
 
     def table(self, file: str) -> "pd.DataFrame":
         import numpy as np
@@ -400,6 +428,10 @@ def _launch_args(args: Any) -> bool:
 
 def _is_step(name: Any) -> bool:
     return type(name) is str and name.startswith(STEP_PREFIX)
+
+
+def _is_sync(name: Any) -> bool:
+    return type(name) is str and "Synchronize" in name
 
 
 def _is_loader_fetch(name: Any) -> bool:

@@ -7,7 +7,11 @@ import re
 
 def short(name: str, limit: int = 56) -> str:
     """A kernel name people can read in `limit` characters: readable(), then cut."""
-    name = readable(name, limit)
+    return cut(readable(name, limit), limit)
+
+
+def cut(name: str, limit: int) -> str:
+    """The name in `limit` characters, an ellipsis marking what was cut (host op names: kept as written)."""
     return name if len(name) <= limit else name[: limit - 1] + "\u2026"
 
 

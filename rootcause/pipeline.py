@@ -30,6 +30,7 @@ from rootcause.analysis.align import align
 from rootcause.analysis.attribute import (CPU_MIN_EFFECT_SHARE, MIN_EFFECT_SHARE, Attribution, attribute,
                                          require_repeat)
 from rootcause.analysis.diagnose import diagnose
+from rootcause.analysis.host import host_units
 from rootcause.artifacts import attribution, bundle as bundles, plan as plans, rundir
 from rootcause.errors import OutputsDiffer, UsageError
 from rootcause.fileio import read_json, write_json, write_set
@@ -63,6 +64,8 @@ class Side:
     whole: WholeGraph | None = None  # measured whole-graph latency, when there is one
     profiled_apart: bool = False  # a CPU profile taken after the measurement, not beside it
     timed_apart_ns: float | None = None  # median call of that profile session timed without the profiler
+    steps: pd.DataFrame | None = None  # the trace's own steps, when it has them (host units need them)
+    host: pd.DataFrame | None = None  # the trace's host spans (parsers.chrome_trace.HOST_COLUMNS)
 
 
 @dataclass
@@ -114,6 +117,8 @@ def _attribute_pair(a: Side, b: Side, ctx: Context, repeat: tuple[Side, Side] | 
     if ctx.device_b and ctx.device_b != ctx.device:
         att.device_b = ctx.device_b
     doc = att.to_dict()
+    if a.steps is not None and b.steps is not None:
+        doc["host"] = host_units(a.steps, a.host, b.steps, b.host)
     doc["catalogs"] = {v: attribution.catalog_section(side.catalog_path) for v, side in (("a", a), ("b", b))}
     return doc, att.unit_calls_ns
 

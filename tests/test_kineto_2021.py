@@ -97,3 +97,28 @@ def test_each_side_is_its_own_gpu(tmp_path):
     assert any("H200" in c and "V100" in c for c in doc["cannot_conclude"])
     md = (tmp_path / "o" / "report.md").read_text()
     assert "H200 (A) and V100 (B)" in md
+
+
+def _loader_ms_per_step(path: Path) -> list[float]:
+    """Per ProfilerStep, the data loader's fetch on the step's thread: json alone."""
+    events = _events(path)
+    steps = [e for e in events if str(e.get("name", "")).startswith("ProfilerStep#")]
+    out = []
+    for s in steps:
+        inside = [e["dur"] for e in events if str(e.get("name", "")).startswith("enumerate(DataLoader)#")
+                  and e.get("tid") == s["tid"] and s["ts"] <= e["ts"] and e["ts"] + e["dur"] <= s["ts"] + s["dur"]]
+        out.append(sum(inside) / 1e3)
+    return out
+
+
+def test_the_host_op_that_carries_the_delta_is_named(tmp_path):
+    """0 -> 4 workers: the steps' delta is the data loader's fetch on the training thread
+    (HTA's TraceDiff lists DataLoader.__next__ about -69 ms a step at the top)."""
+    doc = _compare(W0, W4, tmp_path / "o")
+    host = doc["host"]
+    top = host["units"][0]
+    truth = statistics.median(_loader_ms_per_step(W4)) - statistics.median(_loader_ms_per_step(W0))
+    assert top["name"].startswith("enumerate(DataLoader)#") and top["significant"]
+    assert top["delta_ns"]["median"] / 1e6 == pytest.approx(truth, rel=0.05)
+    text = (tmp_path / "o" / "report.md").read_text()
+    assert "enumerate(DataLoader)#__next__" in text

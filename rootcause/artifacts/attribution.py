@@ -89,6 +89,8 @@ SHAPE = {
     "timeline?": Opt(Map(Opt(CALL))),
     "device?": Opt(str),
     "device_b?": Opt(str),
+    "host?": Opt({"what?": str, "steps?": Map(int), "units_total?": int,
+                  "units?": [{"name": str, "a": STAT, "b": STAT, "delta_ns": STAT, "significant": bool}]}),
     "measurement?": Opt({"file?": Opt(str), "protocol?": Opt((dict, str)), "rounds?": Opt((int, list, dict)),
                          "budget_s?": Opt(NUM), "variants?": Opt([str])}),
     "command?": Opt(str),

@@ -71,9 +71,9 @@ def run(args: argparse.Namespace) -> int:
         whole_a, whole_b = prof_a.whole, prof_b.whole  # the traces' own steps, host included
     environment = rundir.run_environment(args.profile_a, args.profile_b)
     a = pipeline.Side(labels[0], args.profile_a, prof_a.events, catalog_a, args.catalog_a,
-                      args.entry_a or manifest_a.get("entry"), whole_a)
+                      args.entry_a or manifest_a.get("entry"), whole_a, steps=prof_a.step_spans, host=prof_a.host)
     b = pipeline.Side(labels[1], args.profile_b, prof_b.events, catalog_b, args.catalog_b,
-                      args.entry_b or manifest_b.get("entry"), whole_b)
+                      args.entry_b or manifest_b.get("entry"), whole_b, steps=prof_b.step_spans, host=prof_b.host)
     device_a, device_b = _devices(args.device, environment, prof_a, prof_b)
     ctx = pipeline.Context(device_a, environment, measured, argtypes.command_line(_argv(args)), notes,
                            device_b=device_b)

@@ -65,6 +65,7 @@ class Capture:
     rank: int | None = None
     format: str = ""
     codec: str | None = None
+    host: pd.DataFrame | None = None  # host spans (parsers.chrome_trace.HOST_COLUMNS); None where the format has none
 
 
 def load(path: str | os.PathLike, format: str = "auto",
@@ -131,7 +132,7 @@ def _read_capture(path: Path, format: str) -> Capture:
     reader = _reader(fmt)
     if fmt == "chrome":
         trace = reader.read_trace(data, str(path)) if codec else reader.read_trace_path(path)
-        capture = Capture(trace.events, trace.steps, trace.devices, trace.rank)
+        capture = Capture(trace.events, trace.steps, trace.devices, trace.rank, host=trace.host)
     else:
         if codec:
             events = reader.events(data, str(path))

@@ -36,24 +36,27 @@ class Profile:
     whole: WholeGraph | None = None  # per-call wall time from ProfilerStep spans, when the trace has them
     devices: dict[int, str] = field(default_factory=dict)  # device id -> GPU name (Kineto deviceProperties)
     steps: int = 0
+    step_spans: pd.DataFrame | None = None  # the steps themselves (parsers.chrome_trace.STEP_COLUMNS)
+    host: pd.DataFrame | None = None  # host spans (parsers.chrome_trace.HOST_COLUMNS), where the format has them
 
 
-def load_profile(path: str, device_id: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame, dict[int, str]]:
-    """(GPU rows, ProfilerStep spans, GPU names) of a capture file or of its 'FILE#N' segment;
-    UsageError when it holds no kernel, or rows of several devices and no device_id."""
+def load_profile(path: str, device_id: int | None = None
+                 ) -> tuple[pd.DataFrame, pd.DataFrame, dict[int, str], pd.DataFrame | None]:
+    """(GPU rows, ProfilerStep spans, GPU names, host spans) of a capture file or of its 'FILE#N'
+    segment; UsageError when it holds no kernel, or rows of several devices and no device_id."""
     p = Path(path)
     if not p.is_file() and "#" in path:
         base, _, seg = path.rpartition("#")
         if not seg.isdigit():
             raise UsageError(f"{path}: '#{seg}': a segment is a number")
-        events, _, devices = load_profile(base, device_id)
+        events, _, devices, _ = load_profile(base, device_id)
         events = split_calls(events)
         chosen = events[events["segment"] == int(seg)]
         if chosen.empty:
             raise UsageError(f"{path}: no segment {seg} (the capture has "
                              f"{events['segment'].max() + 1} segment(s))")
         return chosen.assign(call=chosen["call"] - chosen["call"].min()).reset_index(drop=True), \
-            pd.DataFrame(), devices
+            pd.DataFrame(), devices, None
     if not p.is_file():
         raise UsageError(f"{path}: no such profile file")
     capture = load_capture(p)
@@ -61,7 +64,7 @@ def load_profile(path: str, device_id: int | None = None) -> tuple[pd.DataFrame,
     kernels = (events["kind"] == "kernel").any() if "kind" in events.columns else len(events) > 0
     if not kernels:
         raise UsageError(f"{path}: the profile holds no kernel launches")
-    return events.reset_index(drop=True), _host_steps(capture.steps), capture.devices
+    return events.reset_index(drop=True), _host_steps(capture.steps), capture.devices, capture.host
 
 
 def _one_device(events: pd.DataFrame, device_id: int | None, path: str) -> pd.DataFrame:
@@ -147,7 +150,7 @@ def profile_events(path: str, calls: int | None, notes: list[str], label: str) -
 def read_profile(path: str, calls: int | None, notes: list[str], label: str,
                  device_id: int | None = None) -> Profile:
     """load_profile, cut into calls (module doc), with the steps' wall time when there are steps."""
-    events, steps, devices = load_profile(path, device_id)
+    events, steps, devices, host = load_profile(path, device_id)
     where = "--calls"
     if calls is None:
         info, mfile = run_record(path)
@@ -159,7 +162,7 @@ def read_profile(path: str, calls: int | None, notes: list[str], label: str,
                  f"{len(steps)} ProfilerStep span(s) ({steps['name'].iloc[0]} to {steps['name'].iloc[-1]})")
         notes.append(f"variant {label}: {len(events)} GPU rows split into the trace's {spans}; the whole-graph time "
                      "is the steps' wall time, host included")
-        return Profile(steps_as_calls(events, steps), steps_whole_graph(steps), devices, len(steps))
+        return Profile(steps_as_calls(events, steps), steps_whole_graph(steps), devices, len(steps), steps, host)
     if calls is None:
         whole = launch_interval_whole_graph(events)
         if whole is not None:

@@ -218,6 +218,14 @@ def _kernel(name: str) -> str:
     return f'<span class="k" title="{esc(name)}">{esc(view.short(name, 72))}</span>'
 
 
+def _host(doc) -> str:
+    """The thread that runs the steps: its top-level ops per step (analysis.host)."""
+    rows = [[f'<span class="k" title="{esc(full)}">{esc(r[0])}</span>', *map(esc, r[1:])]
+            for r, full in zip(view.host_rows(doc), (u["name"] for u in doc["host"]["units"]))]
+    return ('<p class="muted">The thread that runs the steps: its top-level ops per step, inclusive of what they '
+            "enclose; the rest of each step is '(outside host ops)'.</p>" + _table(list(view.HOST_COLUMNS), rows, {1, 2, 3}))
+
+
 # --- sections ---------------------------------------------------------------------------------
 
 def _verdict(doc, v) -> str:
@@ -418,6 +426,7 @@ def render_html(attribution: dict[str, Any], device: str | None = None, title: s
         _verdict(doc, v), _toolchains(doc, view.toolchains(doc, cats)),
         "<h2>Where the time goes</h2>", *plots,
         f"<h2>Units ({len(units)})</h2>", _units(doc, units, top, other),
+        *(["<h2>Host, per step</h2>", _host(doc)] if view.host_rows(doc) else []),
         "<h2>Resources per unit, A against B</h2>", _resources(doc, units, prof, cats, devs),
         "<h2>Findings and evidence</h2>", _findings(doc, units, top),
         *(["<h2>Counterfactual hybrids</h2>", _confirmation(conf)] if conf is not None else []),

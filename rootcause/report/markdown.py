@@ -156,6 +156,11 @@ def render_markdown(attribution: dict[str, Any], device: str | None = None, titl
                  text(view.fmt_interval(r["delta_ns"])), text(view.fmt_share(r.get("share"))),
                  "yes" if r.get("significant") else ("no" if "significant" in r else "n/a"), ""])
     lines += _table(_unit_head(doc), rows, right={3, 4, 5, 6}) + [""]
+    host = view.host_rows(doc)
+    if host:
+        lines += ["**Host**: the thread that runs the steps, its top-level ops per step (inclusive)", ""]
+        lines += _table(list(view.HOST_COLUMNS), [[code(r[0]), *map(text, r[1:])] for r in host], right={1, 2, 3})
+        lines += [""]
 
     res_head = ["unit", "variant", "kernel", *view.RESOURCE_COLUMNS]
     lines += ["**Resources of the top units**, A against B (bold: differs from the other variant's "

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rootcause.names import cut
 from rootcause.report import view
 from rootcause.terminal import printable
 
@@ -53,6 +54,7 @@ def render_text(doc: dict[str, Any]) -> str:
                  f"{_us(r['a']['median'])} in {A}, {r['delta_ns']['median'] / 1e3:+.1f} us "
                  f"{_ci(r['delta_ns'])}; {r['launches_per_call']['b']:g} vs "
                  f"{r['launches_per_call']['a']:g} launches per call.")
+    lines.extend(_host_lines(doc, A, B))
     c = doc.get("concurrency")
     if c and c.get("significant"):
         lines.append(f"Concurrency (kernels overlapping on several streams): {_us(c['b']['median'])} hidden in {B} "
@@ -71,3 +73,17 @@ def render_text(doc: dict[str, Any]) -> str:
         lines += [f"  - {r['sentence']}" for r in conf["hybrids"]] or ["  (none built)"]
         lines += [f"  note: {n}" for n in conf.get("notes", [])]
     return "\n".join(printable(line) for line in lines)  # names from captures: no escape codes, no line breaks
+
+
+def _host_lines(doc: dict[str, Any], A: str, B: str) -> list[str]:
+    """The host thread's significant units (analysis.host), the largest three."""
+    host = doc.get("host") or {}
+    sig = [u for u in host.get("units") or [] if u["significant"]]
+    if not sig:
+        return []
+    out = [f"Host (the thread that runs the steps, per step; {host['steps']['a']} vs {host['steps']['b']} steps):"]
+    for u in sig[:3]:
+        out.append(f"  - `{cut(u['name'], 64)}`: {_us(u['b']['median'])} in {B} vs {_us(u['a']['median'])} in "
+                   f"{A}, {u['delta_ns']['median'] / 1e3:+.1f} us {_ci(u['delta_ns'])} per step.")
+    return out
+

@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from rootcause.artifacts.attribution import get
-from rootcause.names import short
+from rootcause.names import cut, short
 
 
 
@@ -511,3 +511,16 @@ def reproduce_command(doc: dict[str, Any]) -> str:
     if get(doc, "whole_graph.source") == "measured":
         text += "  # plus --measurement FILE (its path is not recorded in attribution.json)"
     return text
+
+
+HOST_COLUMNS = ("host op (per step)", "A", "B", "delta (B - A)", "significant")
+
+
+def host_rows(doc: dict[str, Any], limit: int = 8) -> list[list[str]]:
+    """The host section's units as table cells (analysis.host), the largest |delta| first."""
+    rows = []
+    for u in ((doc.get("host") or {}).get("units") or [])[:limit]:
+        rows.append([cut(u["name"], 64), fmt_time(u["a"]["median"]), fmt_time(u["b"]["median"]),
+                     fmt_interval(u["delta_ns"]), "yes" if u["significant"] else "no"])
+    return rows
+
