@@ -239,8 +239,10 @@ def run_bundles(args: RunRequest) -> dict[str, Any]:
     warnings = env.drift(during, after)
     result["env_warnings"] = warnings
     write_env(out, {"before": before, "measure_start": during, "after": after, "warnings": warnings})
+    on_gpu = any(d not in (None, "cpu") for d in result["devices"].values())
     for warning in warnings + result["measurement"].get("warnings", []):
-        print(f"rootcause run: warning: {warning}", file=sys.stderr)
+        if on_gpu or not warning.startswith("GPU state not recorded"):  # a CPU run needs no NVML; env.json keeps it
+            print(f"rootcause run: warning: {warning}", file=sys.stderr)
     del sessions  # free device memory before the profiling children start
     profiles = {}
     for bundle in bundles:

@@ -4,6 +4,7 @@ analyze, sweep and bisect (reports/) is ignored by git and holds no tracked file
 report gallery lives in gallery/, which no default writes to."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -33,7 +34,7 @@ def copy(tmp_path_factory) -> Path:
     return repo
 
 
-@pytest.mark.parametrize("command, default", [("analyze", "reports/pool_fusion-on_vs_pool_fusion-off"),
+@pytest.mark.parametrize("command, default", [("analyze", "reports/einsum-split-small_vs_einsum-fused-small"),
                                               ("sweep", "reports/sweep-x"), ("bisect", "reports/bisect-x")])
 def test_default_output_root_is_ignored_and_untracked(copy, command, default):
     source = (ROOT / "rootcause" / "commands" / f"{command}.py").read_text()
@@ -45,12 +46,15 @@ def test_default_output_root_is_ignored_and_untracked(copy, command, default):
 def test_readme_main_job_leaves_the_repository_clean(copy):
     """The README's main job as written (no --out), on the CPU, from the copy's root."""
     readme = (ROOT / "README.md").read_text()
-    job = "rootcause analyze fixtures/cases/pool_fusion/variants.toml#on fixtures/cases/pool_fusion/variants.toml#off"
+    job = ("rootcause analyze fixtures/cases/einsum_fusion/variants.toml#split_small "
+           "fixtures/cases/einsum_fusion/variants.toml#fused_small")
     assert job in readme
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     # python -m from the copy's root imports the copy's rootcause (its readers in Python: no .so there)
     done = subprocess.run([sys.executable, "-m", "rootcause", *job.split()[1:], "--target", "llvm"],
                           cwd=copy, capture_output=True, text=True, env=env, timeout=900)
     assert done.returncode in (0, 1), done.stderr[-3000:]
-    assert (copy / "reports" / "pool_fusion-on_vs_pool_fusion-off" / "attribution.json").is_file()
+    doc = json.loads((copy / "reports" / "einsum-split-small_vs_einsum-fused-small" / "attribution.json").read_text())
+    assert doc["whole_graph"]["significant"] and done.stdout.startswith("einsum-fused-small is ")  # a verdict
     assert _git(copy, "status", "--porcelain") == ""
+    assert "NVML" not in done.stderr  # a CPU run does not warn about the GPU library it does not need

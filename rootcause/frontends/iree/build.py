@@ -2,19 +2,19 @@
 
 One iree-compile run writes most of what the catalog is read from (out_dir layout):
 - module.vmfb
-- ir/configured_module_<executable>.mlir: translation_info (pipeline, workgroup_size,
+- ir/configured_<module>_<executable>.mlir (<module>: the MLIR module's name, 'module' when unnamed): translation_info (pipeline, workgroup_size,
   subgroup_size) on the export's func.func and lowering_config on its root op
-- ir/module_<executable>.mlir: the executable sources (--iree-hal-dump-executable-sources-to)
+- ir/<module>_<executable>.mlir: the executable sources (--iree-hal-dump-executable-sources-to)
 - ir/phases/<stem>.<n>.<phase>.mlir: flow, stream and hal phases (--dump-compilation-phases-to)
 - ir/flow_located.mlir: a second run to the flow phase with --mlir-print-debuginfo: the input
   locations of every dispatch's ops (catalog source_locs)
 - ir/before_dedup.mlir: the module just before iree-flow-deduplicate-executables
   (--mlir-print-ir-before), which still names every call site's own dispatch
-- binaries/module_<executable>_<variant>.{ptx,hsaco,so}
+- binaries/<module>_<executable>_<variant>.{ptx,hsaco,so}
 - with [iree] substitute_configurations: ir/substitutions/<executable>.mlir (the file handed to
   --iree-hal-substitute-executable-configuration, renamed to the executable it replaces),
-  copied over ir/configured_module_<executable>.mlir (IREE dumps configurations before it
-  substitutes them); IREE's own dump is kept as ir/unsubstituted/configured_module_<executable>.mlir
+  copied over ir/configured_<module>_<executable>.mlir (IREE dumps configurations before it
+  substitutes them); IREE's own dump is kept as ir/unsubstituted/configured_<module>_<executable>.mlir
 
 Call sites come from the flow phase (flow.dispatch ops per function, closed over util.call);
 the pre-dedup names from before_dedup.mlir, zipped in op order per function, so a deduplicated

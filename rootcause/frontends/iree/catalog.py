@@ -7,7 +7,7 @@ from pathlib import Path
 
 from parsers import ParseError, iree_ir, linalg
 from rootcause.errors import UsageError
-from rootcause.frontends.iree.configs import read_config
+from rootcause.frontends.iree.configs import module_name, read_config
 from rootcause.model import CatalogKernel
 
 
@@ -40,6 +40,7 @@ def catalog(out_dir: Path, target: str, notes: list[str] | None = None) -> list[
     before = ir / "before_dedup.mlir"
     sites = iree_ir.call_sites(flow.read_text(), before.read_text() if before.is_file() else "")
     schedules: dict[str, dict] = {}
+    module = module_name(ir)
     for path in sorted(ir.glob("configured_*.mlir")):
         config = read_config(path, str(path.relative_to(out_dir)))
         original = ir / "unsubstituted" / path.name
@@ -62,7 +63,7 @@ def catalog(out_dir: Path, target: str, notes: list[str] | None = None) -> list[
         static = every[0] if every and all(None not in g for g in every) and len(set(every)) == 1 else None
         launch = {"block": schedule["workgroup_size"], "grid": list(static) if static else None,
                   "grids": dict(grids)}
-        binary = _binary(bins, mine)
+        binary = _binary(bins, module, mine)
         resources: dict = {}
         if binary is not None:
             rel = str(binary.relative_to(out_dir))
@@ -89,14 +90,14 @@ def catalog(out_dir: Path, target: str, notes: list[str] | None = None) -> list[
             call_sites=sorted({entry for entry, _ in my_sites}),
             launch=launch, resources=resources, schedule=schedule, source_locs=locations.get(export, []),
             bytes_moved=schedule.pop("bytes_moved", None),
-            flops=dispatch_flops(ir, schedule.get("executable"), export, notes)))
+            flops=dispatch_flops(ir, schedule.get("executable"), export, notes, module)))
     return kernels
 
 
-def dispatch_flops(ir: Path, executable: str | None, export: str, notes: list[str]) -> int | None:
+def dispatch_flops(ir: Path, executable: str | None, export: str, notes: list[str], module: str = "module") -> int | None:
     """Arithmetic work of one export, from the linalg ops of its dumped executable source
-    (ir/module_<executable>.mlir): iteration domain x arith/math ops per point (parsers.linalg)."""
-    path = ir / f"module_{executable}.mlir"
+    (ir/<module>_<executable>.mlir): iteration domain x arith/math ops per point (parsers.linalg)."""
+    path = ir / f"{module}_{executable}.mlir"
     if executable is None or not path.is_file():
         notes.append(f"{export}: flops not counted: no dumped source {path.name}")
         return None
@@ -112,10 +113,10 @@ def dispatch_flops(ir: Path, executable: str | None, export: str, notes: list[st
     return work.flops
 
 
-def _binary(bins: Path, mine: list[iree_ir.HalDispatch]) -> Path | None:
+def _binary(bins: Path, module: str, mine: list[iree_ir.HalDispatch]) -> Path | None:
     for d in mine:
         for ext in ("ptx", "hsaco", "so", "o"):
-            p = bins / f"module_{d.executable}_{d.variant}.{ext}"
+            p = bins / f"{module}_{d.executable}_{d.variant}.{ext}"
             if p.is_file():
                 return p
     return None

@@ -11,6 +11,18 @@ from rootcause.errors import UsageError
 CONFIG_KEYS = ("translation_info", "lowering_config")
 
 
+def module_name(ir: Path) -> str:
+    """The compiled module's name, which IREE puts before every dumped file's executable name
+    (ir/configured_<module>_<executable>.mlir): 'module' for an unnamed one, 'jit_model' for what
+    JAX exports as `module @jit_model`."""
+    for path in sorted(ir.glob("configured_*.mlir")):
+        stem = path.stem[len("configured_"):]
+        for exe in iree_ir.executable_names(path.read_text()):
+            if stem.endswith("_" + exe):
+                return stem[:-len(exe) - 1]
+    return "module"
+
+
 def read_config(path: Path, rel: str | None = None) -> dict[str, dict[str, Any]]:
     """export -> schedule facts of one configured_*.mlir (parsers.iree_ir.configuration)."""
     return iree_ir.configuration(path.read_text(), rel or str(path))
@@ -67,10 +79,11 @@ def check_substitutions(spec: Any, substitutions: dict[str, Path], log: str, ir:
         exe = sorted(missing)[0]
         raise UsageError(f"{where}.{exe}: unknown executable; the build's executables: {', '.join(names) or 'none'}")
     notes = []
+    module = module_name(ir)
     for exe, path in substitutions.items():
         if exe not in done:
             raise UsageError(f"{where}.{exe}: iree-compile did not report substituting it (no NOTE in its log)")
-        dumped = ir / f"configured_module_{exe}.mlir"
+        dumped = ir / f"configured_{module}_{exe}.mlir"
         if dumped.is_file() and path.suffix == ".mlir":
             (ir / "unsubstituted").mkdir(exist_ok=True)
             dumped.replace(ir / "unsubstituted" / dumped.name)
