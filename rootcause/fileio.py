@@ -301,23 +301,39 @@ OUTPUT_LOCK = ".rootcause-lock"
 def output_lock(folder: str | os.PathLike, command: str) -> Iterator[Path]:
     """Hold folder as this command's output for the block; a second rootcause writing into the
     same folder at once is refused in one line (UsageError) instead of mixing two runs' files.
-    The lock is an flock on a hidden file in the folder: the kernel drops it when the holder dies."""
+    The lock is an flock on a hidden file in the folder: the kernel drops it when the holder dies.
+    The holder removes the file before letting go, so a finished command leaves none behind; a
+    command that locked a file since removed locks again (the path must still be its file)."""
     from rootcause.errors import UsageError
 
     folder = Path(folder)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(folder / OUTPUT_LOCK, os.O_RDWR | os.O_CREAT, 0o666)
-    except OSError as err:
-        raise UsageError(f"{folder}: cannot write output here: {err.strerror or err}") from None
-    try:
+    lock = folder / OUTPUT_LOCK
+    while True:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError as err:
+            raise UsageError(f"{folder}: cannot write output here: {err.strerror or err}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            os.close(fd)
             raise UsageError(f"{folder}: another rootcause {command} is writing into this folder now; wait for it "
                              "to finish or name another --out") from None
+        try:
+            same = os.path.samestat(os.fstat(fd), os.stat(lock))
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)  # the previous holder removed it between our open and our lock: lock the new one
+    try:
         yield folder
     finally:
+        try:
+            lock.unlink()
+        except OSError:
+            pass
         os.close(fd)
 
 

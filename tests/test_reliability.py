@@ -303,12 +303,22 @@ def test_a_second_analyze_into_a_busy_folder_is_refused(tmp_path, env):
         holder.wait()
 
 
-def test_the_output_lock_is_released_when_its_holder_dies(tmp_path):
+def test_the_output_lock_is_released_and_leaves_no_file(tmp_path):
     from rootcause.fileio import output_lock
 
     with output_lock(tmp_path, "analyze"):
+        assert (tmp_path / ".rootcause-lock").exists()
+    assert list(tmp_path.iterdir()) == []  # nothing of the lock is left in the user's folder
+    with output_lock(tmp_path, "analyze"):  # and it can be taken again
         pass
-    fd = os.open(tmp_path / ".rootcause-lock", os.O_RDWR)
+
+
+def test_the_output_lock_is_released_when_its_holder_dies(tmp_path):
+    holder = subprocess.run([sys.executable, "-c", "import os, sys\n"
+                             "from rootcause.fileio import output_lock\n"
+                             f"with output_lock({str(tmp_path)!r}, 'analyze'):\n    os._exit(9)"], cwd=ROOT)
+    assert holder.returncode == 9
+    fd = os.open(tmp_path / ".rootcause-lock", os.O_RDWR)  # left by the dead holder, but not held
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free again: no BlockingIOError
     os.close(fd)
 

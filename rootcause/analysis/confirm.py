@@ -182,7 +182,7 @@ def evaluate(measurement: dict[str, Any], name_a: str, name_b: str, hybrids: lis
                                "change": h.change, "unit": u["unit"] if u else None,
                                "unit_significant": bool(u["significant"]) if u else None}
         if h.name in failed or h.name not in variants:
-            why = failed.get(h.name, "not measured (no samples in the measurement)")
+            why = failed.get(h.name, "the run has no samples of it (it was not among the bundles run)")
             rows.append({**row, "verdict": "not measured", "error": why,
                          "sentence": f"{h.description}: not measured: {why}."})
             continue

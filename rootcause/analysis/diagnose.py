@@ -170,7 +170,7 @@ def launch_count(ctx: Context) -> list[dict[str, Any]]:
     if ls < 2 * max(lf, 1):
         return []
     t = ctx.unit["time_a_ns" if slow is ctx.a else "time_b_ns"]["median"]
-    sentence = (f"{slow.label} launches {_n(ls)} kernels per call for these ops ({len(slow.kernels)} "
+    sentence = (f"{slow.label} launches {_n(ls)} kernels per call for these ops ({slow.kernels['kernel'].nunique()} "
                 f"distinct, {_us(t)} in total) where {fast.label} launches {_n(lf)}.")
     return [_finding(ctx, "launch-count", sentence, source="profiled",
                      launches_per_call={ctx.a.label: la, ctx.b.label: lb})]

@@ -257,8 +257,8 @@ GAP_RATIO = 4.0  # a gap between calls is at least this many times the longest g
 
 def _gap_calls(ev: pd.DataFrame) -> list[tuple[int, int, int]] | None:
     """Calls cut where the idle time before a launch jumps by GAP_RATIO or more above every
-    smaller gap, when that cuts the trace into two or more calls of one kernel sequence; None
-    when the gaps show no such structure."""
+    smaller gap, at the first such jump (largest first) that cuts the trace into two or more
+    calls of one kernel sequence; None when the gaps show no such structure."""
     n = len(ev)
     if n < 4:
         return None
@@ -266,22 +266,22 @@ def _gap_calls(ev: pd.DataFrame) -> list[tuple[int, int, int]] | None:
     ends = np.maximum.accumulate(ev["end_ns"].to_numpy("int64"))
     gaps = np.maximum(start[1:] - ends[:-1], 0).astype("float64")
     order = np.sort(gaps)
-    lo = np.maximum(order[:-1], 1.0)
-    ratio = order[1:] / lo
-    j = int(np.argmax(ratio))
-    if ratio[j] < GAP_RATIO:
-        return None
-    cuts = np.flatnonzero(gaps > order[j]) + 1  # first launch of each new call
-    edges = np.concatenate([[0], cuts, [n]])
-    lengths = np.diff(edges)
-    if len(lengths) < 2 or len(set(lengths.tolist())) != 1:
-        return None
+    ratio = order[1:] / np.maximum(order[:-1], 1.0)
     names = ev["kernel"].to_numpy()
-    period = int(lengths[0])
-    first = names[:period]
-    if any(not np.array_equal(names[s:s + period], first) for s in edges[:-1]):
-        return None
-    return [(0, period, len(lengths))]
+    # each jump of GAP_RATIO or more is a candidate threshold, the largest jump first: a launch lag
+    # inside one call (a first call's warm-up) can jump further than the gaps between calls do
+    for j in np.argsort(-ratio, kind="stable"):
+        if ratio[j] < GAP_RATIO:
+            return None
+        cuts = np.flatnonzero(gaps > order[j]) + 1  # first launch of each new call
+        edges = np.concatenate([[0], cuts, [n]])
+        lengths = np.diff(edges)
+        if len(lengths) < 2 or len(set(lengths.tolist())) != 1:
+            continue
+        period = int(lengths[0])
+        if all(np.array_equal(names[s:s + period], names[:period]) for s in edges[:-1]):
+            return [(0, period, len(lengths))]
+    return None
 
 
 def _signature(names: pd.Series) -> str:

@@ -386,9 +386,24 @@ RESOURCE_COLUMNS = ("launches", "time/call", "grid", "block", "registers", "shar
                     "occupancy", "limiter", "schedule")
 
 
-def kernel_index(prof: dict) -> dict[str, dict[str, dict[str, Any]]]:
-    """variant -> kernel name -> its launch facts (profiles()' 'kernels' rows)."""
-    return {v: {k["kernel"]: k for k in (prof[v]["kernels"] or [])} for v in "ab"}
+def kernel_index(prof: dict) -> dict[str, dict[tuple[Any, str], dict[str, Any]]]:
+    """variant -> (unit, kernel name) -> its launch facts: attribution.json has a row per launch
+    instance (the i-th add_kernel of a call), summed here into the name's launches and time per
+    call; the other facts are those of its first row."""
+    out: dict[str, dict[tuple[Any, str], dict[str, Any]]] = {}
+    for v in "ab":
+        index: dict[tuple[Any, str], dict[str, Any]] = {}
+        for k in prof[v]["kernels"] or []:
+            key = (k.get("unit"), k["kernel"])
+            if key not in index:
+                index[key] = dict(k)
+                continue
+            row = index[key]
+            for col in ("launches_per_call", "time_per_call_ns"):
+                if isinstance(row.get(col), (int, float)) and isinstance(k.get(col), (int, float)):
+                    row[col] += k[col]
+        out[v] = index
+    return out
 
 
 def resource_rows(unit: dict[str, Any], index: dict, cats: dict, devs: dict[str, str | None]) -> list[dict[str, Any]]:
@@ -399,7 +414,7 @@ def resource_rows(unit: dict[str, Any], index: dict, cats: dict, devs: dict[str,
     for v in "ab":
         stats = index[v]
         for name in unit[f"kernels_{v}"]:
-            s = stats.get(name, {"kernel": name})
+            s = stats.get((unit["unit"], name), {"kernel": name})
             cat = cats[v]["kernels"].get(name) or cats[v]["kernels"].get(re.sub(r"_kernel\d*$", "", name))
             res = (cat or {}).get("resources") or {}
             occ, lim = occupancy(devs[v], s, cat)
