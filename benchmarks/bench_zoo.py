@@ -55,7 +55,13 @@ def cases(names: list[str] | None = None) -> list[Path]:
 
 def expected(case: Path) -> dict:
     doc = tomllib.loads((case / "expected.toml").read_text())
-    return {**doc["expected"], **doc["case"]}
+    exp = {**doc["expected"], **doc["case"]}
+    also = exp.get("also_significant", [])
+    if not all(isinstance(u, list) and all(isinstance(p, str) for p in u) for u in also):
+        # a list of names would be read one character at a time, and score a right unit wrong
+        raise ValueError(f"{case.name}/expected.toml: also_significant is a list of units, each a list of kernel "
+                         f"patterns ([[\"a_kernel\"], [\"b*\"]]), got {also!r}")
+    return exp
 
 
 def analyze(case: Path, out: Path) -> tuple[dict | None, str]:

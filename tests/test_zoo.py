@@ -203,3 +203,19 @@ def test_dedup_is_in_the_executable_body_not_its_configuration(name: str, scored
     assert by[("executable", "a")]["verdict"] == by[("executable", "b")]["verdict"] == "confirmed"
     assert by[("configuration", dedup)]["verdict"] == "refuted"
     assert "is in the executable's body, not in its configuration" in by[("executable", dedup)]["sentence"]
+
+
+def test_combined_configuration_hybrid_runs_as_the_other_side(scored):
+    """iree_reduction_pair: configuring both dispatches as the other side configures them builds
+    the other side's kernels, so the combined hybrid must time as that side (measurement.json,
+    read without analyze), and analyze confirms it as recovering the whole delta."""
+    case = bench.ZOO / "iree_reduction_pair"
+    plan, m = _plan(case), _measurement(case)["measurement"]["variants"]
+    combined = [h for h in plan["hybrids"] if h["description"].startswith("configuring all of")]
+    assert len(combined) == 2
+    for h in combined:
+        other = plan["b" if h["base"] == "a" else "a"]
+        assert m[h["name"]]["median_s"] == pytest.approx(m[other]["median_s"], rel=0.05)
+    rows = {r["name"]: r for r in scored(case)["attribution"]["confirmation"]["hybrids"]}
+    for h in combined:
+        assert rows[h["name"]]["verdict"] == "confirmed" and rows[h["name"]]["recovered"]["low"] > 0.9

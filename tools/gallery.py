@@ -61,6 +61,12 @@ ENTRIES: dict[str, dict[str, Any]] = {
         "kind": "analyze", "specs": (f"{PREFILL_SPECS}#alone", f"{PREFILL_SPECS}#dedup"), "target": "cuda:sm_80",
         "run": "fixtures/captures/h200-2026-12-02-analyze-prefill/run",
     },
+    "reduction_pair_h200_analyze": {
+        "kind": "analyze", "hybrids": 8, "target": "cuda:sm_80",
+        "specs": ("fixtures/zoo/iree_reduction_pair/variants.toml#legacy",
+                  "fixtures/zoo/iree_reduction_pair/variants.toml#vector_distribute"),
+        "run": "fixtures/zoo/iree_reduction_pair/capture/run",
+    },
     "prefill_dedup_h200_cupti": _seed_run(
         "seed 001, IREE prefill_bs8 compiled alone against deduplicated with prefill_bs2, on the H200 (CUPTI, "
         "measured)", "prefill_dedup", ("prefill_bs8-alone-cuda", "prefill_bs8-dedup-cuda"),
@@ -119,7 +125,8 @@ def rebuild_catalogs() -> None:
 def make_analyze(entry: dict[str, Any], folder: Path, rel: Path | str) -> dict[str, Any]:
     """The split analyze: bundles of A, B and the hybrids built here, the GPU run from fixtures/."""
     a, b = entry["specs"]
-    _rootcause("analyze", a, b, "--bundle-only", "--target", entry["target"], "--out", str(rel))
+    _rootcause("analyze", a, b, "--bundle-only", "--target", entry["target"], "--out", str(rel),
+               *(["--hybrids", str(entry["hybrids"])] if "hybrids" in entry else []))
     args = ["analyze", a, b, "--out", str(rel), "--from-run", entry["run"]]
     summary = _rootcause(*args)
     (folder / "analyze.txt").write_text(f"$ {command_line(['rootcause', *args])}\n{summary}")
