@@ -157,6 +157,21 @@ def test_evaluate_judges_unit_hybrids_on_their_unit():
     assert bare["recovered"]["of"] == "graph" and "judged on the A-B delta" in bare["sentence"]
 
 
+def test_a_hybrid_that_moves_far_more_than_its_unit_confirms_nothing():
+    """A unit of -10 us (its calls) and a hybrid that moves the graph by -40 us: 400% of the unit,
+    by construction. It did more than swap this unit, so it is not called a confirmation."""
+    rng = np.random.default_rng(5)
+    samples = {n: list(rng.normal(m, 0.2, 40)) for n, m in (("A", 100), ("B", 90), ("H", 60))}
+    measurement = {"variants": {n: {"samples_s": v} for n, v in samples.items()},
+                   "protocol": {"repeats": 5}, "blocks_run": 8}
+    unit = {"unit": 1, "kernels_a": ["k"], "kernels_b": ["k2"], "source_ops": ["main/lv1:k"], "significant": True}
+    h = Hybrid("H", "a", "dataflow-boundary", {}, "splitting k", ["main/lv1:k"], ["k"])
+    calls = {1: {"a": rng.normal(30, 0.2, 9), "b": rng.normal(20, 0.2, 9)}}
+    row = confirm.evaluate(measurement, "A", "B", [h], [unit], unit_calls=calls)["hybrids"][0]
+    assert row["recovered"]["median"] == pytest.approx(4.0, rel=0.05)
+    assert row["verdict"] == "inconclusive" and "more than this unit" in row["sentence"]
+
+
 def test_a_hybrid_that_is_the_other_side_is_named_not_built():
     """The zoo's tvm_serial_rowsum: one function scheduled by an override in A, by dlight in B. The
     only hybrid (B with A's override) is A itself: none is built, and the notes say why (the
