@@ -158,10 +158,12 @@ def test_evaluate_judges_unit_hybrids_on_their_unit():
 
 
 def test_a_hybrid_that_moves_far_more_than_its_unit_confirms_nothing():
-    """A unit of -10 us (its calls) and a hybrid that moves the graph by -40 us: 400% of the unit,
-    by construction. It did more than swap this unit, so it is not called a confirmation."""
+    """A unit of -10 us (its calls), an A-B delta of -10 us, and a hybrid that moves the graph by
+    -40 us: 400% of the unit and of the whole delta, by construction. It did more than swap this
+    unit, so it is not called a confirmation; one that lands on B (100% of the whole delta) is, as
+    a launch-bound unit's is, whose kernels hold a fraction of what its launches cost."""
     rng = np.random.default_rng(5)
-    samples = {n: list(rng.normal(m, 0.2, 40)) for n, m in (("A", 100), ("B", 90), ("H", 60))}
+    samples = {n: list(rng.normal(m, 0.2, 40)) for n, m in (("A", 100), ("B", 90), ("H", 60), ("L", 90))}
     measurement = {"variants": {n: {"samples_s": v} for n, v in samples.items()},
                    "protocol": {"repeats": 5}, "blocks_run": 8}
     unit = {"unit": 1, "kernels_a": ["k"], "kernels_b": ["k2"], "source_ops": ["main/lv1:k"], "significant": True}
@@ -170,6 +172,10 @@ def test_a_hybrid_that_moves_far_more_than_its_unit_confirms_nothing():
     row = confirm.evaluate(measurement, "A", "B", [h], [unit], unit_calls=calls)["hybrids"][0]
     assert row["recovered"]["median"] == pytest.approx(4.0, rel=0.05)
     assert row["verdict"] == "inconclusive" and "more than this unit" in row["sentence"]
+    launch_bound = {1: {"a": rng.normal(30, 0.2, 9), "b": rng.normal(28, 0.2, 9)}}  # kernels: -2 us of -10 us
+    lands = Hybrid("L", "a", "dataflow-boundary", {}, "splitting k", ["main/lv1:k"], ["k"])
+    row = confirm.evaluate(measurement, "A", "B", [lands], [unit], unit_calls=launch_bound)["hybrids"][0]
+    assert row["recovered"]["median"] == pytest.approx(5.0, rel=0.1) and row["verdict"] == "confirmed"
 
 
 def test_a_hybrid_that_is_the_other_side_is_named_not_built():

@@ -35,7 +35,8 @@ samples, so A, B and h stay paired in time) and, for the unit share, A's and B's
 independently (the unit delta's own spread enters). Verdict: confirmed when the interval's
 lower bound is above `threshold` (default 0.5), refuted when its upper bound is below it, else
 inconclusive; inconclusive too when the delta it is judged against is not significant, or when a
-unit's share is surely above OVERSHOOT (the swap moved more than the unit: 438% is no confirmation).
+unit's share is surely above OVERSHOOT while the whole-graph share is surely above GRAPH_OVERSHOOT
+(the swap moved the graph past the other side: 438% of a unit is then no confirmation).
 """
 from __future__ import annotations
 
@@ -47,9 +48,12 @@ from rootcause.model import Hybrid
 from rootcause.stats import LEVEL, bootstrap_medians, percentile_interval
 
 THRESHOLD = 0.5
-# a hybrid judged on one unit whose recovered share is surely above this moved more than that unit:
-# it is not the unit's cause, whatever else it shows
+# A hybrid judged on one unit whose recovered share is surely above OVERSHOOT, and whose whole-graph
+# share is surely above GRAPH_OVERSHOOT, moved the graph past the other side: it changed more than
+# that unit. (Above OVERSHOOT alone is no sign: a launch-bound unit's kernels hold a fifth of what
+# its launches cost, and a hybrid that recovers 100% of the whole delta recovers 500% of them.)
 OVERSHOOT = 2.0
+GRAPH_OVERSHOOT = 1.25
 
 
 # ---- evaluation -------------------------------------------------------------------------
@@ -249,9 +253,9 @@ def _judge(h: Hybrid, u: dict[str, Any] | None, variants: dict[str, Any], name_a
         judged, against = unit, "unit"
         verdict_ = verdict(unit[1], unit[2], threshold)
         why = None if u["significant"] else "the unit's own delta is not significant"
-        if why is None and unit[1] > OVERSHOOT:
-            why = (f"it moves the graph by more than {OVERSHOOT:.0%} of the unit's delta, so the swap changes more "
-                   "than this unit")
+        if why is None and unit[1] > OVERSHOOT and graph[1] > GRAPH_OVERSHOOT:
+            why = (f"it moves the graph by more than {OVERSHOOT:.0%} of the unit's delta and more than the whole A-B "
+                   "delta, so the swap changes more than this unit")
         text = (f"{head}{_share(*unit[:3])} of the unit's {abs(d_unit) * 1e6:.1f} us and {speed}")
         out["unit_delta_s"] = d_unit
         out["recovered_unit"] = {"median": unit[0], "low": unit[1], "high": unit[2], "level": LEVEL,
