@@ -384,7 +384,7 @@ def _environment(doc, env) -> str:
     m = env["measurement"]
     if isinstance(m, dict) and (m.get("protocol") or m.get("file")):
         where = f" (<code>{esc(m['file'])}</code>)" if m.get("file") else ""
-        out.append(f"<li>Measurement{where}: {esc(m.get('protocol') or 'protocol not recorded')}, "
+        out.append(f"<li>Measurement{where}: {esc(view.protocol_text(m.get('protocol')))}, "
                    f"{esc(m.get('rounds') or 'n/a')} rounds, budget {esc(m.get('budget_s') or 'n/a')} s</li>")
     out.append("</ul>")
     out.append(f"<p>Reproduce the attribution:</p><pre>{esc(view.reproduce_command(doc))}</pre>")

@@ -539,3 +539,19 @@ def host_rows(doc: dict[str, Any], limit: int = 8) -> list[list[str]]:
                      fmt_interval(u["delta_ns"]), "yes" if u["significant"] else "no"])
     return rows
 
+
+def protocol_text(protocol: Any) -> str:
+    """A measurement protocol as a reader wants it: 'interleaved, 40 blocks x 5 repeats, 75 warm-up calls
+    (2 s), 95% intervals'; a text protocol as it is."""
+    if not isinstance(protocol, dict):
+        return str(protocol) if protocol else "protocol not recorded"
+    parts = ["interleaved"]
+    if protocol.get("blocks") is not None and protocol.get("repeats") is not None:
+        parts.append(f"{protocol['blocks']} blocks x {protocol['repeats']} repeats")
+    if protocol.get("warmup_calls") is not None:
+        parts.append(f"{protocol['warmup_calls']} warm-up calls"
+                     + (f" ({protocol['warmup_seconds']:g} s)" if isinstance(protocol.get("warmup_seconds"), (int, float)) else ""))
+    if isinstance(protocol.get("confidence"), (int, float)):
+        parts.append(f"{protocol['confidence']:.0%} intervals")
+    return ", ".join(parts)
+
