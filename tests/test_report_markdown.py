@@ -73,7 +73,8 @@ def test_verdict_line_and_tables(attribution):
 
 def test_footer_and_details(attribution):
     text = render_markdown(attribution)
-    assert text.count("<details>") == 2 == text.count("</details>")
+    assert text.count("<details>") == 3 == text.count("</details>")  # all units, all kernels, how to read this
+    assert "<summary>How to read this</summary>" in text
     tokens = MD.parse(text)
     assert [t.type for t in tokens].count("table_open") == 4  # tables inside <details> parse as tables
     assert "rootcause 0.1.0" in text.split("---")[-1] and "cupti" in text.split("---")[-1]
@@ -271,3 +272,12 @@ def test_a_delta_under_the_practical_threshold_says_so(attribution):
     assert "practical threshold of 530 ns" in verdict_sentence(verdict(doc))
     w["delta_ns"].update(low=-251.0, high=12.0)  # an interval that holds 0 needs no such words
     assert "threshold" not in verdict_sentence(verdict(doc))
+
+
+def test_readme_reading_guide_is_the_reports():
+    """The README's 'Reading a report' lists the guide every report closes with, word for word."""
+    from rootcause.report import view
+
+    readme = (ROOT / "README.md").read_text()
+    for term, what in view.READING_GUIDE:
+        assert f"- **{term}**: {what}" in readme

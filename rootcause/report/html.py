@@ -431,6 +431,8 @@ def render_html(attribution: dict[str, Any], device: str | None = None, title: s
         "<h2>Findings and evidence</h2>", _findings(doc, units, top),
         *(["<h2>Counterfactual hybrids</h2>", _confirmation(conf)] if conf is not None else []),
         "<h2>Environment and how to reproduce</h2>", _environment(doc, env),
+        "<h2>How to read this</h2>", "<dl>" + "".join(f"<dt>{esc(t)}</dt><dd>{esc(w)}</dd>"
+                                                     for t, w in view.READING_GUIDE) + "</dl>",
     ]
     plot_script = ("const FIGS=" + script_json(figs) + ";for(const [id,f] of Object.entries(FIGS)){"
                    "Plotly.newPlot(id,f.data,f.layout,{responsive:true,displaylogo:false});}")

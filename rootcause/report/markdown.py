@@ -208,6 +208,8 @@ def render_markdown(attribution: dict[str, Any], device: str | None = None, titl
         lines += _fit(["<details><summary>Findings of the other units</summary>", ""],
                       [_finding_line(unit, f) for unit, f in later], used, "findings")
         lines += ["", "</details>", ""]
+    lines += ["<details><summary>How to read this</summary>", ""]
+    lines += [f"- **{term}**: {text(what)}" for term, what in view.READING_GUIDE] + ["", "</details>", ""]
     lines += footer
     return "\n".join(lines) + "\n"
 

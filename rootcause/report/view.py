@@ -12,6 +12,8 @@ import re
 from typing import Any
 
 from rootcause.artifacts.attribution import get
+from rootcause.analysis.attribute import CPU_MIN_EFFECT_SHARE, MIN_EFFECT_SHARE
+from rootcause.analysis.confirm import THRESHOLD
 from rootcause.names import cut, short
 
 
@@ -554,4 +556,21 @@ def protocol_text(protocol: Any) -> str:
     if isinstance(protocol.get("confidence"), (int, float)):
         parts.append(f"{protocol['confidence']:.0%} intervals")
     return ", ".join(parts)
+
+
+# What a reader needs to read a report: one line per term, shown by every renderer and the README.
+READING_GUIDE = (
+    ("delta", "B - A, per graph call; positive means B is slower. Intervals are 95%, from the calls measured."),
+    ("unit", "the kernels of A and of B that compute the same ops (joined by provenance, names or shapes, said "
+             "as 'aligned by'); a fused kernel and the kernels it replaced are one unit."),
+    ("significant", f"the interval excludes 0 and the delta is at least {MIN_EFFECT_SHARE:.0%} of the call "
+                    f"({CPU_MIN_EFFECT_SHARE:.0%} for the whole graph on a CPU)."),
+    ("residual", "whole-graph time minus kernel time: launch overhead, gaps between kernels, host work."),
+    ("closure", "how much of the whole-graph delta the units and the residual add up to (near 100% when the "
+                "attribution accounts for the delta)."),
+    ("hybrid", "a counterfactual build: one side with the other side's choice for one unit (a fusion "
+               "boundary, a schedule, a configuration), measured with A and B."),
+    ("recovered share", "how much of the unit's delta the hybrid reproduces; confirmed when its interval lies "
+                        f"above {THRESHOLD:.0%}, refuted when below."),
+)
 
