@@ -128,6 +128,18 @@ def test_bisect_by_catalog_finds_3_8_0(cache: Path, tmp_path: Path) -> None:
     assert len(tested) <= 5  # a bisection, not a sweep: good, bad and log2(5) between
 
 
+def test_a_bisect_whose_analyze_cannot_finish_does_not_exit_0(cache: Path, tmp_path: Path) -> None:
+    """3.7.1 against 3.8.0 on the CPU: iree-base-runtime 3.7 has no host-execution profiler, so
+    the follow-on analyze cannot attribute; the bisection stands, and the exit status says the
+    command did not do all it was asked."""
+    proc = _cli("bisect", f"{SPEC}#v3_3_0", "--good", "3.3.0", "--bad", "3.8.0", "--by", "catalog",
+                "--out", str(tmp_path / "b"))
+    assert proc.returncode == 2, proc.stderr
+    assert json.loads((tmp_path / "b" / "bisect.json").read_text())["first_bad"] == "3.8.0"
+    line = [x for x in proc.stderr.splitlines() if x.startswith("rootcause bisect:")]
+    assert len(line) == 1 and "no host-execution profiler" in line[0] and "--no-analyze" in line[0]
+
+
 def test_bisect_by_time_finds_3_8_0_and_reruns_from_cache(cache: Path, tmp_path: Path) -> None:
     args = ("bisect", f"{SPEC}#v3_3_0", "--good", "3.3.0", "--bad", "3.8.0", "--threshold", "0.2",
             "--budget-s", "3", "--out", str(tmp_path / "b"), "--no-analyze")

@@ -5,15 +5,18 @@ run side by side as Ray tasks (docs/SWEEP.md); the measurements stay here.
 
 Writes OUT/bisect.json (every candidate's verdict and ratio), OUT/bundles/, OUT/runs/ and, from
 the analysis, OUT/analyze/ (attribution.json and the reports). Exit status 0 when a first bad
-version is found, 2 on bad input (including a good/bad pair that does not differ).
+version is found and analyzed, 2 on bad input (including a good/bad pair that does not differ),
+and 2 or 3 when the bisection finished but its analyze could not (bisect.json stands; the line
+says why).
 """
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from rootcause import argtypes, bisect, pipeline, spec as spec_mod, sweep as sweeps
-from rootcause.errors import UsageError
+from rootcause.errors import EXIT_BAD_INPUT, EXIT_TOOL_FAILED, ToolFailed, UsageError
 from rootcause.fileio import write_json
 from rootcause.report import render_text
 
@@ -78,9 +81,12 @@ def run(args: argparse.Namespace) -> int:
     spec_a, spec_b = search.specs(result)
     try:
         doc = _analyze(spec_a, spec_b, out / "analyze", args)
-    except UsageError as err:
-        print(f"analyze of {result['last_good']} against {result['first_bad']} could not finish: {err}")
-        return 0
+    except (UsageError, ToolFailed) as err:
+        # the bisection stands (bisect.json), but the command did not do all it was asked: not 0
+        print(f"rootcause bisect: analyze of {result['last_good']} against {result['first_bad']} could not finish: "
+              f"{err} (the bisection itself is in {out / 'bisect.json'}; --no-analyze skips this step)",
+              file=sys.stderr)
+        return EXIT_TOOL_FAILED if isinstance(err, ToolFailed) else EXIT_BAD_INPUT
     print(render_text(doc))
     return 0
 
