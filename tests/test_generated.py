@@ -1,0 +1,57 @@
+"""A seeded sample of generated regressions (benchmarks/gen_regressions.py), analyzed on the CPU,
+checked against invariants that hold on every input, with the truth from each pair's
+construction: no significant headline on A against A; no headline opposite to a direction the
+construction decides; every unit's kernels were launched; the unit blamed holds the kernel the
+perturbation made. The full scoreboard (top unit, cause) is the benchmark's."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import gen_regressions as gen  # noqa: E402
+
+SAMPLE = [("null", 0), ("recompute", 0)]
+
+
+@pytest.fixture(scope="module")
+def analyzed(tmp_path_factory) -> dict[str, tuple[gen.Pair, dict]]:
+    root = tmp_path_factory.mktemp("generated")
+    out = {}
+    for family, seed in SAMPLE:
+        pair = gen.generate(seed, family, root / "pairs")
+        att, err = gen.analyze(pair, root / "analyses" / pair.folder.name)
+        assert att is not None, f"{pair.folder.name}: analyze failed: {err}"
+        out[family] = (pair, att)
+    return out
+
+
+def test_generation_is_seeded(tmp_path):
+    a, b = gen.generate(3, "recompute", tmp_path / "x"), gen.generate(3, "recompute", tmp_path / "y")
+    assert (a.folder / "b.mlir").read_text() == (b.folder / "b.mlir").read_text() and a.truth == b.truth
+
+
+@pytest.mark.parametrize("family", [f for f, _ in SAMPLE])
+def test_invariants(analyzed, family):
+    pair, att = analyzed[family]
+    whole = att["whole_graph"]
+    if pair.truth["class"] == "null":
+        assert not whole["significant"], "A against A called significant"
+        assert not any(u["significant"] for u in att["units"])
+    if whole["significant"] and pair.truth["slower"] in ("A", "B"):
+        assert (whole["delta_ns"]["median"] > 0) == (pair.truth["slower"] == "B"), "headline against the construction"
+    launched = {(k["variant"], k["kernel"]) for k in att["kernels"] if k["launches_per_call"] > 0}
+    for u in att["units"]:
+        for v in "ab":
+            assert all((v, k) in launched for k in u[f"kernels_{v}"]), f"unit {u['unit']} lists a kernel never launched"
+
+
+def test_the_blamed_unit_holds_the_fused_kernel(analyzed):
+    """recompute: B has one kernel, the contraction that recomputes A's producer; the top unit holds it."""
+    pair, att = analyzed["recompute"]
+    top = max(att["units"], key=lambda u: abs(u["delta_ns"]["median"]))
+    (fused,) = {k["kernel"] for k in att["kernels"] if k["variant"] == "b"}
+    assert top["kernels_b"] == [fused]
