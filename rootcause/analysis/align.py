@@ -35,6 +35,12 @@ the rest go on to the next tier:
    matched units leave over computes the same rest, by elimination. This is how a fused
    IREE dispatch meets the dispatches it replaces (the einsum_fusion case: 'reduction' against
    'elementwise' + 'matmul_like'): their source ops are dispatch names, which differ.
+6b. absorbed: when only one side has kernels left and it launches more kernels per call than the
+   other, each of them launched right before a kernel of a unit with both sides joins that unit,
+   where the catalogs show the other side's kernels there doing at least the work (flops) of
+   this side's, the absorbed one included: a producer the other side fused into its consumer (a
+   chain fused into the contraction that consumes it, from two source files, where no location
+   is shared). Noted.
 7. what is left (kernels of one side only) is its own unit, flagged.
 
 One kernel, several call sites (the layernorm_unfused case: the unfused `mean` PrimFunc serves
@@ -63,7 +69,7 @@ UNIT_COLUMNS: dict[str, str] = {
     "kernels_b": "tuple of kernel names of variant B in this unit (may be empty)",
     "source_ops": "tuple of source-op ids (provenance) or op names (fused-name) covered",
     "method": "weakest tier that joined the unit: provenance, location, name, normalized-name, cpu-op, dispatch-name, "
-              "fused-name, shape, launch-order, remainder, unmatched",
+              "fused-name, shape, launch-order, remainder, absorbed, unmatched",
     "flagged": "True when the unit has kernels on one side only or was joined by shape",
 }
 
@@ -81,7 +87,7 @@ KERNEL_COLUMNS: dict[str, str] = {
 }
 
 TIERS = ("provenance", "location", "name", "normalized-name", "cpu-op", "dispatch-name", "fused-name", "shape",
-         "launch-order", "remainder", "unmatched")
+         "launch-order", "remainder", "absorbed", "unmatched")
 
 _DISPATCH = re.compile(r"^.*?(?:[$_]async)?_dispatch_\d+_(.+)$")
 INSTANCE = "#@"  # node name of the i-th launch of a split kernel: KERNEL#@i
@@ -303,7 +309,7 @@ def align(events_a: pd.DataFrame, events_b: pd.DataFrame,
             shared = tuple(k.call_sites) if k and len(k.call_sites) > 1 else ()
             info[node] = {"catalog": k is not None, "source_ops": tuple(ops),
                           "source_locs": tuple(k.source_locs) if k else (), "shared_call_sites": shared,
-                          "bytes_moved": k.bytes_moved if k else None}
+                          "bytes_moved": k.bytes_moved if k else None, "flops": k.flops if k else None}
         if catalogs["a"] and catalogs["b"]:
             _split_per_op(v, names, info, events_a if v == "a" else events_b)
         missing = [n for n in names[v] if catalogs[v] and not info[f"{v}:{n}"]["catalog"]]
@@ -415,10 +421,49 @@ def align(events_a: pd.DataFrame, events_b: pd.DataFrame,
         notes.append(f"{len(left['a'])} kernel(s) of A and {len(left['b'])} of B matched no tier and "
                      f"were joined as the remainder of the same entry function (by elimination): "
                      f"{', '.join(left['a'][:3])} against {', '.join(left['b'][:3])}")
+    # 6b. a producer fused into its consumer: only one side has kernels left, and it launches more
+    left = pending()
+    for v, other in (("a", "b"), ("b", "a")):
+        if left[v] and not left[other]:
+            joined = _absorbed(v, left[v], {"a": events_a, "b": events_b}, uf, pending, info)
+            for node, anchor in joined:
+                uf.union(node, anchor)
+            place([node for node, _ in joined], "absorbed")
+            if joined:
+                notes.append(f"{len(joined)} kernel(s) of {v.upper()} with no counterpart joined the unit of the "
+                             "kernel launched right after them (a producer the other side fused into its "
+                             "consumer): " + ", ".join(f"{n[2:]} -> {a[2:]}" for n, a in joined[:3]))
     # 7. the rest
     place(list(info), "unmatched")
 
     return _tables(names, info, uf, method, fused, notes)
+
+
+def _absorbed(v: str, free: list[str], events: dict[str, pd.DataFrame], uf: _UnionFind,
+              pending, info: dict[str, dict]) -> list[tuple[str, str]]:
+    """(node, anchor node) for tier 6b: side v's unmatched kernels each launched right before a
+    kernel whose unit has both sides, when v launches more kernels a call than the other side and
+    the catalogs show the other side's kernels of that unit doing at least the work of v's,
+    the absorbed one included (a fused kernel computes what it absorbed; an extra library call
+    with no catalog evidence stays a unit of its own)."""
+    other = "b" if v == "a" else "a"
+    calls = {s: _one_call(events[s]) for s in "ab"}
+    if len(calls[v]) <= len(calls[other]):
+        return []
+    settled = {n for n in calls[v] if n not in pending()[v]}
+    out = []
+    for i, kernel in enumerate(calls[v][:-1]):
+        after = calls[v][i + 1]
+        if kernel not in free or after not in settled or any(n == f"{v}:{kernel}" for n, _ in out):
+            continue
+        root = uf.find(f"{v}:{after}")
+        unit = {s: [n for n in info if n[0] == s and uf.find(n) == root] for s in "ab"}
+        mine = [info[n]["flops"] for n in unit[v]] + [info[f"{v}:{kernel}"]["flops"]]
+        theirs = [info[n]["flops"] for n in unit[other]]
+        if None in mine or None in theirs or sum(theirs) < sum(mine):
+            continue
+        out.append((f"{v}:{kernel}", f"{v}:{after}"))
+    return out
 
 
 def _one_call(events: pd.DataFrame) -> list[str]:

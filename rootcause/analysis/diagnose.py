@@ -588,14 +588,14 @@ def _unit_rules(unit: dict[str, Any], att: Attribution) -> list[Callable[[Contex
 # --- whole-graph rule ------------------------------------------------------------------------
 
 def launch_overhead(att: Attribution) -> list[dict[str, Any]]:
-    """The residual (launch overhead, gaps, host) accounts for much of the delta. Not when its
-    change is within the profiler's excess (a side's negative residual: its profiled kernels
+    """The residual (launch overhead, gaps, host) accounts for much of a significant whole-graph
+    delta. Not when its change is within the profiler's excess (a side's negative residual: its profiled kernels
     outlast its measured call by that much), nor when the side that spends more outside the
     kernels launches fewer of them (then it is not launch overhead), nor from an ncu profile
     (kernels replayed one by one: no timeline); each says so in cannot_conclude."""
     r, wd = att.residual, att.whole_graph["delta_ns"]["median"]
-    if not r["significant"]:
-        return []
+    if not r["significant"] or not att.whole_graph.get("significant"):
+        return []  # a share of a delta that is not there (+759% of an A-against-A noise) explains nothing
     d = r["delta_ns"]["median"]
     biggest_unit = max((abs(u["delta_ns"]["median"]) for u in att.units), default=0.0)
     if wd and abs(d) < 0.25 * abs(wd) and abs(d) < biggest_unit:
