@@ -55,3 +55,25 @@ def test_the_blamed_unit_holds_the_fused_kernel(analyzed):
     top = max(att["units"], key=lambda u: abs(u["delta_ns"]["median"]))
     (fused,) = {k["kernel"] for k in att["kernels"] if k["variant"] == "b"}
     assert top["kernels_b"] == [fused]
+
+
+def test_the_h200_batch_measures_its_nulls_alike():
+    """The committed H200 batch (fixtures/captures/h200-2026-12-05-gen): the 40 A-against-A pairs'
+    interleaved medians agree within 5% (one build against itself), and every generated pair of
+    the batch was run."""
+    import json
+    import tarfile
+
+    folder = ROOT / "fixtures/captures/h200-2026-12-05-gen"
+    runs = {}
+    for part in ("results-call1.tar.gz", "results-call2.tar.gz"):
+        with tarfile.open(folder / part) as tar:
+            for member in tar.getmembers():
+                if member.name.endswith("/measurement.json"):
+                    runs[member.name.split("/")[1]] = json.load(tar.extractfile(member))
+    assert sorted(runs) == sorted((folder / "cases.txt").read_text().split())
+    nulls = [case for case in runs if case.startswith("null-")]
+    assert len(nulls) == 40
+    for case in nulls:
+        med = [v["median_s"] for v in runs[case]["measurement"]["variants"].values()]
+        assert max(med) / min(med) < 1.05, case
