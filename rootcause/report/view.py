@@ -12,9 +12,9 @@ import re
 from typing import Any
 
 from rootcause.artifacts.attribution import get
-from rootcause.analysis.attribute import CPU_MIN_EFFECT_SHARE, MIN_EFFECT_SHARE
 from rootcause.analysis.confirm import THRESHOLD
 from rootcause.names import cut, short
+from rootcause.stats import CPU_MIN_EFFECT_SHARE, MIN_EFFECT_SHARE
 
 
 
