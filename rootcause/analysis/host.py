@@ -20,17 +20,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from parsers.chrome_trace import LOADER_PREFIX
 from rootcause.analysis.attribute import MIN_EFFECT_SHARE, separable
 from rootcause.stats import median_ci
 
 OUTSIDE = "(outside host ops)"
-LOADER = "enumerate(DataLoader)#"
 
 
 def op_key(name: str) -> str:
     """The name two sides share: 'enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__' and
     its multi-process twin are one fetch."""
-    return "enumerate(DataLoader)#__next__" if name.startswith(LOADER) else name
+    return f"{LOADER_PREFIX}__next__" if name.startswith(LOADER_PREFIX) else name
 
 
 def step_thread(steps: pd.DataFrame, host: pd.DataFrame) -> tuple[str, str] | None:
@@ -61,7 +61,8 @@ def per_step(steps: pd.DataFrame, host: pd.DataFrame) -> pd.DataFrame | None:
                 continue  # runs past the step, or is inside a span already counted
             if names[i] == s.name and starts[i] == s.start_ns:
                 continue  # the step's own span
-            row[op_key(names[i])] = row.get(op_key(names[i]), 0.0) + float(ends[i] - starts[i])
+            key = op_key(names[i])
+            row[key] = row.get(key, 0.0) + float(ends[i] - starts[i])
             reach = ends[i]
         row[OUTSIDE] = float(s.duration_ns) - sum(row.values())
         rows.append(row)
@@ -69,7 +70,7 @@ def per_step(steps: pd.DataFrame, host: pd.DataFrame) -> pd.DataFrame | None:
 
 
 def _ival(x: np.ndarray) -> dict[str, float]:
-    lo, hi = median_ci(x) if len(x) > 1 else (float(x[0]), float(x[0]))
+    lo, hi = median_ci(x)  # one step: both ends are that step
     return {"median": float(np.median(x)), "low": lo, "high": hi}
 
 
