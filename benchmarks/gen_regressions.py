@@ -66,6 +66,27 @@ def _chain_body(chain: list[str], first: str) -> tuple[list[str], str]:
     return lines, v
 
 
+def _contraction(m: int, k: int, n: int, lhs: str, chain: list[str]) -> str:
+    """%y = sum over l of chain(lhs[i, l]) * w[l, j], the chain (possibly empty) applied inside the
+    contraction's payload, with its accumulator."""
+    body, last = _chain_body(chain, "%a")
+    payload = "".join(f"      {line}\n" for line in body)
+    return f"""  %oe = tensor.empty() : tensor<{m}x{n}xf32>
+  %acc = linalg.fill ins(%zero : f32) outs(%oe : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
+  %y = linalg.generic {{indexing_maps = [affine_map<(i, j, l) -> (i, l)>, affine_map<(i, j, l) -> (l, j)>,
+                                        affine_map<(i, j, l) -> (i, j)>],
+                       iterator_types = ["parallel", "parallel", "reduction"]}}
+       ins({lhs}, %w : tensor<{m}x{k}xf32>, tensor<{k}x{n}xf32>) outs(%acc : tensor<{m}x{n}xf32>) {{
+    ^bb0(%a: f32, %b: f32, %o: f32):
+{payload}      %ab = arith.mulf {last}, %b : f32
+      %s = arith.addf %o, %ab : f32
+      linalg.yield %s : f32
+  }} -> tensor<{m}x{n}xf32>
+  return %y : tensor<{m}x{n}xf32>
+}}
+"""
+
+
 def _split_module(m: int, k: int, n: int, chain: list[str]) -> str:
     body, last = _chain_body(chain, "%in")
     body = "\n        ".join(body)
@@ -83,43 +104,14 @@ func.func @main(%x: tensor<{m}x{k}xf32>, %w: tensor<{k}x{n}xf32>) -> tensor<{m}x
     }} -> tensor<{m}x{k}xf32>
     flow.return %r : tensor<{m}x{k}xf32>
   }}
-  %oe = tensor.empty() : tensor<{m}x{n}xf32>
-  %acc = linalg.fill ins(%zero : f32) outs(%oe : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
-  %y = linalg.generic {{indexing_maps = [affine_map<(i, j, l) -> (i, l)>, affine_map<(i, j, l) -> (l, j)>,
-                                        affine_map<(i, j, l) -> (i, j)>],
-                       iterator_types = ["parallel", "parallel", "reduction"]}}
-       ins(%p, %w : tensor<{m}x{k}xf32>, tensor<{k}x{n}xf32>) outs(%acc : tensor<{m}x{n}xf32>) {{
-    ^bb0(%a: f32, %b: f32, %o: f32):
-      %ab = arith.mulf %a, %b : f32
-      %s = arith.addf %o, %ab : f32
-      linalg.yield %s : f32
-  }} -> tensor<{m}x{n}xf32>
-  return %y : tensor<{m}x{n}xf32>
-}}
-"""
+""" + _contraction(m, k, n, "%p", [])
 
 
 def _fused_module(m: int, k: int, n: int, chain: list[str]) -> str:
-    body, last = _chain_body(chain, "%a")
-    body = "\n      ".join(body)
     return f"""// generated: the chain fused into the contraction, recomputed for every output column
 func.func @main(%x: tensor<{m}x{k}xf32>, %w: tensor<{k}x{n}xf32>) -> tensor<{m}x{n}xf32> {{
   %zero = arith.constant 0.0 : f32
-  %oe = tensor.empty() : tensor<{m}x{n}xf32>
-  %acc = linalg.fill ins(%zero : f32) outs(%oe : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
-  %y = linalg.generic {{indexing_maps = [affine_map<(i, j, l) -> (i, l)>, affine_map<(i, j, l) -> (l, j)>,
-                                        affine_map<(i, j, l) -> (i, j)>],
-                       iterator_types = ["parallel", "parallel", "reduction"]}}
-       ins(%x, %w : tensor<{m}x{k}xf32>, tensor<{k}x{n}xf32>) outs(%acc : tensor<{m}x{n}xf32>) {{
-    ^bb0(%a: f32, %b: f32, %o: f32):
-      {body}
-      %ab = arith.mulf {last}, %b : f32
-      %s = arith.addf %o, %ab : f32
-      linalg.yield %s : f32
-  }} -> tensor<{m}x{n}xf32>
-  return %y : tensor<{m}x{n}xf32>
-}}
-"""
+""" + _contraction(m, k, n, "%x", chain)
 
 
 def _reference(chain: list[str]) -> str:
