@@ -41,6 +41,8 @@ class CatalogKernel:
       built from one source that share a location compute (part of) the same input op.
     - bytes_moved: bytes the kernel must read + write at minimum (from buffer shapes), or None.
     - flops: arithmetic work estimate, or None.
+    - module_paths: for a model source ([model]), the modules of the model whose ops the kernel
+      computes ('layers.3.mlp.down'), in op order; [] otherwise.
     """
 
     name: str
@@ -53,6 +55,7 @@ class CatalogKernel:
     source_locs: list[str] = field(default_factory=list)
     bytes_moved: int | None = None
     flops: int | None = None
+    module_paths: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -73,6 +76,9 @@ class BuildOutput:
     binary_files: list[Path] = field(default_factory=list)  # extracted device binaries
     versions: dict[str, str] = field(default_factory=dict)  # compiler and tool versions
     notes: list[str] = field(default_factory=list)  # what could not be filled, said plainly
+    # The entry's inputs when the build derived them (a [model] source: weights, then the example
+    # inputs; rootcause.spec.model_inputs); None: the spec's own [[inputs]].
+    inputs: list[Any] | None = None
 
 
 @dataclass

@@ -26,12 +26,15 @@ from typing import Any
 
 from rootcause import envs, frontends, inputs as inputs_mod
 from rootcause.errors import UsageError
+from rootcause.exporters import EXPORTERS
 
 DISTRIBUTIONS = ("uniform", "normal", "zeros", "ones")
 TOP_KEYS = ("name", "frontend", "source", "target", "entry", "inputs", "reference", "tvm", "iree",
-            "allow_outside_paths", "toolchain", "python")  # + the registered frontends' own tables
+            "allow_outside_paths", "toolchain", "python", "model")  # + the registered frontends' own tables
 INPUT_KEYS = ("shape", "dtype", "distribution", "low", "high", "mean", "std", "seed", "file")
 REFERENCE_KEYS = ("python", "rtol", "atol")
+MODEL_KEYS = ("exporter", "factory", "weights")
+WEIGHT_KEYS = ("distribution", "low", "high", "mean", "std", "seed")
 TVM_KEYS = ("opt_level", "skip_passes", "dataflow_boundaries_after", "schedule_overrides")
 IREE_KEYS = ("flags", "unchecked_flags", "input_type", "function", "substitute_configurations")
 # dtypes each frontend's runtime takes at its boundary (tvm.runtime.tensor, iree.runtime
@@ -98,6 +101,16 @@ class IreeOptions:
 
 
 @dataclass
+class ModelSpec:
+    """[model]: the source is a Python file defining a model (rootcause.exporters), not compiler IR.
+    weights: how every learned parameter is drawn (its shape and dtype come from the export; the
+    n-th weight gets seed + n)."""
+    exporter: str  # 'torch' | 'jax'
+    factory: str = "make_model"
+    weights: InputSpec = field(default_factory=lambda: InputSpec([], distribution="normal", std=0.02, seed=1000))
+
+
+@dataclass
 class VariantSpec:
     name: str
     frontend: str
@@ -119,6 +132,7 @@ class VariantSpec:
     # an existing environment's interpreter. Both empty: the installed compiler.
     toolchain: list[str] = field(default_factory=list)
     python: Path | None = None
+    model: ModelSpec | None = None
 
     def where(self, section: str, key: str | None = None) -> str:
         """'spec.toml: [variants.off.tvm].skip_passes' style place for error messages."""
@@ -152,7 +166,14 @@ class VariantSpec:
             tvm=TvmOptions(**tvm), iree=IreeOptions(**iree), spec_file=Path(d["spec_file"]),
             variant=d.get("variant"), variant_table=d.get("variant_table", {}),
             allow_outside_paths=bool(d.get("allow_outside_paths", False)), options=d.get("options", {}),
-            toolchain=list(d.get("toolchain", [])), python=Path(d["python"]) if d.get("python") else None)
+            toolchain=list(d.get("toolchain", [])), python=Path(d["python"]) if d.get("python") else None,
+            model=_model_from_dict(d.get("model")))
+
+
+def _model_from_dict(d: dict[str, Any] | None) -> ModelSpec | None:
+    if not d:
+        return None
+    return ModelSpec(d["exporter"], d["factory"], InputSpec(**{**d["weights"], "file": None}))
 
 
 def _paths_to_str(obj: Any) -> Any:
@@ -275,12 +296,61 @@ def _check(d: dict[str, Any], spec_file: Path, variant: str | None, table: dict[
         options = frontends.get(d["frontend"]).check_options(d.get(d["frontend"], {}),
                                                              lambda key: probe.where(d["frontend"], key))
     toolchain, python = _toolchain(d, files, probe)
+    model = _model(d.get("model"), source, probe, d["frontend"])
     spec = VariantSpec(d["name"], d["frontend"], source, d["target"], d["entry"], inputs, reference,
-                       tvm, iree, spec_file, variant, table, outside, options, toolchain, python)
+                       tvm, iree, spec_file, variant, table, outside, options, toolchain, python, model)
     check_source = getattr(frontends.get(spec.frontend), "check_source", None)
     if check_source is not None and inputs:
         check_source(spec)  # what the frontend can check of its source without its compiler
     return spec
+
+
+def _model(d: Any, source: Path, probe: VariantSpec, frontend: str) -> ModelSpec | None:
+    if d is None:
+        return None
+    where = probe.where("model")
+    _keys(d, MODEL_KEYS, where)
+    exporter = d.get("exporter")
+    if exporter not in EXPORTERS:
+        raise UsageError(f"{probe.where('model', 'exporter')}: must be one of {', '.join(EXPORTERS)}, got {exporter!r}")
+    factory = d.get("factory", "make_model")
+    if not isinstance(factory, str) or not _IDENTIFIER.match(factory):
+        raise UsageError(f"{probe.where('model', 'factory')}: must be a Python function name, got {factory!r}")
+    if source.suffix != ".py":
+        raise UsageError(f"{probe.where('', 'source')}: a [model] source is the Python file defining the model, "
+                         f"got {source.name}")
+    weights = d.get("weights", {})
+    _keys(weights, WEIGHT_KEYS, probe.where("model", "weights"))
+    # checked as an input of one element: the same distributions, parameters and seed rules
+    drawn = _input(0, {"distribution": "normal", "std": 0.02, "seed": 1000, **weights, "shape": [1]},
+                   _Files(source.parent, True), probe, frontend, probe.where("model", "weights"))
+    return ModelSpec(exporter, factory, dataclasses.replace(drawn, shape=[]))
+
+
+def model_inputs(spec: VariantSpec, arguments: list[dict[str, Any]]) -> list[InputSpec]:
+    """The inputs of an exported model's function, in call order: each weight drawn as [model]
+    weights says (seed + its index among the weights), each example input as the spec's own
+    [[inputs]] row of that place, whose shape and dtype must be the export's."""
+    assert spec.model is not None
+    out: list[InputSpec] = []
+    given = iter(enumerate(spec.inputs))
+    n_inputs = sum(1 for a in arguments if a["role"] == "input")
+    if len(spec.inputs) != n_inputs:
+        raise UsageError(f"{spec.where('', 'inputs')}: {spec.source.name}'s example inputs are {n_inputs}, "
+                         f"the spec gives {len(spec.inputs)} [[inputs]]")
+    weights = 0
+    for arg in arguments:
+        if arg["role"] == "weight":
+            out.append(dataclasses.replace(spec.model.weights, shape=list(arg["shape"]), dtype=arg["dtype"],
+                                           seed=spec.model.weights.seed + weights))
+            weights += 1
+            continue
+        i, row = next(given)
+        if list(row.shape) != list(arg["shape"]) or row.dtype != arg["dtype"]:
+            raise UsageError(f"{spec.where('', 'inputs')}[{i}]: {row.shape} {row.dtype}, but the model's example "
+                             f"input {i} is {arg['shape']} {arg['dtype']}")
+        out.append(row)
+    return out
 
 
 def _keys(d: Any, valid: tuple[str, ...], where: str) -> None:
@@ -427,8 +497,9 @@ def _sized(shape: list[int], dtype: str, where: str) -> None:
                          f"{size} bytes: overflows int64")
 
 
-def _input(i: int, item: Any, files: _Files, probe: VariantSpec, frontend: str) -> InputSpec:
-    where = f"{probe.where('', 'inputs')}[{i}]"
+def _input(i: int, item: Any, files: _Files, probe: VariantSpec, frontend: str,
+           where: str | None = None) -> InputSpec:
+    where = where or f"{probe.where('', 'inputs')}[{i}]"
     _keys(item, INPUT_KEYS, where)
     if "file" in item:
         return _file_input(item, files, where, frontend)

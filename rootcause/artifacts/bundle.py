@@ -112,7 +112,7 @@ RESOURCES = {"name?": Opt(str), "file?": Opt(str), "format?": Opt(str), "arch?":
              "extra?": Opt(dict)}
 CATALOG_KERNEL = {"name": str, "function?": str, "source_ops?": [str], "call_sites?": [str],
                   "launch?": {"grid?": EXTENT, "block?": EXTENT, "dynamic_shared_bytes?": COUNT, "grids?": Opt(dict)},
-                  "resources?": RESOURCES, "schedule?": dict, "source_locs?": [str], "bytes_moved?": Opt(NUM),
+                  "resources?": RESOURCES, "schedule?": dict, "source_locs?": [str], "module_paths?": [str], "bytes_moved?": Opt(NUM),
                   "flops?": Opt(NUM)}
 # What compare reads of a manifest given as a catalog (--catalog-a), and all a bundle's holds.
 TOOLCHAIN = {"source?": Opt(str), "requirements?": Opt([str]), "python?": Opt(str),
@@ -215,7 +215,7 @@ def write_bundle(spec: VariantSpec, built: BuildOutput, build_dir: Path, bundle_
     ir = [_copy(p, build_dir, bundle_dir) for p in built.ir_files]
     binaries = [_copy(p, build_dir, bundle_dir) for p in built.binary_files]
     inputs, arrays, unstored = [], [], []
-    for n, ispec in enumerate(spec.inputs):
+    for n, ispec in enumerate(spec.inputs if built.inputs is None else built.inputs):
         where = spec.where(f"inputs[{n}]")
         shape, dtype = shape_dtype(ispec, where=where)
         row = {"shape": list(shape), "dtype": str(dtype), "distribution": ispec.distribution,

@@ -41,6 +41,7 @@ from rootcause.frontends.iree.catalog import LOCATED_FLOW
 from rootcause.frontends.iree.compile import (DEDUP_PASS, KEEP_PHASES, compile_command, compile_error,
                                              compiler_version, locations_command)
 from rootcause.frontends.iree.configs import check_substitutions, prepare_substitutions
+from rootcause.frontends.iree.model import exported_spec, module_paths
 from rootcause.model import BuildOutput
 
 
@@ -70,6 +71,9 @@ def build(spec: Any, out_dir: Path) -> BuildOutput:
     bins = out_dir / "binaries"
     for d in (ir, bins):
         d.mkdir(parents=True, exist_ok=True)
+    exported = None
+    if spec.model is not None:
+        spec, exported = exported_spec(spec, out_dir)
     check_syntax(spec.source)
     substitutions = prepare_substitutions(spec, ir)
     cmd = compile_command(spec, out_dir, substitutions)
@@ -97,12 +101,17 @@ def build(spec: Any, out_dir: Path) -> BuildOutput:
 
     kernels = catalog(out_dir, spec.target, notes)
     versions = {"iree-compiler": compiler_version(), "python": sys.version.split()[0]}
+    if exported is not None:
+        known = set(exported.module_paths.values())
+        for kernel in kernels:
+            kernel.module_paths = module_paths(kernel.source_locs, known)
+        versions.update(exported.versions)
     if any(k.resources.get("format") == "vmfb/ptx->ptxas" for k in kernels):
         from rootcause import ptxas
         versions["ptxas"] = ptxas.ptxas_version() or "unknown"
-    ir_files = sorted(ir.glob("*.mlir")) + sorted((ir / "phases").glob("*.mlir"),
+    ir_files = ([spec.source] if exported is not None else []) + sorted(ir.glob("*.mlir")) + sorted((ir / "phases").glob("*.mlir"),
                                                   key=lambda p: int(p.stem.split(".")[-2]))
     ir_files += sorted((ir / "substitutions").glob("*")) + sorted((ir / "unsubstituted").glob("*.mlir"))
     return BuildOutput(module_path=out_dir / "module.vmfb", kernels=kernels, ir_files=ir_files,
                        binary_files=sorted(p for p in bins.iterdir() if p.is_file()),
-                       versions=versions, notes=notes)
+                       versions=versions, notes=notes, inputs=None if exported is None else spec.inputs)

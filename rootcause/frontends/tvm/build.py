@@ -19,6 +19,7 @@ host without the compiler can import the package.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -34,11 +35,11 @@ from rootcause.frontends.tvm.catalog import kernel_catalog
 from rootcause.frontends.tvm.overrides import apply_overrides
 from rootcause.frontends.tvm.provenance import provenance
 from rootcause.frontends.tvm.rules import rule_choices, verify_rules
-from rootcause.frontends.tvm.source import load_source
+from rootcause.frontends.tvm.source import from_model, load_source
 from rootcause.frontends.tvm.work import work_counts
 from rootcause.model import BuildOutput
 from rootcause.model import CatalogKernel
-from rootcause.spec import VariantSpec
+from rootcause.spec import InputSpec, VariantSpec, model_inputs
 
 SAVED_STAGES = ("FuseOps", "FuseTIR", "ApplyDefaultSchedule")
 
@@ -62,9 +63,12 @@ def build(spec: VariantSpec, out_dir: Path) -> BuildOutput:
     binaries, notes = extract_binaries(module_path, out_dir) if spec.target.startswith("cuda") else ([], [])
     notes = list(result["notes"]) + notes
     notes += fill_resources(kernels, [p for p in binaries if p.suffix == ".cubin"], spec.target)
+    inputs = result.get("inputs")
     return BuildOutput(module_path=module_path, kernels=kernels,
                        ir_files=[out_dir / p for p in result["ir_files"]], binary_files=binaries,
-                       versions=result["versions"], notes=notes)
+                       versions=result["versions"], notes=notes,
+                       inputs=None if inputs is None else [InputSpec(**{**i, "file": Path(i["file"]) if i["file"] else None})
+                                                          for i in inputs])
 
 
 def build_env(target: str) -> dict[str, str]:
@@ -108,7 +112,12 @@ def _build_in_process(spec: VariantSpec, out_dir: Path) -> dict[str, Any]:
     stages = pipeline_module(spec, target)
     ir_dir = out_dir / "ir"
     ir_dir.mkdir(parents=True, exist_ok=True)
-    mod = load_source(spec)
+    exported = None
+    if spec.model is not None:
+        mod, exported = from_model(spec)
+        spec = dataclasses.replace(spec, inputs=model_inputs(spec, exported.arguments))
+    else:
+        mod = load_source(spec)
     _check_inputs(spec, mod)
     ir_files = [_save_ir(ir_dir / "00_input.py", mod)]
     notes: list[str] = []
@@ -152,9 +161,21 @@ def _build_in_process(spec: VariantSpec, out_dir: Path) -> dict[str, Any]:
         executable = relax.build(mod, target=target, relax_pipeline=None, tir_pipeline="default")
     module_path = out_dir / "module.so"
     executable.export_library(str(module_path))
+    versions = _versions(spec)
+    if exported is not None:
+        for kernel in catalog:
+            kernel["module_paths"] = op_module_paths(kernel["source_ops"], exported.module_paths)
+        versions.update(exported.versions)
     return {"module_path": "module.so", "kernels": catalog,
             "ir_files": [str(p.relative_to(out_dir)) for p in ir_files],
-            "versions": _versions(spec), "notes": notes}
+            "versions": versions, "notes": notes,
+            "inputs": [dataclasses.asdict(i) for i in spec.inputs] if exported is not None else None}
+
+
+def op_module_paths(source_ops: list[str], paths: dict[str, str]) -> list[str]:
+    """The module paths of provenance ids '<fn>/<binding>:<callee>', in op order, each once."""
+    names = [op.split("/", 1)[-1].rsplit(":", 1)[0] for op in source_ops]
+    return list(dict.fromkeys(paths[n] for n in names if n in paths))
 
 
 def make_target(spec: VariantSpec) -> Any:

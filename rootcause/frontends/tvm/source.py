@@ -7,6 +7,7 @@ from typing import Any
 
 from rootcause.child import first_error_line
 from rootcause.errors import UsageError
+from rootcause.exporters import Exported
 from rootcause.spec import VariantSpec
 
 _TVMSCRIPT_RE = re.compile(r"^@(I|tvm\.script\.ir|ir)\.ir_module", re.M)
@@ -63,3 +64,50 @@ def _from_python(path: Path) -> Any:
             return namespace[key]()
     raise UsageError(f"{path}: defines no IRModule 'Module' or 'mod' and no factory "
                      "make_module()/get_module()")
+
+
+def from_model(spec: VariantSpec) -> tuple[Any, Exported]:
+    """The Relax module of a [model] source and its export record, whose module_paths are keyed
+    by the entry's binding names ('lv7' -> 'layers.0.mlp.gate'), the names provenance ids carry."""
+    assert spec.model is not None
+    if spec.model.exporter != "torch":
+        raise UsageError(f"{spec.where('model', 'exporter')}: the tvm frontend takes PyTorch models "
+                         f"(torch.export into Relax); build a {spec.model.exporter} model with the iree frontend")
+    from tvm.relax.frontend.torch.exported_program_translator import ExportedProgramImporter
+
+    from rootcause.exporters import torch_export
+
+    program, exported = torch_export.export(spec.source, spec.model.factory)
+    importer = ExportedProgramImporter()
+    try:
+        mod = importer.from_exported_program(program, False, False, False, None)
+    except Exception as err:  # noqa: BLE001  an op TVM's importer does not convert is the model's limit
+        raise UsageError(f"{spec.source}: TVM's PyTorch importer failed: "
+                         f"{first_error_line(str(err) or type(err).__name__)}") from None
+    exported.module_paths = _binding_paths(mod["main"], importer.env, exported.module_paths)
+    if spec.entry != "main":
+        raise UsageError(f"{spec.where('', 'entry')}: an exported PyTorch model's function is 'main'")
+    import tvm
+
+    exported.versions["apache-tvm"] = tvm.__version__
+    return mod, exported
+
+
+def _binding_paths(func: Any, env: dict[Any, Any], node_paths: dict[str, str]) -> dict[str, str]:
+    """Relax binding name -> module path. The importer converts FX nodes in order and binds each
+    node's result last, so the bindings up to a node's result var are that node's ops."""
+    from tvm import relax
+
+    owner = {var: node.name for node, var in env.items() if isinstance(var, relax.Var)}
+    out: dict[str, str] = {}
+    pending: list[str] = []
+    for block in func.body.blocks:
+        for binding in block.bindings:
+            pending.append(binding.var.name)
+            node = owner.get(binding.var)
+            if node is not None:
+                for name in pending:
+                    if node in node_paths:
+                        out[name] = node_paths[node]
+                pending = []
+    return out

@@ -1,0 +1,46 @@
+"""JAX models: jax.export of the jitted function, StableHLO text out.
+
+The factory returns (function, params, example_inputs) with function(params, *inputs); the exported
+function takes the params' leaves first (role 'weight', named by their pytree path), then the
+inputs. jax.export keeps the MLIR module's name (`module @jit_<function>`).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rootcause.errors import UsageError
+from rootcause.exporters import Exported, load_factory
+
+
+def to_stablehlo(source: Path, factory: str) -> Exported:
+    import jax
+
+    made = load_factory(source, factory)
+    if not (isinstance(made, tuple) and len(made) == 3 and callable(made[0])):
+        raise UsageError(f"{source}: {factory}() must return (function, params, example_inputs), got "
+                         f"{type(made).__name__}")
+    function, params, example = made
+    example = tuple(example) if isinstance(example, (tuple, list)) else (example,)
+    leaves, tree = jax.tree_util.tree_flatten_with_path(params)
+    arguments = [_row(jax.tree_util.keystr(path).strip("[]'.").replace("']['", "."), leaf, "weight")
+                 for path, leaf in leaves]
+    arguments += [_row(f"input{i}", x, "input") for i, x in enumerate(example)]
+    n = len(leaves)
+
+    def flat(*args: Any) -> Any:
+        return function(jax.tree_util.tree_unflatten(tree, args[:n]), *args[n:])
+
+    flat.__name__ = getattr(function, "__name__", "model")
+    shapes = [jax.ShapeDtypeStruct(tuple(r["shape"]), r["dtype"]) for r in arguments]
+    try:
+        text = jax.export.export(jax.jit(flat))(*shapes).mlir_module()
+    except Exception as err:  # noqa: BLE001  jax's own diagnosis of the function
+        from rootcause.child import first_error_line
+
+        raise UsageError(f"{source}: jax.export failed: {first_error_line(str(err) or type(err).__name__)}") from None
+    return Exported(arguments, text=text, versions={"jax": jax.__version__})
+
+
+def _row(name: str, value: Any, role: str) -> dict[str, Any]:
+    return {"name": name or role, "shape": [int(d) for d in value.shape], "dtype": str(value.dtype), "role": role}

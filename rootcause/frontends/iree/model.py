@@ -1,0 +1,88 @@
+"""[model] sources for IREE: the model exported to MLIR in a child process (the model's file is
+user code, and torch or jax cost seconds to import), then compiled like any MLIR source.
+
+- torch: torch.export (rootcause.exporters.torch_export), imported to the torch dialect by the
+  FX importer iree-base-compiler ships (iree.compiler.extras.fx_importer); each op's innermost
+  location is its module path, so a dispatch's source_locs name the modules it computes.
+- jax: jax.export's StableHLO (rootcause.exporters.jax_export), the module's own name kept.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from rootcause import child
+from rootcause.exporters import Exported
+from rootcause.fileio import write_atomic, write_json
+from rootcause.spec import VariantSpec, model_inputs
+
+INPUT_TYPES = {"torch": "torch", "jax": "stablehlo"}
+SOURCE = "model.mlir"
+
+
+def exported_spec(spec: VariantSpec, out_dir: Path) -> tuple[VariantSpec, Exported]:
+    """spec with its source replaced by the exported MLIR (out_dir/model.mlir), its inputs by the
+    model's, and its input type set; plus the export record."""
+    assert spec.model is not None
+    request = write_json(out_dir / "export_request.json", spec.to_dict())
+    envelope = out_dir / "export_result.json"
+    proc = child.run([sys.executable, "-m", "rootcause.frontends.iree.model", str(request), str(out_dir)],
+                     env=child.python_env())
+    log = write_atomic(out_dir / "export.log", proc.stdout + proc.stderr)
+    doc = child.result(proc, envelope, f"{spec.spec_file.name}: the {spec.model.exporter} export of '{spec.name}'", log)
+    exported = Exported(doc["arguments"], doc["module_paths"], versions=doc["versions"])
+    iree = dataclasses.replace(spec.iree, input_type=spec.iree.input_type or INPUT_TYPES[spec.model.exporter])
+    return dataclasses.replace(spec, source=out_dir / SOURCE, iree=iree,
+                               inputs=model_inputs(spec, exported.arguments)), exported
+
+
+def module_paths(source_locs: list[str], known: set[str]) -> list[str]:
+    """The module paths among a dispatch's source_locs ('layers.0.mlp.gate:0:0', written by
+    torch_export.located), in order."""
+    paths = (loc.rsplit(":", 2)[0] for loc in source_locs if loc.endswith(":0:0"))
+    return list(dict.fromkeys(p for p in paths if p in known))
+
+
+def _export(spec: VariantSpec, out_dir: Path) -> dict[str, Any]:
+    assert spec.model is not None
+    if spec.model.exporter == "jax":
+        from rootcause.exporters import jax_export
+
+        exported = jax_export.to_stablehlo(spec.source, spec.model.factory)
+        text = exported.text or ""
+    else:
+        exported, text = _torch_mlir(spec)
+    write_atomic(out_dir / SOURCE, text)
+    return exported.to_dict()
+
+
+def _torch_mlir(spec: VariantSpec) -> tuple[Exported, str]:
+    import torch  # noqa: F401  (before the importer, which imports it too)
+    from iree.compiler import ir
+    from iree.compiler.extras.fx_importer import FxImporter
+
+    from rootcause.exporters import torch_export
+
+    program, exported = torch_export.export(spec.source, spec.model.factory)
+    torch_export.located(program, exported.module_paths)
+    context = ir.Context()
+    context.allow_unregistered_dialects = True  # the torch dialect is iree-compile's to parse
+    importer = FxImporter(context=context, config_check=False)
+    importer.import_program(program, func_name=spec.iree.function or spec.entry)
+    return exported, importer.module.operation.get_asm(enable_debug_info=True)
+
+
+def _main(argv: list[str]) -> int:
+    request, out_dir = Path(argv[0]), Path(argv[1])
+
+    def work() -> dict[str, Any]:
+        return _export(VariantSpec.from_dict(json.loads(request.read_text())), out_dir)
+
+    return child.serve(work, out_dir / "export_result.json")
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))
