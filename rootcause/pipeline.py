@@ -33,6 +33,7 @@ from rootcause.analysis.diagnose import diagnose
 from rootcause.analysis.host import host_units
 from rootcause.artifacts import attribution, bundle as bundles, plan as plans, rundir
 from rootcause.errors import OutputsDiffer, UsageError
+from rootcause.exporters import collapse
 from rootcause.fileio import read_json, write_json, write_set
 from rootcause.model import CatalogKernel, Hybrid, WholeGraph
 from rootcause.profilers.selection import profile_events
@@ -120,7 +121,18 @@ def _attribute_pair(a: Side, b: Side, ctx: Context, repeat: tuple[Side, Side] | 
     if a.steps is not None and b.steps is not None:
         doc["host"] = host_units(a.steps, a.host, b.steps, b.host)
     doc["catalogs"] = {v: attribution.catalog_section(side.catalog_path) for v, side in (("a", a), ("b", b))}
+    _unit_modules(doc)
     return doc, att.unit_calls_ns
+
+
+def _unit_modules(doc: dict[str, Any]) -> None:
+    """Each unit's module_paths: the model modules its kernels compute (a [model] source's
+    catalogs), repeats collapsed ('layers.*.mlp.down'); absent where the catalogs name none."""
+    for unit in doc["units"]:
+        paths = [p for v in "ab" for k in unit[f"kernels_{v}"]
+                 for p in doc["catalogs"][v]["kernels"].get(k, {}).get("module_paths", [])]
+        if paths:
+            unit["module_paths"] = collapse(paths)
 
 
 def _attribute(a: Side, b: Side, alignment: Any, ctx: Context) -> Attribution:
@@ -177,8 +189,9 @@ def plan_hybrids(spec_a: VariantSpec, spec_b: VariantSpec, catalog_a: list[Catal
     if not unique and not notes:
         notes.append("the specs differ in nothing a hybrid can swap")
     if len(unique) > limit:
+        left = [h.description.split(" (", 1)[0] for h in unique[limit:]]
         notes.append(f"{len(unique) - limit} more hybrid(s) possible; built the first {limit} "
-                     f"({', '.join(h.description for h in unique[limit:])} left out)")
+                     f"({'; '.join(left[:6])}{f'; {len(left) - 6} more' if len(left) > 6 else ''} left out)")
     specs = {"a": spec_a, "b": spec_b}
     for i, h in enumerate(unique[:limit], start=1):
         h.name = f"{specs[h.base].name}~h{i}-{h.kind}"

@@ -38,13 +38,13 @@ def render_text(doc: dict[str, Any]) -> str:
         lines.append("No unit's delta is significant; nothing is blamed.")
     if not sig and w.get("undetermined"):  # still say where the time went, as the tables do
         for u in sorted(doc["units"], key=lambda u: -abs(u["delta_ns"]["median"]))[:3]:
-            lines.append(f"  Largest delta, untested: {_side(u['kernels_b'])} in {B} against {_side(u['kernels_a'])} "
+            lines.append(f"  Largest delta, untested: {view.unit_module(u)}{_side(u['kernels_b'])} in {B} against {_side(u['kernels_a'])} "
                          f"in {A}: {_us(u['time_b_ns']['median'])} vs {_us(u['time_a_ns']['median'])}, "
                          f"{u['delta_ns']['median'] / 1e3:+.1f} us per call (aligned by {u['method']}).")
     for rank, u in enumerate(sig[:3]):
         share = f", {u['share']:+.0%} of the whole delta" if u["share"] is not None and w["significant"] else ""
         lead = "The top unit is" if rank == 0 else "Next,"
-        lines.append(f"{lead} {_side(u['kernels_b'])} in {B} against {_side(u['kernels_a'])} in {A}: "
+        lines.append(f"{lead} {view.unit_module(u)}{_side(u['kernels_b'])} in {B} against {_side(u['kernels_a'])} in {A}: "
                      f"{_us(u['time_b_ns']['median'])} vs {_us(u['time_a_ns']['median'])}, "
                      f"{u['delta_ns']['median'] / 1e3:+.1f} us {_ci(u['delta_ns'])} per call{share} "
                      f"(aligned by {u['method']}).")

@@ -145,13 +145,22 @@ def units_sorted(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def unit_label(u: dict[str, Any], limit: int = 28) -> str:
-    """'#1 fused_pool2d_add2 | pool2d+1': B side first (the candidate), then A."""
+    """'#1 fused_pool2d_add2 | pool2d+1': B side first (the candidate), then A; a model's unit
+    starts with the module it computes: '#3 layers.*.mlp.down: fused_matmul5_add4 | ...'."""
     def side(ks: list[str]) -> str:
         if not ks:
             return "-"
         head = re.sub(r"_kernel\d*$", "", ks[0])
         return short(head, limit) + (f"+{len(ks) - 1}" if len(ks) > 1 else "")
-    return f"#{u['unit']} {side(u['kernels_b'])} | {side(u['kernels_a'])}"
+    return f"#{u['unit']} {unit_module(u)}{side(u['kernels_b'])} | {side(u['kernels_a'])}"
+
+
+def unit_module(u: dict[str, Any]) -> str:
+    """'layers.*.mlp.down: ' (the unit's innermost common module, its first when several), or ''."""
+    paths = u.get("module_paths") or []
+    if not paths:
+        return ""
+    return f"{paths[0]}{f' +{len(paths) - 1}' if len(paths) > 1 else ''}: "
 
 
 def fold(units: list[dict[str, Any]], top: int) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:

@@ -50,7 +50,9 @@ def boundary_hybrids(base: str, spec: VariantSpec, catalog: list[CatalogKernel],
         if not bindings:
             continue
         parts = list(dict.fromkeys(function[op] for op in ops if op in function))  # in op order
-        where = f"dataflow boundar{'y' if len(bindings) == 1 else 'ies'} after {', '.join(bindings)}"
+        # a model's repeated block puts the same group in every layer: name a few, count the rest
+        named = ", ".join(bindings[:4]) + (f" and {len(bindings) - 4} more" if len(bindings) > 4 else "")
+        where = f"dataflow boundar{'y' if len(bindings) == 1 else 'ies'} after {named}"
         boundaries = list(dict.fromkeys(spec.tvm.dataflow_boundaries_after + bindings))
         edited = dataclasses.replace(spec, tvm=dataclasses.replace(spec.tvm, dataflow_boundaries_after=boundaries))
         out.append(Hybrid("", base, "dataflow-boundary", {"dataflow_boundaries_after": bindings},
