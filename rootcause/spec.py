@@ -34,7 +34,7 @@ TOP_KEYS = ("name", "frontend", "source", "target", "entry", "inputs", "referenc
 INPUT_KEYS = ("shape", "dtype", "distribution", "low", "high", "mean", "std", "seed", "file")
 REFERENCE_KEYS = ("python", "rtol", "atol")
 MODEL_KEYS = ("exporter", "factory", "weights")
-WEIGHT_KEYS = ("distribution", "low", "high", "mean", "std", "seed")
+WEIGHT_KEYS = tuple(k for k in INPUT_KEYS if k not in ("shape", "dtype", "file"))  # both from the export
 TVM_KEYS = ("opt_level", "skip_passes", "dataflow_boundaries_after", "schedule_overrides")
 IREE_KEYS = ("flags", "unchecked_flags", "input_type", "function", "substitute_configurations")
 # dtypes each frontend's runtime takes at its boundary (tvm.runtime.tensor, iree.runtime
@@ -70,6 +70,11 @@ class InputSpec:
     std: float = 1.0
     seed: int = 0
     file: Path | None = None
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "InputSpec":
+        """Inverse of asdict (a spec or a build result handed over as JSON)."""
+        return cls(**{**d, "file": Path(d["file"]) if d.get("file") else None})
 
 
 @dataclass
@@ -161,7 +166,7 @@ class VariantSpec:
         return cls(
             name=d["name"], frontend=d["frontend"], source=Path(d["source"]), target=d["target"],
             entry=d["entry"],
-            inputs=[InputSpec(**{**i, "file": Path(i["file"]) if i["file"] else None}) for i in d["inputs"]],
+            inputs=[InputSpec.from_dict(i) for i in d["inputs"]],
             reference=ReferenceSpec(**{**ref, "file": Path(ref["file"])}) if ref else None,
             tvm=TvmOptions(**tvm), iree=IreeOptions(**iree), spec_file=Path(d["spec_file"]),
             variant=d.get("variant"), variant_table=d.get("variant_table", {}),
@@ -173,7 +178,7 @@ class VariantSpec:
 def _model_from_dict(d: dict[str, Any] | None) -> ModelSpec | None:
     if not d:
         return None
-    return ModelSpec(d["exporter"], d["factory"], InputSpec(**{**d["weights"], "file": None}))
+    return ModelSpec(d["exporter"], d["factory"], InputSpec.from_dict(d["weights"]))
 
 
 def _paths_to_str(obj: Any) -> Any:
@@ -313,7 +318,8 @@ def _model(d: Any, source: Path, probe: VariantSpec, frontend: str) -> ModelSpec
     exporter = d.get("exporter")
     if exporter not in EXPORTERS:
         raise UsageError(f"{probe.where('model', 'exporter')}: must be one of {', '.join(EXPORTERS)}, got {exporter!r}")
-    factory = d.get("factory", "make_model")
+    default = ModelSpec(exporter)
+    factory = d.get("factory", default.factory)
     if not isinstance(factory, str) or not _IDENTIFIER.match(factory):
         raise UsageError(f"{probe.where('model', 'factory')}: must be a Python function name, got {factory!r}")
     if source.suffix != ".py":
@@ -322,7 +328,8 @@ def _model(d: Any, source: Path, probe: VariantSpec, frontend: str) -> ModelSpec
     weights = d.get("weights", {})
     _keys(weights, WEIGHT_KEYS, probe.where("model", "weights"))
     # checked as an input of one element: the same distributions, parameters and seed rules
-    drawn = _input(0, {"distribution": "normal", "std": 0.02, "seed": 1000, **weights, "shape": [1]},
+    drawn = _input(0, {"distribution": default.weights.distribution, "std": default.weights.std,
+                       "seed": default.weights.seed, **weights, "shape": [1]},
                    _Files(source.parent, True), probe, frontend, probe.where("model", "weights"))
     return ModelSpec(exporter, factory, dataclasses.replace(drawn, shape=[]))
 

@@ -12,8 +12,8 @@ the spec's seed, never read from a checkpoint) and 'input' one of the example in
 `module_paths`, for each name the exporter gives an op, the module it sits in ('layers.3.mlp.down').
 
 The torch and jax modules import their framework inside their functions, so this package imports
-cheaply; `python -m rootcause.exporters` runs an export as a child (child.py's protocol), because
-running the model's file is running user code and importing torch costs seconds.
+cheaply. The model's file is user code and torch costs seconds to import: a frontend runs an export
+in a child (TVM in its build worker, IREE in `python -m rootcause.frontends.iree.model`).
 """
 from __future__ import annotations
 
@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rootcause.child import first_error_line, user_place
 from rootcause.errors import UsageError
 
 EXPORTERS = ("torch", "jax")
-ROLES = ("weight", "input")
 
 
 @dataclass
@@ -45,8 +45,6 @@ class Exported:
 def load_factory(source: Path, factory: str) -> Any:
     """Run the model's file and call its factory; a failure inside it is the model's (UsageError
     naming the file and line)."""
-    from rootcause.child import user_place
-
     try:
         namespace = runpy.run_path(str(source), run_name="rootcause_model")
     except Exception as err:  # noqa: BLE001  the user's file: any failure is its own
@@ -58,6 +56,12 @@ def load_factory(source: Path, factory: str) -> Any:
         return make()
     except Exception as err:  # noqa: BLE001
         raise UsageError(f"{source}: {factory}() failed at {user_place(err)}: {type(err).__name__}: {err}") from None
+
+
+def failure(source: Path, what: str, err: BaseException) -> UsageError:
+    """The one line a framework's or importer's refusal of the model becomes: bad input (the
+    model uses what the exporter or compiler's importer does not take), quoting its first error line."""
+    return UsageError(f"{source}: {what} failed: {first_error_line(str(err) or type(err).__name__)}")
 
 
 _INDEX = re.compile(r"(?<=\.)\d+(?=\.|$)|^\d+(?=\.)")

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rootcause.errors import UsageError
-from rootcause.exporters import Exported, load_factory
+from rootcause.exporters import Exported, failure, load_factory
 
 
 def to_stablehlo(source: Path, factory: str) -> Exported:
@@ -36,9 +36,7 @@ def to_stablehlo(source: Path, factory: str) -> Exported:
     try:
         text = jax.export.export(jax.jit(flat))(*shapes).mlir_module()
     except Exception as err:  # noqa: BLE001  jax's own diagnosis of the function
-        from rootcause.child import first_error_line
-
-        raise UsageError(f"{source}: jax.export failed: {first_error_line(str(err) or type(err).__name__)}") from None
+        raise failure(source, "jax.export", err) from None
     return Exported(arguments, text=text, versions={"jax": jax.__version__})
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from rootcause.errors import UsageError
-from rootcause.exporters import Exported, load_factory
+from rootcause.exporters import Exported, failure, load_factory
 
 
 def export(source: Path, factory: str) -> tuple[Any, Exported]:
@@ -29,9 +29,7 @@ def export(source: Path, factory: str) -> tuple[Any, Exported]:
     try:
         program = torch.export.export(module.eval(), example).run_decompositions()
     except Exception as err:  # noqa: BLE001  torch.export's own diagnosis of the model
-        from rootcause.child import first_error_line
-
-        raise UsageError(f"{source}: torch.export failed: {first_error_line(str(err) or type(err).__name__)}") from None
+        raise failure(source, "torch.export", err) from None
     program, arguments = _weights_as_inputs(program)
     return program, Exported(arguments, module_paths(program), versions={"torch": torch.__version__})
 
@@ -67,7 +65,7 @@ def module_paths(program: Any) -> dict[str, str]:
     out = {}
     for node in program.graph.nodes:
         stack = node.meta.get("nn_module_stack") or {}
-        path = next(reversed(stack.values()), ("", None))[0] if stack else ""
+        path = next(reversed(stack.values()), ("",))[0]
         if node.op == "call_function" and path:
             out[node.name] = path
     return out

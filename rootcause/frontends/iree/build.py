@@ -109,8 +109,9 @@ def build(spec: Any, out_dir: Path) -> BuildOutput:
     if any(k.resources.get("format") == "vmfb/ptx->ptxas" for k in kernels):
         from rootcause import ptxas
         versions["ptxas"] = ptxas.ptxas_version() or "unknown"
-    ir_files = ([spec.source] if exported is not None else []) + sorted(ir.glob("*.mlir")) + sorted((ir / "phases").glob("*.mlir"),
-                                                  key=lambda p: int(p.stem.split(".")[-2]))
+    ir_files = [spec.source] if exported is not None else []  # the exported model.mlir
+    ir_files += sorted(ir.glob("*.mlir")) + sorted((ir / "phases").glob("*.mlir"),
+                                                   key=lambda p: int(p.stem.split(".")[-2]))
     ir_files += sorted((ir / "substitutions").glob("*")) + sorted((ir / "unsubstituted").glob("*.mlir"))
     return BuildOutput(module_path=out_dir / "module.vmfb", kernels=kernels, ir_files=ir_files,
                        binary_files=sorted(p for p in bins.iterdir() if p.is_file()),

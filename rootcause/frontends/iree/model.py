@@ -52,14 +52,13 @@ def _export(spec: VariantSpec, out_dir: Path) -> dict[str, Any]:
         from rootcause.exporters import jax_export
 
         exported = jax_export.to_stablehlo(spec.source, spec.model.factory)
-        text = exported.text or ""
     else:
-        exported, text = _torch_mlir(spec)
-    write_atomic(out_dir / SOURCE, text)
+        exported = _torch_mlir(spec)
+    write_atomic(out_dir / SOURCE, exported.text or "")
     return exported.to_dict()
 
 
-def _torch_mlir(spec: VariantSpec) -> tuple[Exported, str]:
+def _torch_mlir(spec: VariantSpec) -> Exported:
     import torch  # noqa: F401  (before the importer, which imports it too)
     from iree.compiler import ir
     from iree.compiler.extras.fx_importer import FxImporter
@@ -72,7 +71,8 @@ def _torch_mlir(spec: VariantSpec) -> tuple[Exported, str]:
     context.allow_unregistered_dialects = True  # the torch dialect is iree-compile's to parse
     importer = FxImporter(context=context, config_check=False)
     importer.import_program(program, func_name=spec.iree.function or spec.entry)
-    return exported, importer.module.operation.get_asm(enable_debug_info=True)
+    exported.text = importer.module.operation.get_asm(enable_debug_info=True)
+    return exported
 
 
 def _main(argv: list[str]) -> int:

@@ -67,8 +67,7 @@ def build(spec: VariantSpec, out_dir: Path) -> BuildOutput:
     return BuildOutput(module_path=module_path, kernels=kernels,
                        ir_files=[out_dir / p for p in result["ir_files"]], binary_files=binaries,
                        versions=result["versions"], notes=notes,
-                       inputs=None if inputs is None else [InputSpec(**{**i, "file": Path(i["file"]) if i["file"] else None})
-                                                          for i in inputs])
+                       inputs=None if inputs is None else [InputSpec.from_dict(i) for i in inputs])
 
 
 def build_env(target: str) -> dict[str, str]:

@@ -7,7 +7,7 @@ from typing import Any
 
 from rootcause.child import first_error_line
 from rootcause.errors import UsageError
-from rootcause.exporters import Exported
+from rootcause.exporters import Exported, failure
 from rootcause.spec import VariantSpec
 
 _TVMSCRIPT_RE = re.compile(r"^@(I|tvm\.script\.ir|ir)\.ir_module", re.M)
@@ -73,6 +73,9 @@ def from_model(spec: VariantSpec) -> tuple[Any, Exported]:
     if spec.model.exporter != "torch":
         raise UsageError(f"{spec.where('model', 'exporter')}: the tvm frontend takes PyTorch models "
                          f"(torch.export into Relax); build a {spec.model.exporter} model with the iree frontend")
+    if spec.entry != "main":
+        raise UsageError(f"{spec.where('', 'entry')}: an exported PyTorch model's function is 'main'")
+    import tvm
     from tvm.relax.frontend.torch.exported_program_translator import ExportedProgramImporter
 
     from rootcause.exporters import torch_export
@@ -82,13 +85,8 @@ def from_model(spec: VariantSpec) -> tuple[Any, Exported]:
     try:
         mod = importer.from_exported_program(program, False, False, False, None)
     except Exception as err:  # noqa: BLE001  an op TVM's importer does not convert is the model's limit
-        raise UsageError(f"{spec.source}: TVM's PyTorch importer failed: "
-                         f"{first_error_line(str(err) or type(err).__name__)}") from None
+        raise failure(spec.source, "TVM's PyTorch importer", err) from None
     exported.module_paths = _binding_paths(mod["main"], importer.env, exported.module_paths)
-    if spec.entry != "main":
-        raise UsageError(f"{spec.where('', 'entry')}: an exported PyTorch model's function is 'main'")
-    import tvm
-
     exported.versions["apache-tvm"] = tvm.__version__
     return mod, exported
 
@@ -105,9 +103,9 @@ def _binding_paths(func: Any, env: dict[Any, Any], node_paths: dict[str, str]) -
         for binding in block.bindings:
             pending.append(binding.var.name)
             node = owner.get(binding.var)
-            if node is not None:
-                for name in pending:
-                    if node in node_paths:
-                        out[name] = node_paths[node]
-                pending = []
+            if node is None:
+                continue
+            if node in node_paths:
+                out.update(dict.fromkeys(pending, node_paths[node]))
+            pending = []
     return out
