@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from rootcause.analysis.align import align, strip_kernel
+from rootcause.analysis.align import align
+from rootcause.model import strip_kernel
 from rootcause.analysis.attribute import attribute
 from rootcause.analysis.diagnose import diagnose
 from rootcause.profilers import load, split_calls

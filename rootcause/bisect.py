@@ -24,8 +24,6 @@ the search and its verdicts are the sequential one's.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -33,15 +31,14 @@ from pathlib import Path
 from typing import Any
 
 from rootcause import envs
+from rootcause.artifacts import bisect as bisect_files
 from rootcause.artifacts.bundle import read_bundle
 from rootcause.build import build_bundle
 from rootcause.errors import OutputsDiffer, UsageError
-from rootcause.fileio import cache_dir, read_json, write_json
 from rootcause.runner import RunRequest, run_bundles
 from rootcause.spec import VariantSpec, pinned, toolchain_packages
 
 LOOKAHEAD = 2  # with Ray: probe levels whose builds are submitted ahead of the measurement
-MEASURE_VERSION = 1  # bump when what a cached measurement means changes
 
 
 @dataclass
@@ -140,18 +137,18 @@ class Bisection:
         """With Ray: the bundles of these candidates built side by side, each published into
         out/bundles/. A candidate that cannot be built is skipped as bundle() would; one whose
         task failed otherwise is left for bundle() to build here."""
-        from rootcause import sweep
+        from rootcause import executors
 
         todo = [self.candidates[i] for i in dict.fromkeys(indices)
                 if self.candidates[i].label not in self.bundles and self.candidates[i].status != "skip"]
         if not self.parallel or not todo:
             return
         progress(f"building on Ray: {', '.join(c.label for c in todo)}")
-        results = sweep.ray_map(_build_task, [(c.spec(self.spec),) for c in todo], **self.parallel)
+        results = executors.ray_map(_build_task, [(c.spec(self.spec),) for c in todo], **self.parallel)
         for c, result in zip(todo, results):
             if result["ok"]:
                 path = self.out / "bundles" / _safe(c.label)
-                sweep.publish_build(result["tar"], path)
+                executors.publish(result["tar"], path, "build")
                 self.bundles[c.label] = path
             elif result.get("skip"):
                 c.status, c.note = "skip", f"cannot build: {result['error']}"
@@ -175,10 +172,9 @@ class Bisection:
         if None in paths:
             return None
         keys = [read_bundle(p).manifest.get("cache_key") for p in paths]
-        key = hashlib.sha256(json.dumps([MEASURE_VERSION, keys, budget_s]).encode()).hexdigest()[:16]
-        cached = cache_dir() / "bisect" / f"{key}.json"
-        if cached.is_file():
-            return read_json(cached, "no cached measurement")
+        cached = bisect_files.cached_measurement(keys, budget_s)
+        if cached is not None:
+            return cached
         progress(f"{c.label}: measuring against {good.label} ({budget_s:g} s, interleaved)")
         try:
             result = run_bundles(RunRequest(bundles=paths, out=self.out / "runs" / _safe(c.label), profile="none",
@@ -190,7 +186,7 @@ class Bisection:
             record = {"median": 1 / row["ratio"], "low": 1 / row["ci"][1], "high": 1 / row["ci"][0],
                       "good_median_s": result["measurement"]["variants"][paths[0].name]["median_s"]
                       if paths[0].name in result["measurement"]["variants"] else None}
-        write_json(cached, record)
+        bisect_files.cache_measurement(keys, budget_s, record)
         return record
 
     def judge(self, ratio: dict[str, Any]) -> str:
@@ -341,15 +337,15 @@ class Bisection:
 
 def _build_task(spec: VariantSpec) -> dict[str, Any]:
     """Ray task: one candidate's bundle, as a tar (rootcause.sweep's packing)."""
-    from rootcause import sweep
+    from rootcause import executors
 
     try:
         with tempfile.TemporaryDirectory(prefix="rootcause-bisect-") as tmp:
-            return {"ok": True, "tar": sweep.pack(build_bundle(spec, Path(tmp) / "bundle"))}
+            return {"ok": True, "tar": executors.pack(build_bundle(spec, Path(tmp) / "bundle"))}
     except UsageError as err:
         return {"ok": False, "skip": True, "error": str(err)}
     except Exception as err:  # anything else: the driver builds it here and sees the error itself
-        return {"ok": False, "error": sweep.stage_error(err)}
+        return {"ok": False, "error": executors.stage_error(err)}
 
 
 def _formation_text(form: list[str]) -> str:

@@ -11,6 +11,7 @@ records the compiler and runtime that built it (`toolchain`), which `rootcause r
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.util
 import json
@@ -23,11 +24,12 @@ from typing import Any
 
 import rootcause
 from rootcause import child, envs, frontends, toolchain
-from rootcause.artifacts.bundle import write_bundle
+from rootcause.artifacts import handoff
+from rootcause.artifacts.bundle import is_bundle, write_bundle
 from rootcause.errors import InternalError, ToolFailed, UsageError
-from rootcause.fileio import cache_dir, check_replaceable, exchange, locked, mark_owned, write_atomic, write_json
+from rootcause.fileio import cache_dir, check_replaceable, exchange, locked, mark_owned, write_atomic
 from rootcause.model import BuildOutput, CatalogKernel
-from rootcause.spec import VariantSpec, pinned, toolchain_packages
+from rootcause.spec import InputSpec, VariantSpec, pinned, toolchain_packages
 from rootcause.verify import reference_outputs
 
 
@@ -47,7 +49,7 @@ def cache_key(spec: VariantSpec) -> str:
     h.update(json.dumps([f"wheel:{envs.wheel_sha(Path(r))}" if r.endswith(".whl") else r
                          for r in spec.toolchain]).encode())
     h.update(rootcause.__version__.encode())
-    origin = Path(importlib.util.find_spec(frontends.FRONTENDS[spec.frontend]).origin)
+    origin = Path(importlib.util.find_spec(frontends.module_of(spec.frontend)).origin)
     sources = sorted(origin.parent.rglob("*.py")) if origin.name == "__init__.py" else [origin]
     for path in sources:  # a frontend change invalidates its builds
         h.update(path.name.encode() + b"\0" + path.read_bytes())
@@ -128,7 +130,7 @@ def build_bundle(spec: VariantSpec, out: Path, use_cache: bool = True) -> Path:
     cached = cache_dir() / "builds" / key
     out = Path(out)
     with locked(cache_dir() / "locks" / f"{key}.lock"):
-        if use_cache and (cached / "manifest.json").is_file():
+        if use_cache and is_bundle(cached):
             print(f"reused cached build {key}", file=sys.stderr)
         else:
             _build_into(spec, key, cached)
@@ -170,7 +172,7 @@ def _carry_runtime_wheels(spec: VariantSpec, record: dict[str, Any], bundle_dir:
 def build_in(python: Path, spec: VariantSpec, out_dir: Path) -> BuildOutput:
     """frontend.build run by another environment's python; its BuildOutput read back."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    request = write_json(out_dir / "toolchain_request.json", spec.to_dict())
+    request = handoff.write_spec_request(out_dir, "toolchain", spec)
     extra = {}
     cuda = toolchain.cuda_root() if spec.target.startswith("cuda") else None
     if cuda is not None:
@@ -178,19 +180,22 @@ def build_in(python: Path, spec: VariantSpec, out_dir: Path) -> BuildOutput:
     proc = child.run([str(python), "-m", "rootcause.build", "--child", str(request), str(out_dir)],
                      env=child.python_env(base=envs.checkout_env(extra)))
     request.unlink()
-    log = write_atomic(out_dir / "toolchain.log", proc.stdout + proc.stderr)
-    result = child.result(proc, out_dir / "toolchain_result.json", f"the build of '{spec.name}' with {python}", log)
+    log = write_atomic(handoff.log_file(out_dir, "toolchain"), proc.stdout + proc.stderr)
+    result = child.result(proc, handoff.result_file(out_dir, "toolchain"),
+                          f"the build of '{spec.name}' with {python}", log)
+    inputs = result.get("inputs")
     return BuildOutput(module_path=out_dir / result["module_path"],
                        kernels=[CatalogKernel.from_dict(k) for k in result["kernels"]],
                        ir_files=[out_dir / p for p in result["ir_files"]],
                        binary_files=[out_dir / p for p in result["binary_files"]],
-                       versions=result["versions"], notes=result["notes"])
+                       versions=result["versions"], notes=result["notes"],
+                       inputs=None if inputs is None else [InputSpec.from_dict(i) for i in inputs])
 
 
 def _child(request: Path, out_dir: Path) -> int:
     """build_in's child: build in this environment; the BuildOutput (paths relative) as its result."""
     def work() -> dict[str, Any]:
-        spec = VariantSpec.from_dict(json.loads(request.read_text()))
+        spec = handoff.read_spec_request(request)
         built = frontends.get(spec.frontend).build(spec, out_dir)
 
         def rel(p: Path) -> str:
@@ -198,9 +203,10 @@ def _child(request: Path, out_dir: Path) -> int:
 
         return {"module_path": rel(built.module_path), "kernels": [k.to_dict() for k in built.kernels],
                 "ir_files": [rel(p) for p in built.ir_files], "binary_files": [rel(p) for p in built.binary_files],
-                "versions": built.versions, "notes": built.notes}
+                "versions": built.versions, "notes": built.notes,
+                "inputs": None if built.inputs is None else [dataclasses.asdict(i) for i in built.inputs]}
 
-    return child.serve(work, out_dir / "toolchain_result.json")
+    return child.serve(work, handoff.result_file(out_dir, "toolchain"))
 
 
 def _mkdir(path: Path) -> Path:

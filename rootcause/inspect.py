@@ -454,8 +454,10 @@ def _inspect_path(p: str | Path, arch: str | None, native_json: bool, out: Inspe
     if stat.S_ISDIR(mode):
         from pathlib import Path
 
+        from rootcause.artifacts.bundle import is_bundle
+
         path = Path(name)
-        if (path / "manifest.json").is_file():
+        if is_bundle(path):
             _inspect_bundle(path, arch, out)
         else:
             _inspect_dir(path, arch, out, native_json)
@@ -547,10 +549,10 @@ def _inspect_dir(path: Path, arch: str | None, out: Inspection, native_json: boo
 
 
 def _inspect_bundle(path: Path, arch: str | None, out: Inspection) -> None:
-    from rootcause.artifacts.bundle import read_manifest
+    from rootcause.artifacts.bundle import MANIFEST, read_manifest
     from rootcause.errors import UsageError
 
-    manifest_path = path / "manifest.json"
+    manifest_path = path / MANIFEST
     try:
         manifest = read_manifest(path)
     except UsageError as err:

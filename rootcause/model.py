@@ -6,9 +6,10 @@ a binary or IR), 'measured' (whole-graph timing), 'profiled' (a profiler's kerne
 """
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from rootcause.stats import LEVEL
 
@@ -16,6 +17,29 @@ from rootcause.stats import LEVEL
 # every profiler import. Times are nanoseconds on the profiler's own clock. The list lives in
 # parsers/events.py (pure parsers cannot import rootcause); this is the same object.
 from parsers.events import COUNTER_COLUMNS, EVENT_COLUMNS as KERNEL_EVENT_COLUMNS  # noqa: E402
+
+
+def strip_kernel(name: str) -> str:
+    """A launched kernel's name less the suffix codegen adds to the function it launches (TVM's
+    CUDA codegen launches PrimFunc `f` as `f_kernel`, `f_kernel0`, ..): the catalog's name."""
+    return re.sub(r"_kernel\d*$", "", name)
+
+
+@dataclass
+class AlignmentTier:
+    """A way a frontend knows that kernels of two builds compute the same ops, from its own
+    naming (rootcause.analysis.align runs the frontends' tiers after the generic name tiers).
+
+    keys(names, left, info) -> (keys, active): names and left are {'a': [...], 'b': [...]}, every
+    launched kernel and those not yet in a unit with both sides; info maps node 'a:NAME' to its
+    catalog facts (source_ops, ...). keys maps a node to its keys: nodes of both sides sharing a
+    key join; active, when not None, limits that to keys touching one of its nodes.
+    keys_are_ops: the keys name source ops (kept as the unit's source_ops)."""
+
+    name: str
+    keys: Callable[[dict[str, list[str]], dict[str, list[str]], dict[str, dict[str, Any]]],
+                   tuple[dict[str, list[str]], set[str] | None]]
+    keys_are_ops: bool = False
 
 
 @dataclass

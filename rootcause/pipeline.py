@@ -31,10 +31,10 @@ from rootcause.analysis.attribute import (CPU_MIN_EFFECT_SHARE, MIN_EFFECT_SHARE
                                          require_repeat)
 from rootcause.analysis.diagnose import diagnose
 from rootcause.analysis.host import host_units
-from rootcause.artifacts import attribution, bundle as bundles, plan as plans, rundir
+from rootcause.artifacts import attribution, bundle as bundles, cpu_profiles as cpu, plan as plans, rundir
 from rootcause.errors import OutputsDiffer, UsageError
 from rootcause.exporters import collapse
-from rootcause.fileio import read_json, write_json, write_set
+from rootcause.fileio import write_set
 from rootcause.model import CatalogKernel, Hybrid, WholeGraph
 from rootcause.profilers.selection import profile_events
 from rootcause.spec import VariantSpec
@@ -145,16 +145,14 @@ def _attribute(a: Side, b: Side, alignment: Any, ctx: Context) -> Attribution:
                      whole_min_effect_share=CPU_MIN_EFFECT_SHARE if cpu else MIN_EFFECT_SHARE)
 
 
-REPORT_FILES = ("attribution.json", "report.html", "report.md")
-
-
 def write_reports(doc: dict[str, Any], out_dir: Path, title: str | None = None) -> list[Path]:
     """attribution.json, report.html and report.md into out_dir as one set (fileio.write_set):
     all three are rendered and staged before any replaces the previous run's."""
     from rootcause.report import render_html, render_markdown
 
-    files = {"attribution.json": attribution.dumps(doc, Path(out_dir) / "attribution.json")}
-    for name, render in (("report.html", render_html), ("report.md", render_markdown)):
+    files = {attribution.FILE: attribution.dumps(doc, Path(out_dir) / attribution.FILE)}
+    html, markdown = attribution.REPORT_FILES[1:]
+    for name, render in ((html, render_html), (markdown, render_markdown)):
         files[name] = render(doc, title=title)  # the document names its device(s)
     return write_set(out_dir, files)
 
@@ -305,7 +303,6 @@ def run_variants(plan: dict[str, Any], out: Path, run_dir: Path, budget_s: float
             plans.write_plan(out, plan)
 
 
-CPU_PROFILES = "cpu-profiles"
 # CPU calls are noisy: a profile takes up to this many calls, as many as fit in CPU_PROFILE_SECONDS of the
 # measured latency (at least the asked-for count), so the units' per-call medians add up to the median
 # call (closure) and its scale to the measurement is stable.
@@ -320,21 +317,17 @@ def cpu_profiles(plan: dict[str, Any], out: Path, run_dir: Path, calls: int) -> 
     turns a steady drift of the machine into deltas of opposite sign. Profiles already taken for
     this run (the same measurement.json bytes) are reused, so a second analysis of one run gives
     the same attribution."""
-    folder = out / CPU_PROFILES
-    key = hashlib.sha256((run_dir / rundir.MEASUREMENT).read_bytes()).hexdigest()
-    index = folder / "profiles.json"
+    folder = cpu.folder(out)
+    key = rundir.measurement_digest(run_dir)
     names = (plan["a"], plan["b"])
-    if index.is_file():
-        done = read_json(index, "no such file")
-        records = done.get("records") if isinstance(done, dict) else None
-        if isinstance(records, dict) and done.get("measurement_sha256") == key and \
-                all(_profiled(folder, records.get(n)) and _profiled(folder, (records.get(n) or {}).get("repeat"))
-                    for n in names):
-            progress(f"reusing the CPU profiles taken for this run ({folder})")
-            return {n: _absolute(folder, r) for n, r in records.items()}
+    done = cpu.reusable(out, key, names)
+    if done is not None:
+        progress(f"reusing the CPU profiles taken for this run ({folder})")
+        return {n: cpu.absolute(out, r) for n, r in done.items()}
     records: dict[str, dict[str, Any]] = {}
     variants = rundir.read_measurement(run_dir)["measurement"]["variants"]
-    for name, where in ((names[0], folder), (names[1], folder), (names[1], folder / REPEAT), (names[0], folder / REPEAT)):
+    again_folder = folder / cpu.REPEAT
+    for name, where in ((names[0], folder), (names[1], folder), (names[1], again_folder), (names[0], again_folder)):
         b = bundles.read_bundle(out / plan["bundles"][name])
         latency = (variants.get(name) or {}).get("median_s")
         fit = int(CPU_PROFILE_SECONDS / latency) if isinstance(latency, (int, float)) and latency > 0 else 0
@@ -350,27 +343,10 @@ def cpu_profiles(plan: dict[str, Any], out: Path, run_dir: Path, calls: int) -> 
         if not again:
             records[name] = record
         elif record.get("ok"):
-            records[name]["repeat"] = dict(record, file=f"{REPEAT}/{record['file']}")
+            records[name]["repeat"] = dict(record, file=f"{cpu.REPEAT}/{record['file']}")
     if all(r.get("ok") for r in records.values()):
-        write_json(index, {"measurement_sha256": key, "records": records})
-    return {n: _absolute(folder, r) for n, r in records.items()}
-
-
-REPEAT = "repeat"  # OUT/cpu-profiles/repeat/: the second pair of CPU profiles
-
-
-def _profiled(folder: Path, record: dict[str, Any] | None) -> bool:
-    return isinstance(record, dict) and bool(record.get("ok")) and (folder / str(record.get("file"))).is_file()
-
-
-def _absolute(folder: Path, record: dict[str, Any]) -> dict[str, Any]:
-    """A profile record with its 'file' (and its repeat's) as absolute paths."""
-    if not record.get("ok"):
-        return record
-    out = dict(record, file=str((folder / record["file"]).resolve()))
-    if isinstance(record.get("repeat"), dict):
-        out["repeat"] = _absolute(folder, record["repeat"])
-    return out
+        cpu.write_index(out, key, records)
+    return {n: cpu.absolute(out, r) for n, r in records.items()}
 
 
 def _needs_cpu_profiles(plan: dict[str, Any], doc: dict[str, Any]) -> bool:
@@ -396,7 +372,7 @@ def analyze_run(plan: dict[str, Any], out: Path, run_dir: Path, threshold: float
         progress(f"{run_dir} holds no per-kernel profile of {plan['a']} and {plan['b']}: profiling them here")
         extra = cpu_profiles(plan, out, run_dir, calls)
         run_notes.append("the run recorded no per-kernel profile (llvm bundles): analyze took the CPU profiles "
-                         f"of A and B on this host, into {out / 'cpu-profiles'}")
+                         f"of A and B on this host, into {cpu.folder(out)}")
     a, b = plan["a"], plan["b"]
     progress("align, attribute, diagnose")
     split_notes: list[str] = []

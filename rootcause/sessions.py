@@ -23,7 +23,7 @@ from typing import Any, Callable
 import numpy as np
 
 from rootcause import envs, frontends
-from rootcause.artifacts.bundle import Bundle, read_bundle
+from rootcause.artifacts.bundle import MANIFEST, Bundle, read_bundle
 from rootcause.errors import UsageError
 from rootcause.frontends.base import Session
 from rootcause.inputs import to_dtype
@@ -35,9 +35,9 @@ def load_session(bundle: Bundle | Any, device: str | None = None) -> Session:
     bundle needs another runtime version than this process has."""
     if not isinstance(bundle, Bundle):
         bundle = read_bundle(bundle)
-    if bundle.frontend not in frontends.FRONTENDS:
-        raise UsageError(f"{bundle.path / 'manifest.json'}: frontend: unknown {bundle.frontend!r} "
-                         f"({'|'.join(frontends.FRONTENDS)})")
+    if bundle.frontend not in frontends.names():
+        raise UsageError(f"{bundle.path / MANIFEST}: frontend: unknown {bundle.frontend!r} "
+                         f"({'|'.join(frontends.names())})")
     device = device or frontends.default_device(bundle.target)
     python = runtime_python(bundle)
     if python is not None:

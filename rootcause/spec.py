@@ -3,14 +3,13 @@
 A file holds either one variant (top-level keys) or a [base] table plus [variants.NAME]
 tables; each variant is base deep-merged with its own table, selected as 'file.toml#NAME'.
 Checks that need no compiler live here (keys, types, files, target syntax, dtypes, sizes,
-paths, iree-compile flags); checks that need the compiler's own pass list or IR (pass names,
-function names after fusion, the entry's parameter types) are made by the frontend, which
-reports them with `VariantSpec.where()` so the message names the TOML place.
+paths); each frontend checks its own [NAME] table (its check_options, which returns the typed
+options kept in VariantSpec.options) and, with its compiler, what needs the pass list or IR
+(pass names, function names after fusion, the entry's parameter types), naming the TOML place
+with `VariantSpec.where()`.
 
 Nothing the spec names may run or be read from outside the spec's folder unless the spec says
-`allow_outside_paths = true`; iree-compile flags must belong to the compiler's own codegen option
-families unless listed under `[iree] unchecked_flags` (kept in IreeOptions.unchecked_flags, so a
-report can name them).
+`allow_outside_paths = true`.
 """
 from __future__ import annotations
 
@@ -29,16 +28,12 @@ from rootcause.errors import UsageError
 from rootcause.exporters import EXPORTERS
 
 DISTRIBUTIONS = ("uniform", "normal", "zeros", "ones")
-TOP_KEYS = ("name", "frontend", "source", "target", "entry", "inputs", "reference", "tvm", "iree",
-            "allow_outside_paths", "toolchain", "python", "model")  # + the registered frontends' own tables
+TOP_KEYS = ("name", "frontend", "source", "target", "entry", "inputs", "reference",
+            "allow_outside_paths", "toolchain", "python", "model")  # + a table per registered frontend
 INPUT_KEYS = ("shape", "dtype", "distribution", "low", "high", "mean", "std", "seed", "file")
 REFERENCE_KEYS = ("python", "rtol", "atol")
 MODEL_KEYS = ("exporter", "factory", "weights")
 WEIGHT_KEYS = tuple(k for k in INPUT_KEYS if k not in ("shape", "dtype", "file"))  # both from the export
-TVM_KEYS = ("opt_level", "skip_passes", "dataflow_boundaries_after", "schedule_overrides")
-IREE_KEYS = ("flags", "unchecked_flags", "input_type", "function", "substitute_configurations")
-# dtypes each frontend's runtime takes at its boundary (tvm.runtime.tensor, iree.runtime
-# asdevicearray both accept ml_dtypes arrays, tested in tests/test_dtypes.py)
 
 
 def supported_dtypes(frontend: str) -> tuple[str, ...]:
@@ -46,14 +41,6 @@ def supported_dtypes(frontend: str) -> tuple[str, ...]:
     return tuple(getattr(frontends.get(frontend), "dtypes", None) or inputs_mod.DTYPES)
 
 
-# iree-compile option families that only steer code generation. Within them, an option whose
-# name has one of the _UNSAFE_WORDS reads, writes, loads or runs something outside the compile.
-IREE_FLAG_FAMILIES = ("--iree-", "--mlir-elide-", "--mlir-print-", "--mlir-disable-threading",
-                      "--mlir-timing", "--mlir-pass-statistics")
-_UNSAFE_WORDS = frozenset((
-    "path", "paths", "dir", "file", "files", "filename", "dump", "plugin", "plugins", "library", "link",
-    "linker", "output", "preprocess", "preprocessing", "substitute", "reproducer", "object", "objects",
-    "bc", "bitcode", "import", "listing", "debugger", "pipeline", "jit", "stacktrace", "tree"))
 _INT64_MAX = 2**63 - 1
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _TARGET_RE = re.compile(r"^(cuda:sm_\d+[af]?|rocm:gfx[0-9a-f]+|llvm|auto)$")
@@ -87,25 +74,6 @@ class ReferenceSpec:
 
 
 @dataclass
-class TvmOptions:
-    opt_level: int = 3
-    skip_passes: list[str] = field(default_factory=list)
-    dataflow_boundaries_after: list[str] = field(default_factory=list)
-    schedule_overrides: dict[str, Path] = field(default_factory=dict)  # function -> file
-
-
-@dataclass
-class IreeOptions:
-    flags: list[str] = field(default_factory=list)  # every flag iree-compile gets, unchecked ones last
-    input_type: str | None = None
-    function: str | None = None
-    # executable -> configured hal.executable .mlir (--iree-hal-substitute-executable-configuration)
-    substitute_configurations: dict[str, Path] = field(default_factory=dict)
-    # flags the spec passes outside the allowlist ([iree] unchecked_flags): also in `flags`
-    unchecked_flags: list[str] = field(default_factory=list)
-
-
-@dataclass
 class ModelSpec:
     """[model]: the source is a Python file defining a model (rootcause.exporters), not compiler IR.
     weights: how every learned parameter is drawn (its shape and dtype come from the export; the
@@ -124,14 +92,12 @@ class VariantSpec:
     entry: str
     inputs: list[InputSpec]
     reference: ReferenceSpec | None
-    tvm: TvmOptions
-    iree: IreeOptions
     spec_file: Path
     variant: str | None = None  # the NAME of 'file.toml#NAME', None for a one-variant file
     variant_table: dict[str, Any] = field(default_factory=dict, repr=False)
     allow_outside_paths: bool = False  # the spec opted out of the inside-its-folder rule
-    # The [NAME] table of a registered frontend other than tvm and iree, as its check_options returned it.
-    options: dict[str, Any] = field(default_factory=dict)
+    # The [FRONTEND] table as the frontend's check_options returned it (its own options type).
+    options: Any = None
     # What builds it instead of the compiler installed beside rootcause: 'PKG==VERSION' releases
     # and absolute wheel paths (the frontend's compiler, optionally its runtime), or `python`,
     # an existing environment's interpreter. Both empty: the installed compiler.
@@ -159,20 +125,26 @@ class VariantSpec:
     def from_dict(cls, d: dict[str, Any]) -> "VariantSpec":
         """Inverse of to_dict (used to hand a spec to a build subprocess)."""
         ref = d.get("reference")
-        tvm = dict(d["tvm"])
-        tvm["schedule_overrides"] = {k: Path(v) for k, v in tvm["schedule_overrides"].items()}
-        iree = dict(d["iree"])
-        iree["substitute_configurations"] = {k: Path(v) for k, v in iree.get("substitute_configurations", {}).items()}
         return cls(
             name=d["name"], frontend=d["frontend"], source=Path(d["source"]), target=d["target"],
             entry=d["entry"],
             inputs=[InputSpec.from_dict(i) for i in d["inputs"]],
             reference=ReferenceSpec(**{**ref, "file": Path(ref["file"])}) if ref else None,
-            tvm=TvmOptions(**tvm), iree=IreeOptions(**iree), spec_file=Path(d["spec_file"]),
+            spec_file=Path(d["spec_file"]),
             variant=d.get("variant"), variant_table=d.get("variant_table", {}),
-            allow_outside_paths=bool(d.get("allow_outside_paths", False)), options=d.get("options", {}),
+            allow_outside_paths=bool(d.get("allow_outside_paths", False)), options=_options_from_dict(d),
             toolchain=list(d.get("toolchain", [])), python=Path(d["python"]) if d.get("python") else None,
             model=_model_from_dict(d.get("model")))
+
+
+def _options_from_dict(d: dict[str, Any]) -> Any:
+    """The frontend's options from a spec dict; plans written before the options moved into the
+    frontends keep them under the frontend's name."""
+    raw = d.get("options")
+    if not raw and isinstance(d.get(d["frontend"]), dict):
+        raw = d[d["frontend"]]
+    decode = getattr(frontends.get(d["frontend"]), "options_from_dict", None)
+    return decode(raw or {}) if decode else raw
 
 
 def _model_from_dict(d: dict[str, Any] | None) -> ModelSpec | None:
@@ -270,10 +242,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 def _check(d: dict[str, Any], spec_file: Path, variant: str | None, table: dict[str, Any]) -> VariantSpec:
     # A throwaway spec only to phrase places ('[variants.on.tvm]' vs '[base.tvm]').
-    probe = VariantSpec("", "", spec_file, "", "", [], None, TvmOptions(), IreeOptions(), spec_file,
-                        variant, table)
-    plugins = tuple(n for n in frontends.names() if not frontends.is_builtin(n))
-    _keys(d, TOP_KEYS + plugins, probe.where("", None) if variant else spec_file.name)
+    probe = VariantSpec("", "", spec_file, "", "", [], None, spec_file, variant, table)
+    table_keys(d, TOP_KEYS + frontends.names(), probe.where("", None) if variant else spec_file.name)
     for key in ("name", "frontend", "source", "target", "entry"):
         if key not in d:
             raise UsageError(f"{probe.where('', key)}: missing required key")
@@ -288,33 +258,41 @@ def _check(d: dict[str, Any], spec_file: Path, variant: str | None, table: dict[
     outside = d.get("allow_outside_paths", False)
     if not isinstance(outside, bool):
         raise UsageError(f"{probe.where('', 'allow_outside_paths')}: must be true or false, got {outside!r}")
-    files = _Files(spec_file.parent, outside)
+    files = SpecFiles(spec_file.parent, outside)
     source = files.existing(d["source"], probe.where("", "source"))
     inputs = [_input(i, item, files, probe, d["frontend"])
               for i, item in enumerate(_list(d.get("inputs", []), probe.where("", "inputs")))]
     _check_memory(inputs, probe)
     reference = _reference(d.get("reference"), files, probe)
-    tvm = _tvm(d.get("tvm", {}), files, probe)
-    iree = _iree(d.get("iree", {}), files, probe)
-    options = {}
-    if not frontends.is_builtin(d["frontend"]):
-        options = frontends.get(d["frontend"]).check_options(d.get(d["frontend"], {}),
-                                                             lambda key: probe.where(d["frontend"], key))
+    options = _options(d, files, probe)
     toolchain, python = _toolchain(d, files, probe)
     model = _model(d.get("model"), source, probe, d["frontend"])
     spec = VariantSpec(d["name"], d["frontend"], source, d["target"], d["entry"], inputs, reference,
-                       tvm, iree, spec_file, variant, table, outside, options, toolchain, python, model)
+                       spec_file, variant, table, outside, options, toolchain, python, model)
     check_source = getattr(frontends.get(spec.frontend), "check_source", None)
     if check_source is not None and inputs:
         check_source(spec)  # what the frontend can check of its source without its compiler
     return spec
 
 
+def _options(d: dict[str, Any], files: SpecFiles, probe: VariantSpec) -> Any:
+    """The spec's own frontend's [NAME] table checked into its options. A [base] may hold the
+    tables of several frontends for variants of each: every table present is checked (a typo
+    in one is found whichever variant is built), only the own frontend's is kept."""
+    kept = None
+    for name in frontends.names():
+        if name in d or name == d["frontend"]:
+            checked = frontends.get(name).check_options(d.get(name, {}), lambda key, n=name: probe.where(n, key),
+                                                        files)
+            kept = checked if name == d["frontend"] else kept
+    return kept
+
+
 def _model(d: Any, source: Path, probe: VariantSpec, frontend: str) -> ModelSpec | None:
     if d is None:
         return None
     where = probe.where("model")
-    _keys(d, MODEL_KEYS, where)
+    table_keys(d, MODEL_KEYS, where)
     exporter = d.get("exporter")
     if exporter not in EXPORTERS:
         raise UsageError(f"{probe.where('model', 'exporter')}: must be one of {', '.join(EXPORTERS)}, got {exporter!r}")
@@ -326,11 +304,11 @@ def _model(d: Any, source: Path, probe: VariantSpec, frontend: str) -> ModelSpec
         raise UsageError(f"{probe.where('', 'source')}: a [model] source is the Python file defining the model, "
                          f"got {source.name}")
     weights = d.get("weights", {})
-    _keys(weights, WEIGHT_KEYS, probe.where("model", "weights"))
+    table_keys(weights, WEIGHT_KEYS, probe.where("model", "weights"))
     # checked as an input of one element: the same distributions, parameters and seed rules
     drawn = _input(0, {"distribution": default.weights.distribution, "std": default.weights.std,
                        "seed": default.weights.seed, **weights, "shape": [1]},
-                   _Files(source.parent, True), probe, frontend, probe.where("model", "weights"))
+                   SpecFiles(source.parent, True), probe, frontend, probe.where("model", "weights"))
     return ModelSpec(exporter, factory, dataclasses.replace(drawn, shape=[]))
 
 
@@ -360,7 +338,7 @@ def model_inputs(spec: VariantSpec, arguments: list[dict[str, Any]]) -> list[Inp
     return out
 
 
-def _keys(d: Any, valid: tuple[str, ...], where: str) -> None:
+def table_keys(d: Any, valid: tuple[str, ...], where: str) -> None:
     if not isinstance(d, dict):
         raise UsageError(f"{where}: must be a table")
     for key in d:
@@ -375,7 +353,7 @@ def _list(value: Any, where: str) -> list[Any]:
 
 
 @dataclass
-class _Files:
+class SpecFiles:
     """Files a spec names: resolved against its folder and kept inside it (symlinks followed)
     unless the spec set allow_outside_paths: a spec is data, and the files it names are run."""
 
@@ -427,7 +405,7 @@ def pinned(requirement: str) -> tuple[str, str] | None:
     return (envs.normalize(m.group(1)), m.group(2)) if m else None
 
 
-def _toolchain(d: dict[str, Any], files: _Files, probe: VariantSpec) -> tuple[list[str], Path | None]:
+def _toolchain(d: dict[str, Any], files: SpecFiles, probe: VariantSpec) -> tuple[list[str], Path | None]:
     """`toolchain` (a string or array of 'PKG==VERSION' and wheel files) and `python` checked: only
     the frontend's compiler and runtime distributions, each at most once, the compiler named."""
     if "toolchain" in d and "python" in d:
@@ -504,10 +482,10 @@ def _sized(shape: list[int], dtype: str, where: str) -> None:
                          f"{size} bytes: overflows int64")
 
 
-def _input(i: int, item: Any, files: _Files, probe: VariantSpec, frontend: str,
+def _input(i: int, item: Any, files: SpecFiles, probe: VariantSpec, frontend: str,
            where: str | None = None) -> InputSpec:
     where = where or f"{probe.where('', 'inputs')}[{i}]"
-    _keys(item, INPUT_KEYS, where)
+    table_keys(item, INPUT_KEYS, where)
     if "file" in item:
         return _file_input(item, files, where, frontend)
     shape = _shape(item, where)
@@ -527,7 +505,7 @@ def _input(i: int, item: Any, files: _Files, probe: VariantSpec, frontend: str,
     return spec
 
 
-def _file_input(item: dict[str, Any], files: _Files, where: str, frontend: str) -> InputSpec:
+def _file_input(item: dict[str, Any], files: SpecFiles, where: str, frontend: str) -> InputSpec:
     path = files.existing(item["file"], f"{where}.file")
     if path.suffix != ".npy":
         raise UsageError(f"{where}.file: must be a .npy file, got {item['file']}")
@@ -596,34 +574,11 @@ def check_signature(spec: VariantSpec, params: list[tuple[Any, str]], shapes: bo
                              f"{list(shape)}")
 
 
-def mlir_params(text: str, function: str) -> list[tuple[list[int | str] | None, str]] | None:
-    """(shape, element type) of each argument of `func.func @function` in MLIR text: tensor<AxBxT>
-    or torch's !torch.vtensor<[A,B],T> ('?' and -1 dims kept as strings, shape None for a
-    scalar); None when the text has no such function."""
-    m = re.search(rf"func\.func\s+(?:public\s+|private\s+)?@{re.escape(function)}\s*\((.*?)\)\s*(?:->|attributes|\{{)",
-                  text, re.S)
-    if m is None:
-        return None
-    out: list[tuple[list[int | str] | None, str]] = []
-    for arg in re.split(r"%[\w.$-]+\s*:\s*", m.group(1))[1:]:
-        tensor = re.match(r"\s*tensor<([^>]*)>", arg)
-        torch = re.match(r"\s*!torch\.vtensor<\[([^\]]*)\]\s*,\s*(\w+)>", arg)
-        if tensor:
-            *dims, dtype = tensor.group(1).split("x")
-        elif torch:
-            dims, dtype = [d for d in torch.group(1).split(",") if d.strip()], torch.group(2)
-        else:
-            dims, dtype = None, arg.split(",")[0].strip()
-        out.append(([int(d) if d.strip().isdigit() else d.strip() for d in dims] if dims is not None else None,
-                    dtype))
-    return out
-
-
-def _reference(d: Any, files: _Files, probe: VariantSpec) -> ReferenceSpec | None:
+def _reference(d: Any, files: SpecFiles, probe: VariantSpec) -> ReferenceSpec | None:
     if d is None:
         return None
     where = probe.where("reference", None)
-    _keys(d, REFERENCE_KEYS, where)
+    table_keys(d, REFERENCE_KEYS, where)
     text = d.get("python")
     if not isinstance(text, str) or ":" not in text:
         raise UsageError(f"{probe.where('reference', 'python')}: must be 'file.py:function', got {text!r}")
@@ -639,77 +594,11 @@ def _reference(d: Any, files: _Files, probe: VariantSpec) -> ReferenceSpec | Non
     return ReferenceSpec(text, path, function, rtol=rtol, atol=atol)
 
 
-def _strings(d: dict[str, Any], key: str, where: str) -> list[str]:
+def string_list(d: dict[str, Any], key: str, where: str) -> list[str]:
     value = d.get(key, [])
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise UsageError(f"{where}: must be an array of strings, got {value!r}")
     return list(value)
-
-
-def _tvm(d: Any, files: _Files, probe: VariantSpec) -> TvmOptions:
-    _keys(d, TVM_KEYS, probe.where("tvm", None))
-    opt = d.get("opt_level", 3)
-    if not isinstance(opt, int) or isinstance(opt, bool) or not 0 <= opt <= 4:
-        raise UsageError(f"{probe.where('tvm', 'opt_level')}: must be an integer 0..4, got {opt!r}")
-    where = probe.where("tvm", "schedule_overrides")
-    overrides_raw = d.get("schedule_overrides", {})
-    if not isinstance(overrides_raw, dict):
-        raise UsageError(f"{where}: must be a table function = 'file.py'")
-    overrides = {}
-    for fn, rel in overrides_raw.items():
-        path = files.existing(rel, f"{where}.{fn}")
-        if path.suffix != ".py":
-            raise UsageError(f"{where}.{fn}: must be a .py file, got {rel}")
-        overrides[fn] = path
-    return TvmOptions(opt, _strings(d, "skip_passes", probe.where("tvm", "skip_passes")),
-                      _strings(d, "dataflow_boundaries_after", probe.where("tvm", "dataflow_boundaries_after")),
-                      overrides)
-
-
-def unsafe_iree_flag(flag: str) -> str | None:
-    """Why an iree-compile flag is refused (None: it only steers code generation)."""
-    name = flag.split("=", 1)[0]
-    if not name.startswith("--"):
-        return "not a --option (a bare word is an input file to iree-compile)"
-    if not name.startswith(IREE_FLAG_FAMILIES):
-        return f"not one of iree-compile's codegen option families ({', '.join(IREE_FLAG_FAMILIES)})"
-    words = set(re.split(r"[-_]", name[2:]))
-    bad = sorted(words & _UNSAFE_WORDS)
-    if bad:
-        return f"'{bad[0]}' options read, write, load or run files outside the compile"
-    if any(c in flag for c in "\n\r\0"):
-        return "holds a control character"
-    return None
-
-
-def _iree(d: Any, files: _Files, probe: VariantSpec) -> IreeOptions:
-    _keys(d, IREE_KEYS, probe.where("iree", None))
-    for key in ("input_type", "function"):
-        if key in d and (not isinstance(d[key], str) or not re.match(r"^[A-Za-z0-9_.$-]+$", d[key])):
-            raise UsageError(f"{probe.where('iree', key)}: must be a name (letters, digits, _ . $ -), "
-                             f"got {d[key]!r}")
-    where = probe.where("iree", "substitute_configurations")
-    raw = d.get("substitute_configurations", {})
-    if not isinstance(raw, dict) or not all(isinstance(v, str) for v in raw.values()):
-        raise UsageError(f"{where}: must be a table executable = 'configured.mlir'")
-    subs = {}
-    for exe, rel in raw.items():
-        path = files.existing(rel, f"{where}.{exe}")
-        if path.suffix not in (".mlir", ".mlirbc"):
-            raise UsageError(f"{where}.{exe}: must be a .mlir or .mlirbc hal.executable, got {rel}")
-        subs[exe] = path
-    flags = _strings(d, "flags", probe.where("iree", "flags"))
-    for n, flag in enumerate(flags):
-        why = unsafe_iree_flag(flag)
-        if why:
-            raise UsageError(f"{probe.where('iree', 'flags')}[{n}]: {flag!r} refused: {why}; if you mean it, move "
-                             "it to [iree] unchecked_flags (the report names them)")
-    unchecked = _strings(d, "unchecked_flags", probe.where("iree", "unchecked_flags"))
-    for n, flag in enumerate(unchecked):
-        if not flag.startswith("-") or any(c in flag for c in "\n\r\0"):
-            raise UsageError(f"{probe.where('iree', 'unchecked_flags')}[{n}]: {flag!r} is not an option "
-                             "(must start with '-', one line)")
-    return IreeOptions(flags + unchecked, d.get("input_type"), d.get("function"), subs, unchecked)
 
 
 def resolve_target(requested: str | None, spec: VariantSpec, bundle_only: bool) -> str:

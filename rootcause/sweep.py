@@ -1,255 +1,45 @@
-"""Sweeps: many `analyze` pairs from one file, in this process or as tasks on a Ray cluster.
+"""Sweeps: the pairs of a sweep file (rootcause.sweepfile) analyzed in this process or as tasks
+on a Ray cluster (rootcause.executors).
 
-A sweep file (TOML) lists pairs, or a matrix of models x variant pairs x targets:
-
-    [sweep]                     # defaults for every pair (all optional)
-    name = "pool_fusion"
-    target = "llvm"             # auto | llvm | cuda:sm_XX | rocm:gfxNNN
-    budget_s = 2.0              # timing loop of one pair
-    hybrids = 2                 # counterfactual hybrids per pair; 0: no confirmation
-    profile_calls = 5
-    threshold = 0.5
-    device = "H200"             # for diagnose (default: from each run's env.json)
-
-    [[pair]]
-    a = "variants.toml#on"      # inside the sweep file's folder
-    b = "variants.toml#off"
-    name = "on-vs-off"          # optional; default from the refs and the target
-    target = "llvm"             # optional; overrides [sweep] target
-
-    [matrix]
-    models = ["m1/variants.toml", "m2/variants.toml"]
-    variants = [{a = "on", b = "off"}]   # variant names looked up in every model
-    targets = ["llvm", "cuda:sm_90"]
-
-Every spec is loaded and checked before anything runs (one line, exit status 2, on a bad
-one). Each pair is one `analyze` through rootcause.pipeline, in three stages: build (CPU),
+Each pair is one `analyze` through rootcause.pipeline, in three stages: build (CPU),
 run (one GPU of the pair's target, or a CPU for llvm), attribution (CPU). Each stage
 publishes its part of the pair's folder whole (rootcause.artifacts.sweep), so an interrupted
 sweep resumes from the stages that finished; a failed stage makes its pair a row with the
 error, and the other pairs go on.
 
-Executors: `run_sequential` (here, one pair after another) and `run_on_ray` (stages as Ray
-tasks: builds and attributions take one CPU, GPU runs num_gpus=1 plus one unit of a custom
-resource named after the target, e.g. {"cuda:sm_90": 1}; at most max_in_flight pairs out at
-once), and `ray_map` (one-CPU tasks for work outside pairs: a bisection's builds). Between tasks a stage's folder
-travels as a tar archive in Ray's object store, or, with a shared folder every node mounts,
-the tasks read and write the pair folders there.
+Two orchestrators: `run_sequential` (here, one pair after another) and `run_on_ray` (each
+stage a Ray task, its folder carried as executors describe).
 """
 from __future__ import annotations
 
 import dataclasses
 import hashlib
-import io
 import json
 import os
-import shlex
 import shutil
-import tarfile
 import tempfile
 import time
-import tomllib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from rootcause import frontends, pipeline, spec as spec_mod
-from rootcause.artifacts import sweep as records
-from rootcause.errors import OutputsDiffer, UsageError
-from rootcause.fileio import check_replaceable, mark_owned, write_atomic
+from rootcause import executors, frontends, pipeline, sweepfile
+from rootcause.artifacts import attribution, cpu_profiles, sweep as records
+from rootcause.executors import MAX_IN_FLIGHT, pack, replace_folder, run_resources, stage_error, staging_folder, \
+    task_result, unpack
+from rootcause.errors import UsageError
+from rootcause.fileio import write_atomic
 from rootcause.spec import VariantSpec
+from rootcause.sweepfile import Pair, Sweep
 
 STAGES = ("build", "run", "attribute")
-SWEEP_KEYS = ("name", "target", "budget_s", "hybrids", "profile_calls", "threshold", "device",
-              "allow_outside_paths")
-PAIR_KEYS = ("a", "b", "name", "target")
-MATRIX_KEYS = ("models", "variants", "targets")
 
-
-@dataclass
-class Options:
-    """How every pair is analyzed (the sweep file's [sweep] table)."""
-
-    budget_s: float = 2.0
-    hybrids: int = 2
-    profile_calls: int = 5
-    threshold: float = 0.5
-    device: str | None = None
-
-
-@dataclass
-class Pair:
-    """One `analyze A B` of the sweep, its specs loaded and checked, its target resolved."""
-
-    id: str
-    a: str  # the refs as the sweep file wrote them
-    b: str
-    target: str
-    spec_a: VariantSpec
-    spec_b: VariantSpec
-    options: Options
-    keys: dict[str, str] = dataclasses.field(default_factory=dict)  # stage -> key
-
-    def command(self, out: Path) -> str:
-        """The `rootcause analyze` command equivalent to this pair."""
-        o = self.options
-        argv = ["rootcause", "analyze", str(self.spec_a.spec_file) + f"#{self.spec_a.variant}",
-                str(self.spec_b.spec_file) + f"#{self.spec_b.variant}", "--out", str(out),
-                "--target", self.target, "--budget-s", f"{o.budget_s:g}", "--profile-calls", str(o.profile_calls)]
-        argv += ["--hybrids", str(o.hybrids)] if o.hybrids else ["--no-confirm"]
-        if o.threshold != 0.5:
-            argv += ["--threshold", f"{o.threshold:g}"]
-        if o.device:
-            argv += ["--device", o.device]
-        return shlex.join(argv)
-
-
-@dataclass
-class Sweep:
-    file: Path
-    name: str
-    pairs: list[Pair]
-
-
-# ---- the sweep file ----------------------------------------------------------------------------
 
 def load(path: str | Path, resolve_target: Callable[[str, VariantSpec], str]) -> Sweep:
-    """The sweep file, every spec loaded and checked; UsageError (one line) on anything wrong.
-    resolve_target maps a written target ('auto' included) and spec A to a concrete target."""
-    file = Path(path)
-    try:
-        data = tomllib.loads(file.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UsageError(f"{file}: no such sweep file") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise UsageError(f"{file}: cannot read: {err}") from None
-    except tomllib.TOMLDecodeError as err:
-        raise UsageError(f"{file}: not TOML: {err}") from None
-    except RecursionError:
-        raise UsageError(f"{file}: tables or arrays nested too deeply to be a sweep file") from None
-    name = file.name
-    spec_mod._keys(data, ("sweep", "pair", "matrix"), name)
-    head = _table(data.get("sweep", {}), f"{name}: [sweep]")
-    spec_mod._keys(head, SWEEP_KEYS, f"{name}: [sweep]")
-    options = _options(head, f"{name}: [sweep]")
-    outside = head.get("allow_outside_paths", False)
-    if not isinstance(outside, bool):
-        raise UsageError(f"{name}: [sweep].allow_outside_paths: must be true or false")
-    default_target = _string(head, "target", f"{name}: [sweep]", "auto")
-    written = _pairs(data, name, default_target)
-    if not written:
-        raise UsageError(f"{name}: no pairs: add [[pair]] tables (a = \"x.toml#A\", b = \"x.toml#B\") or a [matrix]")
-    folder = file.resolve().parent
-    pairs, seen = [], {}
-    for where, a, b, target, given_id in written:
-        spec_a, spec_b = (_spec(ref, folder, outside, f"{where}.{side}") for side, ref in (("a", a), ("b", b)))
-        if spec_a.name == spec_b.name:
-            raise UsageError(f"{where}: A and B are both variant '{spec_a.name}'; a pair needs two variants")
-        try:
-            concrete = resolve_target(target, spec_a)
-            spec_a, spec_b = spec_mod.with_target(spec_a, concrete), spec_mod.with_target(spec_b, concrete)
-        except UsageError as err:
-            raise UsageError(f"{where}.target: {err}") from None
-        pid = pipeline.safe_name(given_id or _default_id(a, b, concrete, folder))
-        if pid in seen:
-            raise UsageError(f"{where}: pair id '{pid}' is also {seen[pid]}'s; give one of them a name")
-        seen[pid] = where
-        pair = Pair(pid, a, b, concrete, spec_a, spec_b, options)
-        pair.keys = _stage_keys(pair, folder)
-        pairs.append(pair)
-    sweep_name = _string(head, "name", f"{name}: [sweep]", file.stem)
-    return Sweep(file.resolve(), sweep_name, pairs)
-
-
-def _pairs(data: dict[str, Any], name: str, default_target: str) -> list[tuple[str, str, str, str, str | None]]:
-    """(place, ref A, ref B, target, given id) of every pair, [[pair]] first, then the matrix."""
-    out = []
-    tables = data.get("pair", [])
-    if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
-        raise UsageError(f"{name}: pair: write each pair as a [[pair]] table")
-    for i, t in enumerate(tables, start=1):
-        where = f"{name}: [[pair]] {i}"
-        spec_mod._keys(t, PAIR_KEYS, where)
-        a, b = (_string(t, k, where) for k in ("a", "b"))
-        out.append((where, a, b, _string(t, "target", where, default_target), _string(t, "name", where, "") or None))
-    if "matrix" in data:
-        m = _table(data["matrix"], f"{name}: [matrix]")
-        spec_mod._keys(m, MATRIX_KEYS, f"{name}: [matrix]")
-        models = _strings(m, "models", f"{name}: [matrix]")
-        targets = _strings(m, "targets", f"{name}: [matrix]") if "targets" in m else [default_target]
-        variants = m.get("variants")
-        if not isinstance(variants, list) or not variants:
-            raise UsageError(f"{name}: [matrix].variants: must be a non-empty list of {{a = \"A\", b = \"B\"}}")
-        for j, v in enumerate(variants, start=1):
-            where = f"{name}: [matrix].variants[{j}]"
-            v = _table(v, where)
-            spec_mod._keys(v, ("a", "b"), where)
-            va, vb = _string(v, "a", where), _string(v, "b", where)
-            for model in models:
-                for target in targets:
-                    out.append((f"{name}: [matrix] {model} {va}/{vb} {target}", f"{model}#{va}", f"{model}#{vb}",
-                                target, None))
-    return out
-
-
-def _spec(ref: str, folder: Path, outside: bool, where: str) -> VariantSpec:
-    file_part, hash_, variant = ref.partition("#")
-    try:
-        path = spec_mod._Files(folder, outside).existing(file_part, where)
-        return spec_mod.load(f"{path}{hash_}{variant}")
-    except UsageError as err:
-        raise UsageError(f"{where}: {err}" if not str(err).startswith(where) else str(err)) from None
-
-
-def _default_id(a: str, b: str, target: str, folder: Path) -> str:
-    """'pool_fusion.on_vs_off.llvm' (refs of one file, named by its folder) or 'm1.on_vs_m2.on.llvm'."""
-    def part(ref: str) -> tuple[str, str]:
-        file_part, _, variant = ref.partition("#")
-        p = (folder / file_part).resolve()
-        return (p.parent.name if p.name == "variants.toml" else p.stem), variant or p.stem
-    (fa, va), (fb, vb) = part(a), part(b)
-    body = f"{fa}.{va}_vs_{vb}" if fa == fb else f"{fa}.{va}_vs_{fb}.{vb}"
-    return f"{body}.{target}"
-
-
-def _options(head: dict[str, Any], where: str) -> Options:
-    o = Options()
-    for key, kind, low in (("budget_s", float, 0.0), ("threshold", float, 0.0), ("hybrids", int, -1),
-                           ("profile_calls", int, 0)):
-        if key not in head:
-            continue
-        value = head[key]
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (kind is float or isinstance(value, int))
-        if not ok or value <= low:
-            raise UsageError(f"{where}.{key}: must be a{'n integer' if kind is int else ' number'} > {low:g}, "
-                             f"got {value!r}")
-        setattr(o, key, kind(value))
-    if "device" in head:
-        o.device = _string(head, "device", where)
-    return o
-
-
-def _table(value: Any, where: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise UsageError(f"{where}: must be a table")
-    return value
-
-
-def _string(d: dict[str, Any], key: str, where: str, default: str | None = None) -> str:
-    if key not in d:
-        if default is None:
-            raise UsageError(f"{where}.{key}: missing required key")
-        return default
-    if not isinstance(d[key], str) or not d[key]:
-        raise UsageError(f"{where}.{key}: must be a non-empty string")
-    return d[key]
-
-
-def _strings(d: dict[str, Any], key: str, where: str) -> list[str]:
-    value = d.get(key)
-    if not isinstance(value, list) or not value or not all(isinstance(x, str) and x for x in value):
-        raise UsageError(f"{where}.{key}: must be a non-empty list of strings")
-    return value
+    """The sweep file (sweepfile.read), each pair with its stage keys."""
+    sweep = sweepfile.read(path, resolve_target)
+    for pair in sweep.pairs:
+        pair.keys = _stage_keys(pair, sweep.file.parent)
+    return sweep
 
 
 # ---- stage keys ----------------------------------------------------------------------------------
@@ -341,10 +131,10 @@ def done_stages(pair: Pair, folder: Path) -> list[str]:
 
 def build_stage(pair: Pair, folder: Path) -> None:
     """A, B and the hybrids built into a staging folder that then replaces `folder` whole."""
-    staging = _staging(folder, "build")
+    staging = staging_folder(folder, "build")
     pipeline.build_variants(pair.spec_a, pair.spec_b, staging, pair.options.hybrids == 0, pair.options.hybrids)
     records.write_record(staging / records.BUILD_RECORD, pair.keys["build"], pair=pair.id)
-    _replace(staging, folder)
+    replace_folder(staging, folder)
 
 
 def run_stage(pair: Pair, folder: Path) -> None:
@@ -352,11 +142,11 @@ def run_stage(pair: Pair, folder: Path) -> None:
     from rootcause.artifacts import plan as plans
 
     plan = plans.read_plan(folder)
-    staging = _staging(folder / "run", "run")
+    staging = staging_folder(folder / "run", "run")
     pipeline.run_variants(plan, folder, staging, pair.options.budget_s, pair.options.profile_calls)
     records.write_record(staging / records.RUN_RECORD, pair.keys["run"], pair=pair.id, host=os.uname().nodename,
                           pid=os.getpid())
-    _replace(staging, folder / "run")
+    replace_folder(staging, folder / "run")
 
 
 def attribute_stage(pair: Pair, folder: Path, shown_as: Path | None = None) -> dict[str, Any]:
@@ -392,83 +182,24 @@ def _head(pair: Pair) -> dict[str, Any]:
             "report": f"{pair.id}/report.html"}
 
 
-def stage_error(err: BaseException) -> str:
-    """One line for a stage that raised: bad input and differing outputs as the CLI words them,
-    anything else with its exception type."""
-    from parsers import ParseError
-
-    if isinstance(err, OutputsDiffer):
-        text = f"outputs differ: {err}"
-    elif isinstance(err, (UsageError, ParseError)):
-        text = str(err)
-    else:
-        text = f"{type(err).__name__}: {err}"
-    return " ".join(text.split())
-
-
-def _staging(final: Path, stage: str) -> Path:
-    """A fresh staging folder beside final (stale ones from killed attempts removed)."""
-    final.parent.mkdir(parents=True, exist_ok=True)
-    for stale in final.parent.glob(f".{final.name}.{stage}.*"):
-        shutil.rmtree(stale, ignore_errors=True)
-    return Path(tempfile.mkdtemp(prefix=f".{final.name}.{stage}.", dir=final.parent))
-
-
-def _replace(staging: Path, final: Path) -> None:
-    """staging becomes final in one rename (the old final, if any, moved aside first); a final
-    that holds files the sweep did not write is refused (fileio.check_replaceable)."""
-    if staging.is_dir():  # a stage's folder; single files are the attribution stage's own names
-        check_replaceable(final, "sweep's stage")
-        mark_owned(staging)
-    old = None
-    if final.exists():
-        old = final.parent / f".{final.name}.old.{os.getpid()}.{time.monotonic_ns()}"
-        os.replace(final, old)
-    os.replace(staging, final)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-
-
-# ---- packing a folder for the object store ------------------------------------------------------
-
-def pack(folder: Path, names: list[str] | None = None) -> bytes:
-    """folder (or only its entries `names`) as an uncompressed tar archive."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for name in names if names is not None else sorted(os.listdir(folder)):
-            if (folder / name).exists():
-                tar.add(folder / name, arcname=name)
-    return buf.getvalue()
-
-
-def unpack(data: bytes, folder: Path) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r") as tar:
-        tar.extractall(folder, filter="data")
-
-
 def publish_build(data: bytes, folder: Path) -> None:
-    staging = _staging(folder, "build")
-    unpack(data, staging)
-    _replace(staging, folder)
+    executors.publish(data, folder, "build")
 
 
 def publish_run(data: bytes, folder: Path) -> None:
-    staging = _staging(folder / "run", "run")
-    unpack(data, staging)
-    _replace(staging, folder / "run")
+    executors.publish(data, folder / "run", "run")
 
 
-ATTRIBUTION_FILES = [pipeline.CPU_PROFILES, "attribution.json", "report.html", "report.md", records.RESULT]
+ATTRIBUTION_FILES = [cpu_profiles.FOLDER, *attribution.REPORT_FILES, records.RESULT]
 
 
 def publish_attribution(data: bytes, folder: Path) -> None:
     """The attribution stage's files into folder: each entry renamed into place, result.json last."""
-    staging = _staging(folder / "attribution", "attribute")
+    staging = staging_folder(folder / "attribution", "attribute")
     unpack(data, staging)
     for name in ATTRIBUTION_FILES:
         if (staging / name).exists():
-            _replace(staging / name, folder / name)
+            replace_folder(staging / name, folder / name)
     shutil.rmtree(staging, ignore_errors=True)
 
 
@@ -589,16 +320,6 @@ def _task_attribute(pair: Pair, built: dict[str, Any], ran: dict[str, Any], shar
         return {"ok": False, "stage": "attribute", "error": f"attribute: {stage_error(err)}"}
 
 
-def run_resources(target: str) -> dict[str, Any]:
-    """Ray options of a run task: a CPU for llvm; a GPU plus one unit of the target's resource."""
-    if target.startswith("llvm"):
-        return {"num_cpus": 1}
-    return {"num_cpus": 1, "num_gpus": 1, "resources": {target: 1}}
-
-
-MAX_IN_FLIGHT = 32  # pairs with tasks on the cluster at once (each pins its build's tar until done)
-
-
 def run_on_ray(sweep: Sweep, out: Path, shared: Path | None = None, until: str = "attribute",
                retry_failed: bool = False, max_retries: int = 3,
                on_row: Callable[[int, dict[str, Any]], None] | None = None,
@@ -689,7 +410,7 @@ def _collect(sweep: Sweep, pairs_root: Path, submit: Callable[[int], list[tuple[
         i = heads[ready[0]]
         pair, folder = sweep.pairs[i], pairs_root / sweep.pairs[i].id
         stage, ref = chains[i].pop(0)
-        result = _result(ref, stage)
+        result = task_result(ref, stage)
         if not result["ok"]:
             pipeline.progress(f"{pair.id}: {result['error']}")
             rows[i] = failed_row(pair, result["stage"], result["error"], folder)
@@ -709,54 +430,3 @@ def _collect(sweep: Sweep, pairs_root: Path, submit: Callable[[int], list[tuple[
                 on_row(i, rows[i])
 
 
-def _result(ref: Any, stage: str) -> dict[str, Any]:
-    """A task's returned dict, or a failed one for a task that died past its retries."""
-    import ray
-
-    try:
-        return ray.get(ref)
-    except ray.exceptions.RayError as err:
-        return {"ok": False, "stage": stage, "error": f"{stage}: {stage_error(err).splitlines()[0][:300]}"}
-
-
-def ray_map(fn: Callable[..., dict[str, Any]], items: list[tuple], max_in_flight: int = MAX_IN_FLIGHT,
-            max_retries: int = 3, stage: str = "build") -> list[dict[str, Any]]:
-    """fn(*item) for every item as one-CPU Ray tasks, at most max_in_flight at once; the
-    results in the items' order (a task that died past its retries: ok False and its error).
-    For work outside a sweep's pairs, e.g. the builds of a bisection."""
-    import ray
-
-    task = ray.remote(num_cpus=1, max_retries=max_retries)(fn)
-    results: list[dict[str, Any] | None] = [None] * len(items)
-    waiting, running = list(range(len(items))), {}
-    while waiting or running:
-        while waiting and len(running) < max_in_flight:
-            i = waiting.pop(0)
-            running[task.remote(*items[i])] = i
-        ready, _ = ray.wait(list(running), num_returns=1)
-        results[running.pop(ready[0])] = _result(ready[0], stage)
-    return results  # type: ignore[return-value]
-
-
-def init_ray(address: str, num_cpus: int | None) -> None:
-    """Start (local) or join (auto, an address) the Ray cluster the stages run on."""
-    try:
-        import ray
-    except ImportError:
-        raise UsageError("--ray: Ray is not installed here; pip install 'rootcause[ray]'") from None
-    if ray.is_initialized():
-        return
-    if address == "local":
-        from rootcause.gpus import detect_gpu, gpu_count
-
-        gpus = gpu_count()
-        target = detect_gpu() if gpus else None
-        ray.init(num_cpus=num_cpus, num_gpus=gpus, resources={target: gpus} if target else None,
-                 include_dashboard=False)
-        return
-    if num_cpus is not None:
-        raise UsageError("--num-cpus: only with --ray local (a running cluster has its own)")
-    try:
-        ray.init(address=address)
-    except (ConnectionError, ValueError, RuntimeError) as err:
-        raise UsageError(f"--ray {address}: cannot join the cluster: {' '.join(str(err).split())[:200]}") from None

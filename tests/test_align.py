@@ -4,7 +4,9 @@ import pandas as pd
 import pytest
 
 from captures import build_prefill, pool_segments, raw_records
-from rootcause.analysis.align import align, dispatch_key, fused_ops, normalize_op, call_site_ops
+from rootcause.analysis.align import align, call_site_ops
+from rootcause.frontends.iree.alignment import dispatch_key, normalize_op
+from rootcause.frontends.tvm.alignment import fused_ops
 
 
 @pytest.fixture(scope="module")

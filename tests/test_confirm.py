@@ -41,7 +41,7 @@ def test_boundaries_cut_where_the_other_side_splits(pool):
         want = [op.split("/")[1].split(":")[0] for op, nxt in zip(kernel.source_ops, kernel.source_ops[1:])
                 if owner[op] != owner[nxt]]
         assert h.change["dataflow_boundaries_after"] == want
-        assert h.spec.tvm.dataflow_boundaries_after == want and h.base == "a"
+        assert h.spec.options.dataflow_boundaries_after == want and h.base == "a"
     assert any(h.kernels == ["fused_pool2d_add2"] and h.change["dataflow_boundaries_after"] == ["lv16"]
                for h in boundary)
     # OFF's add2 serves two bindings as one function: a reuse, not a fusion, so nothing to split
@@ -54,7 +54,7 @@ def test_pass_bisection_one_level(pool):
     passes = [h for h in hybrids if h.kind == "passes"]
     assert sorted(h.change["toggled"][0] for h in passes) == ["FuseOps", "FuseTIR"]
     for h in passes:
-        assert h.spec.tvm.skip_passes == h.change["toggled"]
+        assert h.spec.options.skip_passes == h.change["toggled"]
     assert len({h.name for h in hybrids}) == len(hybrids)
 
 
@@ -64,23 +64,23 @@ def test_override_hybrid_and_limit(pool):
     hybrids, _ = pipeline.plan_hybrids(specs["on"], specs["serial"], cats["on"], cats["on"], limit=10)
     assert not [h for h in hybrids if h.kind == "schedule-override"]
     # with a boundary on B too, the override alone is a real hybrid
-    other = dataclasses.replace(specs["serial"], tvm=dataclasses.replace(specs["serial"].tvm,
+    other = dataclasses.replace(specs["serial"], options=dataclasses.replace(specs["serial"].options,
                                                                          dataflow_boundaries_after=["lv2"]))
     hybrids, _ = pipeline.plan_hybrids(specs["on"], other, cats["on"], cats["on"], limit=10)
     over = [h for h in hybrids if h.kind == "schedule-override"]
-    assert len(over) == 1 and over[0].spec.tvm.schedule_overrides == specs["serial"].tvm.schedule_overrides
-    assert over[0].spec.tvm.dataflow_boundaries_after == []
+    assert len(over) == 1 and over[0].spec.options.schedule_overrides == specs["serial"].options.schedule_overrides
+    assert over[0].spec.options.dataflow_boundaries_after == []
     few, notes = pipeline.plan_hybrids(specs["on"], specs["off"], cats["on"], cats["off"], limit=1)
     assert len(few) == 1 and any("more hybrid" in n for n in notes)
 
 
 def test_iree_flag_bisection():
     a = spec_mod.load(f"{EINSUM}#unfused_small")
-    b = dataclasses.replace(a, name="flags", iree=dataclasses.replace(a.iree, flags=["--x=1", "--y=2"]))
+    b = dataclasses.replace(a, name="flags", options=dataclasses.replace(a.options, flags=["--x=1", "--y=2"]))
     hybrids, notes = pipeline.plan_hybrids(a, b, [], [], limit=10)
-    assert sorted(h.spec.iree.flags for h in hybrids) == [["--x=1"], ["--y=2"]]
+    assert sorted(h.spec.options.flags for h in hybrids) == [["--x=1"], ["--y=2"]]
     assert any("substitut" in n for n in notes)
-    single = dataclasses.replace(a, name="one", iree=dataclasses.replace(a.iree, flags=["--x=1"]))
+    single = dataclasses.replace(a, name="one", options=dataclasses.replace(a.options, flags=["--x=1"]))
     assert pipeline.plan_hybrids(a, single, [], [], limit=10)[0] == []  # one flag: the hybrid is B
 
 

@@ -69,7 +69,7 @@ def test_plan_transplants_the_other_sides_configuration(pair, target):
     assert [h.kind for h in p["hybrids"]] == ["configuration", "configuration", "executable", "executable"]
     assert not any("different sources" in n for n in p["notes"])
     h = p["h"]["b"][0]
-    (exe, path), = h.spec.iree.substitute_configurations.items()
+    (exe, path), = h.spec.options.substitute_configurations.items()
     assert exe == SHARED  # dedup's one executable, as its dump names it
     assert re.search(r"hal\.executable public @(\S+) \{", configured(p["dirs"]["b"], SHARED)).group(1) == exe
     text, alone, dedup = Path(path).read_text(), configured(p["dirs"]["a"], ALONE_EXE), configured(p["dirs"]["b"], SHARED)
@@ -79,7 +79,7 @@ def test_plan_transplants_the_other_sides_configuration(pair, target):
     strip = lambda t: TRANSLATION.sub("", CONFIG.sub("", t))  # noqa: E731
     assert strip(text) == strip(dedup)
     assert h.source_ops == [s for s in p["built"]["b"].kernels[0].source_ops if s.startswith("prefill_bs8/")]
-    assert p["h"]["a"][0].spec.iree.substitute_configurations.keys() == {ALONE_EXE}  # the mirror
+    assert p["h"]["a"][0].spec.options.substitute_configurations.keys() == {ALONE_EXE}  # the mirror
 
 
 def test_cuda_hybrid_compiles_to_alones_kernel(pair):

@@ -1,29 +1,27 @@
-"""A frontend is one module plus one registry line: a small frontend defined here, registered in
-rootcause.frontends.FRONTENDS, driven through build -> run -> compare and through analyze on the
-CPU, with no other rootcause module changed.
+"""A frontend is one package, registered by its distribution's entry point: the package
+tests/plugins/npgraph, installed here as a distribution whose only metadata is that entry point
+(no file of rootcause names it), is driven through build -> run -> compare and through analyze
+on the CPU, in this process and in the measuring children.
 
-The frontend ('npgraph') compiles a Python source that lists NumPy stages; `fuse = true` in its
-[npgraph] table makes one fused kernel of all stages (the fusion decision a real compiler makes),
-so A (unfused) and B (fused) differ the way the seed regressions do. Outputs are checked
-against NumPy by the run stage (the spec's reference), and units against the catalog's
+npgraph compiles a Python source that lists NumPy stages; `fuse = true` makes one fused kernel
+of all stages, so A (unfused) and B (fused) differ the way the seed regressions do. Outputs are
+checked against NumPy by the run stage (the spec's reference), and units against the catalog's
 provenance.
 """
 from __future__ import annotations
 
 import json
-import shutil
+import os
+import subprocess
 import sys
-import time
 from pathlib import Path
-from typing import Any
 
-import numpy as np
 import pytest
 
 from rootcause import cli, frontends
-from rootcause.errors import UsageError
-from rootcause.fileio import write_json
-from rootcause.model import BuildOutput, CatalogKernel
+
+PLUGINS = Path(__file__).resolve().parent / "plugins"
+ROOT = PLUGINS.parents[1]
 
 SOURCE = '''
 import numpy as np
@@ -56,113 +54,45 @@ fuse = true
 """
 
 
-def _stages(path: Path) -> list[tuple[str, Any]]:
-    scope: dict[str, Any] = {}
-    exec(compile(path.read_text(), str(path), "exec"), scope)
-    return scope["STAGES"]
 
 
-def _kernels(stages, fuse: bool) -> list[tuple[str, list[str], Any]]:
-    """(kernel name, source ops, function) in launch order."""
-    if not fuse:
-        return [(name, [f"main/{name}"], fn) for name, fn in stages]
-
-    def fused(x, fns=[fn for _, fn in stages]):
-        for fn in fns:
-            x = fn(x)
-        return x
-    return [("fused_" + "_".join(n for n, _ in stages), [f"main/{n}" for n, _ in stages], fused)]
-
-
-class NpSession:
-    def __init__(self, bundle, device: str):
-        self.bundle, self.device = bundle, device
-        self.kernels = _kernels(_stages(bundle.module_path), bundle.manifest["spec"]["options"]["fuse"])
-        self._x = self._out = None
-
-    def set_inputs(self, arrays):
-        self._x = np.array(arrays[0])
-
-    def call(self):
-        x = self._x
-        for _, _, fn in self.kernels:
-            x = fn(x)
-        self._out = x
-
-    def outputs(self):
-        return [self._out]
-
-    timer_includes = "time.perf_counter around `number` calls"
-
-    def timer(self, number: int = 10):
-        def sample():
-            t0 = time.perf_counter()
-            for _ in range(number):
-                self.call()
-            return (time.perf_counter() - t0) / number
-        return sample
-
-
-class NpGraph:
-    name = "npgraph"
-    compiler_packages = ()
-    schedule_keys = ()
-
-    def check_options(self, table, where):
-        if set(table) - {"fuse"}:
-            raise UsageError(f"{where(sorted(set(table) - {'fuse'})[0])}: unknown key; valid: fuse")
-        if not isinstance(table.get("fuse", False), bool):
-            raise UsageError(f"{where('fuse')}: must be true or false")
-        return {"fuse": table.get("fuse", False)}
-
-    def input_files(self, spec):
-        return []
-
-    def build(self, spec, out_dir: Path) -> BuildOutput:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        module = out_dir / "module.py"
-        shutil.copy2(spec.source, module)
-        kernels = [CatalogKernel(name, name, ops, ["main"], schedule={"fused": len(ops) > 1})
-                   for name, ops, _ in _kernels(_stages(module), spec.options["fuse"])]
-        return BuildOutput(module_path=module, kernels=kernels, versions={"numpy": np.__version__})
-
-    def load_session(self, bundle, device: str):
-        return NpSession(bundle, device)
-
-    def cpu_profile(self, bundle_dir: Path, out_dir: Path, calls: int) -> dict:
-        from rootcause.artifacts.bundle import bundle_inputs, read_bundle
-        from rootcause.frontends.base import profile_name
-
-        bundle = read_bundle(bundle_dir)
-        out_file = Path(out_dir) / profile_name(bundle.name, ".npgraph.json")
-        session = NpSession(bundle, "cpu")
-        x0 = bundle_inputs(bundle)[0]
-        events = []
-        for call in range(calls):
-            x = x0
-            for name, _, fn in session.kernels:
-                t0 = time.perf_counter_ns()
-                x = fn(x)
-                t1 = time.perf_counter_ns()
-                events.append({"name": name, "ph": "X", "cat": "kernel", "pid": 0, "tid": 0, "ts": t0 / 1e3,
-                               "dur": (t1 - t0) / 1e3, "args": {"call": call}})
-        out_file.parent.mkdir(parents=True, exist_ok=True)
-        write_json(out_file, {"traceEvents": events, "displayTimeUnit": "ns"})
-        return {"profiler": "npgraph", "ok": True, "file": out_file.name, "calls": calls}
-
-    def plan_hybrids(self, spec_a, spec_b, catalog_a, catalog_b, bundles, work_dir, notes):
-        notes.append("npgraph plans no hybrids")
-        return []
-
-
-FRONTEND = NpGraph()
+def install(site: Path) -> None:
+    """The metadata of a distribution 'npgraph-frontend' that declares the frontend, as pip
+    would write it: the entry point is all that registers npgraph."""
+    info = site / "npgraph_frontend-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: npgraph-frontend\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[{frontends.ENTRY_POINT_GROUP}]\nnpgraph = npgraph\n")
 
 
 @pytest.fixture
 def registered(tmp_path, monkeypatch):
-    monkeypatch.setitem(frontends.FRONTENDS, "npgraph", __name__)
-    monkeypatch.setitem(sys.modules, __name__, sys.modules[__name__])
+    site = tmp_path / "site"
+    install(site)
+    for folder in (PLUGINS, site):
+        monkeypatch.syspath_prepend(str(folder))
+    # the measuring children find it as an installed plug-in would be found: on their sys.path
+    paths = [str(PLUGINS), str(site), *filter(None, [os.environ.get("PYTHONPATH")])]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(paths))
     monkeypatch.setenv("ROOTCAUSE_CACHE", str(tmp_path / "cache"))
+    yield _case(tmp_path)
+    sys.modules.pop("npgraph", None)
+
+
+def test_no_project_file_names_the_plugin():
+    """Adding npgraph changed no file of rootcause: its name is in none of them."""
+    tracked = subprocess.run(["git", "ls-files", "rootcause", "pyproject.toml", "setup.py"], cwd=ROOT,
+                             capture_output=True, text=True, check=True).stdout.split()
+    assert tracked and not [f for f in tracked if "npgraph" in (ROOT / f).read_text(errors="replace")]
+    assert "npgraph" not in frontends.names()
+
+
+def test_registered_by_its_entry_point(registered):
+    assert "npgraph" in frontends.names() and frontends.module_of("npgraph") == "npgraph"
+    assert frontends.get("npgraph").name == "npgraph"
+
+
+def _case(tmp_path: Path) -> Path:
     case = tmp_path / "case"
     case.mkdir()
     (case / "graph.py").write_text(SOURCE)

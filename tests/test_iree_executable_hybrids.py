@@ -40,7 +40,7 @@ def test_plan_adds_executable_hybrids_after_the_configurations(built):
     kinds = [(h.base, h.kind) for h in built["hybrids"]]
     assert kinds == [("a", "configuration"), ("b", "configuration"), ("a", "executable"), ("b", "executable")]
     h = next(h for h in built["hybrids"] if (h.base, h.kind) == ("b", "executable"))
-    (exe, path), = h.spec.iree.substitute_configurations.items()
+    (exe, path), = h.spec.options.substitute_configurations.items()
     assert exe == SHARED
     alone = (built["dirs"]["a"] / "ir" / f"configured_module_{ALONE_EXE}.mlir").read_text()
     # alone's whole dump, its executable renamed: the body keeps alone's 128-row specialization
@@ -56,7 +56,7 @@ def test_executable_hybrid_compiles_to_the_other_sides_kernel(built, base, other
     # the hybrid's PTX is the other side's, but for the executable's name
     assert ptx(out_dir) == ptx(built["dirs"][other]).replace(*names)
     log = (out_dir / "iree-compile.log").read_text()
-    (exe,) = h.spec.iree.substitute_configurations
+    (exe,) = h.spec.options.substitute_configurations
     assert re.search(rf"NOTE: hal\.executable `{re.escape(exe)}` substituted", log)
     # the configuration hybrid of the same base does not: its body stays base's
     c = next(h for h in built["hybrids"] if (h.base, h.kind) == (base, "configuration"))

@@ -7,6 +7,7 @@ pattern fails the test, so a new module must be placed in a layer.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,7 +29,8 @@ LAYERS: list[tuple[str, int]] = [
     ("rootcause.build", 10), ("rootcause.runner", 10),
     ("rootcause.analysis", 11),
     ("rootcause.report", 12),
-    ("rootcause.pipeline", 13), ("rootcause.sweep", 13), ("rootcause.bisect", 13),
+    ("rootcause.pipeline", 13), ("rootcause.sweepfile", 13), ("rootcause.executors", 13),
+    ("rootcause.sweep", 13), ("rootcause.bisect", 13),
     ("rootcause.commands", 14),
     ("rootcause.cli", 15), ("rootcause.__main__", 15),
 ]
@@ -156,3 +158,41 @@ def test_no_frontend_is_named_outside_frontends():
              if "frontends" not in path.relative_to(ROOT).parts
              for n, line in enumerate(path.read_text().splitlines(), 1) if compares.search(line)]
     assert found == []
+
+
+def _owned_names() -> set[str]:
+    """File names the modules of rootcause/artifacts define (their constants)."""
+    names = set()
+    for path in (ROOT / "rootcause" / "artifacts").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and \
+                    re.fullmatch(r"[\w.-]+\.(json|jsonl|html|md)", node.value):
+                names.add(node.value)
+    return names
+
+
+def _path_literals(tree: ast.AST) -> list[tuple[int, str]]:
+    """String literals used as a path: `x / "name"`, `Path("name")`, `open("name")`."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and isinstance(node.right, ast.Constant):
+            found.append((node.lineno, node.right.value))
+        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) in ("Path", "open"):
+            found += [(node.lineno, a.value) for a in node.args if isinstance(a, ast.Constant)]
+    return [(line, value) for line, value in found if isinstance(value, str)]
+
+
+def test_only_artifacts_opens_the_files_it_owns():
+    """Every file one stage hands another has one owner in rootcause/artifacts; no other module
+    builds a path to one of them by name (messages may name them)."""
+    owned = _owned_names()
+    assert {"manifest.json", "measurement.json", "plan.json", "attribution.json", "bisect.json",
+            "profiles.json", "result.json"} <= owned
+    offenders = []
+    for name, path in _modules().items():
+        if name.startswith("rootcause.artifacts") or not name.startswith("rootcause"):
+            continue
+        for line, value in _path_literals(ast.parse(path.read_text())):
+            if value in owned or value.endswith(("_request.json", "_result.json")):
+                offenders.append(f"{path.relative_to(ROOT)}:{line}: {value}")
+    assert not offenders, offenders

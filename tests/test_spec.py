@@ -29,15 +29,15 @@ shape = [1, 16, 64, 64]
 
 def test_each_variant_is_base_merged_with_its_table():
     off = spec.load(f"{VARIANTS}#off")
-    assert off.tvm.skip_passes == ["FuseOps", "FuseTIR"]
+    assert off.options.skip_passes == ["FuseOps", "FuseTIR"]
     assert off.source == CASE / "graph_tvmscript.py"
     assert off.inputs[0].shape == [1, 16, 64, 64] and off.inputs[0].low == -0.5  # from [base]
     assert off.reference.function == "reference" and off.reference.rtol == 2e-4
-    assert spec.load(f"{VARIANTS}#partial").tvm.dataflow_boundaries_after == ["pool2d"]
+    assert spec.load(f"{VARIANTS}#partial").options.dataflow_boundaries_after == ["pool2d"]
     serial = spec.load(f"{VARIANTS}#serial")
-    assert serial.tvm.schedule_overrides == {"fused_pool2d_add2": CASE / "serial_kernel.py"}
+    assert serial.options.schedule_overrides == {"fused_pool2d_add2": CASE / "serial_kernel.py"}
     on = spec.load(f"{VARIANTS}#on")
-    assert on.tvm.skip_passes == [] and on.target == "cuda:sm_90" and on.name == "pool_fusion-on"
+    assert on.options.skip_passes == [] and on.target == "cuda:sm_90" and on.name == "pool_fusion-on"
 
 
 def test_round_trip_through_dict():

@@ -288,10 +288,10 @@ def test_opt_out_keys_are_recorded(tmp_path):
         '[iree]\nflags = ["--iree-opt-level=O2"]\nunchecked_flags = ["--iree-llvmcpu-keep-linker-artifacts"]\n'
     loaded = spec_mod.load(_folder(tmp_path, text))
     assert loaded.allow_outside_paths and loaded.source == tmp_path / "x.mlir"
-    assert loaded.iree.flags == ["--iree-opt-level=O2", "--iree-llvmcpu-keep-linker-artifacts"]
-    assert loaded.iree.unchecked_flags == ["--iree-llvmcpu-keep-linker-artifacts"]
+    assert loaded.options.flags == ["--iree-opt-level=O2", "--iree-llvmcpu-keep-linker-artifacts"]
+    assert loaded.options.unchecked_flags == ["--iree-llvmcpu-keep-linker-artifacts"]
     again = spec_mod.VariantSpec.from_dict(loaded.to_dict())
-    assert again.allow_outside_paths and again.iree.unchecked_flags == loaded.iree.unchecked_flags
+    assert again.allow_outside_paths and again.options.unchecked_flags == loaded.options.unchecked_flags
 
 
 # ---- references and inputs that only fail once the model is built (a real TVM build, llvm)

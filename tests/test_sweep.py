@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from rootcause import cli, sweep as sweeps
+from rootcause import cli, executors, sweep as sweeps, sweepfile
 from rootcause.spec import resolve_target
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,7 +22,7 @@ SWEEP = ROOT / "fixtures" / "cases" / "sweep-llvm.toml"
 FAILING = "pool_fusion.on_vs_serial.llvm"
 
 
-def _load(path: Path = SWEEP) -> sweeps.Sweep:
+def _load(path: Path = SWEEP) -> sweepfile.Sweep:
     return sweeps.load(path, lambda target, spec: resolve_target(target, spec, False))
 
 
@@ -232,7 +232,7 @@ def test_pairs_in_flight_on_ray_stay_under_the_cap(tmp_path, monkeypatch):
         sweep = _load()
         rows = sweeps.run_on_ray(sweep, tmp_path / "o", until="build", max_in_flight=2)
         # a function every worker can import (this test module is not on their path)
-        joined = sweeps.ray_map(os.path.join, [("d", str(i)) for i in range(6)], max_in_flight=3)
+        joined = executors.ray_map(os.path.join, [("d", str(i)) for i in range(6)], max_in_flight=3)
     finally:
         ray.shutdown()
     built = [p for p in sweep.pairs if (tmp_path / "o" / "pairs" / p.id / "sweep-build.json").is_file()]

@@ -365,7 +365,7 @@ def test_boundaries_after_two_bindings_split_at_both(tmp_path):
     case = ROOT / "fixtures" / "zoo" / "tvm_softmax_unfused"
     plan = json.loads((case / "capture" / "analyze" / "plan.json").read_text())
     (h,) = [Hybrid.from_dict(d) for d in plan["hybrids"] if "matmul_multiply_add" in d["description"]]
-    assert len(h.spec.tvm.dataflow_boundaries_after) == 2
+    assert len(h.spec.options.dataflow_boundaries_after) == 2
     hybrid = frontend.build(spec_mod.with_target(h.spec, "llvm"), tmp_path / "h")
     off = frontend.build(spec_mod.with_target(spec_mod.load(f"{case / 'variants.toml'}#off"), "llvm"), tmp_path / "off")
     owner = {op: k.function for k in off.kernels for op in k.source_ops}

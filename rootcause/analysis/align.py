@@ -6,42 +6,46 @@ joined by union-find over the bipartite graph kernel_A -- source op -- kernel_B,
 tier, strongest evidence first. A kernel already in a unit that has both sides is settled;
 the rest go on to the next tier:
 
-1. provenance: the catalogs' source_ops (bundle manifest "kernels"), the only tier that
-   knows which ops a kernel really computes.
-1b. location: the catalogs' source_locs, the input locations of the ops a kernel computes
-   (IREE carries MLIR locations into its dispatches). Any two kernels sharing one join, whatever
-   tier placed them: a serial reduction meets its split partial + combine dispatches, a fused
-   dispatch the dispatches of the producers it absorbed.
-2. name: the same kernel name in both variants.
-2b. normalized-name: the same name once numbers and hashes are made anonymous (template
-   arguments, renumbered torch.compile suffixes), the key unique on each side.
-2c. cpu-op: the CPU op that launched the kernel (Kineto's External id), when it launches one
-   few (CPU_OP_KERNELS) distinct unmatched kernels on each side (the library picked another GEMM).
-3. dispatch-name: IREE dispatch symbols with the '<entry>$async_dispatch_<n>_' prefix
-   removed ('prefill_bs2$async_dispatch_0_matmul_like_..' == 'prefill_bs8$async_..').
-4. fused-name: TVM fused names split into op names ('fused_pool2d_add2' covers 'pool2d'
-   and 'add2'), joined through shared op names.
-5. shape: the same launch work size (grid * block threads), when unique on both sides and the
-   catalogs (where they tell) do not put the two kernels' bytes moved 8x or more apart.
-5b. launch-order: in one graph call of each side, the launches of units settled so far are
-   anchors; where the two anchor sequences agree (difflib's matching blocks), the unmatched
-   kernels launched between two consecutive common anchors on one side join those launched
-   between the same anchors on the other (torch.compile's fused Triton kernel against the eager
-   kernels of the ops it fuses, between the same GEMMs). Gaps sharing a kernel of B, or mostly
-   the same kernels of A, are one unit; an A kernel launched in gaps of several units (one
-   eager add for the residual and for the activation) goes with most of its launches, noted.
-6. remainder: when kernels of both sides are still unmatched, they form one unit: both
-   variants compute the same entry function (verify checks their outputs), so what the
-   matched units leave over computes the same rest, by elimination. This is how a fused
-   IREE dispatch meets the dispatches it replaces (the einsum_fusion case: 'reduction' against
-   'elementwise' + 'matmul_like'): their source ops are dispatch names, which differ.
-6b. absorbed: when only one side has kernels left and it launches more kernels per call than the
-   other, each of them launched right before a kernel of a unit with both sides joins that unit,
-   where the catalogs show the other side's kernels there doing at least the work (flops) of
-   this side's, the absorbed one included: a producer the other side fused into its consumer (a
-   chain fused into the contraction that consumes it, from two source files, where no location
-   is shared). Noted.
-7. what is left (kernels of one side only) is its own unit, flagged.
+The tiers, in the order they run (TIERS; the frontends' own name tiers come after cpu-op,
+in registry order):
+
+- provenance: the catalogs' source_ops (bundle manifest "kernels"), the only tier that knows
+  which ops a kernel really computes; op ids are first normalized by the frontends that name
+  them (IREE: dispatch ordinal and owning function removed).
+- location: the catalogs' source_locs, the input locations of the ops a kernel computes (IREE
+  carries MLIR locations into its dispatches). Any two kernels sharing one join, whatever tier
+  placed them: a serial reduction meets its split partial + combine dispatches, a fused
+  dispatch the dispatches of the producers it absorbed.
+- name: the same kernel name in both variants.
+- normalized-name: the same name once numbers and hashes are made anonymous (template
+  arguments, renumbered torch.compile suffixes), the key unique on each side.
+- cpu-op: the CPU op that launched the kernel (Kineto's External id), when it launches a few
+  (CPU_OP_KERNELS) distinct unmatched kernels on each side (the library picked another GEMM).
+- the frontends' name tiers (rootcause.model.AlignmentTier, each frontend's alignment_tiers):
+  IREE's dispatch-name (symbols without the '<entry>$async_dispatch_<n>_' prefix, unique on each
+  side), TVM's fused-name (fused names split into the op names they fuse, 'fused_pool2d_add2'
+  covering 'pool2d' and 'add2').
+- shape: the same launch work size (grid * block threads), when unique on both sides and the
+  catalogs (where they tell) do not put the two kernels' bytes moved 8x or more apart.
+- launch-order: in one graph call of each side, the launches of units settled so far are
+  anchors; where the two anchor sequences agree (difflib's matching blocks), the unmatched
+  kernels launched between two consecutive common anchors on one side join those launched
+  between the same anchors on the other (torch.compile's fused Triton kernel against the eager
+  kernels of the ops it fuses, between the same GEMMs). Gaps sharing a kernel of B, or mostly
+  the same kernels of A, are one unit; an A kernel launched in gaps of several units (one
+  eager add for the residual and for the activation) goes with most of its launches, noted.
+- remainder: when kernels of both sides are still unmatched, they form one unit: both
+  variants compute the same entry function (verify checks their outputs), so what the
+  matched units leave over computes the same rest, by elimination. This is how a fused
+  IREE dispatch meets the dispatches it replaces (the einsum_fusion case: 'reduction' against
+  'elementwise' + 'matmul_like'): their source ops are dispatch names, which differ.
+- absorbed: when only one side has kernels left and it launches more kernels per call than the
+  other, each of them launched right before a kernel of a unit with both sides joins that unit,
+  where the catalogs show the other side's kernels there doing at least the work (flops) of
+  this side's, the absorbed one included: a producer the other side fused into its consumer (a
+  chain fused into the contraction that consumes it, from two source files, where no location
+  is shared). Noted.
+- unmatched: what is left (kernels of one side only) is its own unit, flagged.
 
 One kernel, several call sites (the layernorm_unfused case: the unfused `mean` PrimFunc serves
 two bindings, the mean of x and the mean of the squares): when every profiled call launches it
@@ -57,10 +61,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any, Callable
 
 import pandas as pd
 
-from rootcause.model import CatalogKernel
+from rootcause import frontends
+from rootcause.model import AlignmentTier, CatalogKernel, strip_kernel
 
 # One row per unit.
 UNIT_COLUMNS: dict[str, str] = {
@@ -68,8 +74,9 @@ UNIT_COLUMNS: dict[str, str] = {
     "kernels_a": "tuple of kernel names of variant A in this unit (may be empty)",
     "kernels_b": "tuple of kernel names of variant B in this unit (may be empty)",
     "source_ops": "tuple of source-op ids (provenance) or op names (fused-name) covered",
-    "method": "weakest tier that joined the unit: provenance, location, name, normalized-name, cpu-op, dispatch-name, "
-              "fused-name, shape, launch-order, remainder, absorbed, unmatched",
+    "method": "weakest tier that joined the unit (TIERS): provenance, location, name, normalized-name, cpu-op, "
+              "a frontend's name tier (dispatch-name, fused-name), shape, launch-order, remainder, absorbed, "
+              "unmatched",
     "flagged": "True when the unit has kernels on one side only or was joined by shape",
 }
 
@@ -86,10 +93,10 @@ KERNEL_COLUMNS: dict[str, str] = {
                 "else None (every launch)",
 }
 
-TIERS = ("provenance", "location", "name", "normalized-name", "cpu-op", "dispatch-name", "fused-name", "shape",
-         "launch-order", "remainder", "absorbed", "unmatched")
-
-_DISPATCH = re.compile(r"^.*?(?:[$_]async)?_dispatch_\d+_(.+)$")
+# The generic tiers, strongest first; the frontends' name tiers run after cpu-op (tiers()).
+TIERS = ("provenance", "location", "name", "normalized-name", "cpu-op", "shape", "launch-order", "remainder",
+         "absorbed", "unmatched")
+NAME_TIERS_AFTER = "cpu-op"
 INSTANCE = "#@"  # node name of the i-th launch of a split kernel: KERNEL#@i
 
 
@@ -128,45 +135,6 @@ class _UnionFind:
             self.parent[ry] = rx
 
 
-def strip_kernel(name: str) -> str:
-    """TVM launches PrimFunc `f` as `f_kernel` (or `f_kernel0`..): the op-level name."""
-    return re.sub(r"_kernel\d*$", "", name)
-
-
-def dispatch_key(name: str) -> str | None:
-    """IREE dispatch symbol without its entry and ordinal: the op kind and shape."""
-    m = _DISPATCH.match(name)
-    return m.group(1) if m else None
-
-
-def fused_ops(name: str, vocabulary: set[str], longest: int | None = None) -> list[str]:
-    """Op names a TVM fused kernel covers: 'fused_pool2d_add2' -> ['pool2d', 'add2'].
-
-    The body is split at '_' into the fewest pieces found in `vocabulary` (the unfused
-    kernels' names), so an op whose own name holds '_' stays whole; pieces not in the
-    vocabulary stay single tokens.
-    """
-    base = strip_kernel(name)
-    if not base.startswith("fused_"):
-        return [base]
-    tokens = base[len("fused_"):].split("_")
-    n = len(tokens)
-    if longest is None:  # most '_'-pieces in a vocabulary word (pass it when calling in a loop)
-        longest = max((w.count("_") + 1 for w in vocabulary), default=1)
-    best: list[list[str] | None] = [None] * (n + 1)
-    best[0] = []
-    for i in range(n):
-        if best[i] is None:
-            continue
-        for j in range(i + 1, min(n, i + longest) + 1):
-            piece = "_".join(tokens[i:j])
-            if piece in vocabulary or j == i + 1:
-                cand = best[i] + [piece]
-                if best[j] is None or len(cand) < len(best[j]):
-                    best[j] = cand
-    return best[n] or tokens
-
-
 def catalog_index(catalog: list[CatalogKernel] | None, by_function: bool = True) -> dict[str, CatalogKernel]:
     """Catalog kernels by launched name, stripped name and (by_function) compiler function."""
     index: dict[str, CatalogKernel] = {}
@@ -182,17 +150,41 @@ def _lookup(index: dict[str, CatalogKernel], kernel: str) -> CatalogKernel | Non
     return index.get(kernel) or index.get(strip_kernel(kernel))
 
 
-def normalize_op(op: str) -> str:
-    """'<entry>/<dispatch symbol>' -> '<entry>/<op kind and shape>' (IREE ids differ by
-    dispatch ordinal and owning function between builds); TVM ids pass unchanged."""
-    entry, sep, rest = op.partition("/")
-    key = dispatch_key(rest) if sep else None
-    return f"{entry}/{key}" if key else op
+def _hooks(name: str) -> list[Any]:
+    """The registered frontends' optional hook `name` (rootcause.frontends.base), registry order."""
+    found = (getattr(frontends.get(n), name, None) for n in frontends.names())
+    return [hook for hook in found if hook is not None]
 
 
-def call_site_ops(k: CatalogKernel, entry: str | None) -> list[str]:
-    """Source ops of `k` for the call site `entry` (all of them when it has one call site)."""
-    ops = [normalize_op(op) for op in k.source_ops]
+def frontend_tiers() -> list[AlignmentTier]:
+    """The frontends' own name tiers, in registry order."""
+    return [tier for hook in _hooks("alignment_tiers") for tier in hook()]
+
+
+def tiers(name_tiers: list[AlignmentTier] | None = None) -> tuple[str, ...]:
+    """Every tier's name in the order they run, weakest last."""
+    names = [t.name for t in (frontend_tiers() if name_tiers is None else name_tiers)]
+    at = TIERS.index(NAME_TIERS_AFTER) + 1
+    return (*TIERS[:at], *names, *TIERS[at:])
+
+
+def op_normalizer() -> Callable[[str], str]:
+    """A source-op id as the frontends compare it across builds (each frontend's normalize_op
+    leaves other frontends' ids unchanged)."""
+    hooks = _hooks("normalize_op")
+
+    def normalize(op: str) -> str:
+        for hook in hooks:
+            op = hook(op)
+        return op
+    return normalize
+
+
+def call_site_ops(k: CatalogKernel, entry: str | None, normalize: Callable[[str], str] | None = None) -> list[str]:
+    """Source ops of `k` for the call site `entry` (all of them when it has one call site),
+    normalized (op_normalizer)."""
+    normalize = normalize or op_normalizer()
+    ops = [normalize(op) for op in k.source_ops]
     if entry and len(k.call_sites) > 1:
         mine = [op for op in ops if op.split("/", 1)[0] == entry]
         if mine:
@@ -299,13 +291,15 @@ def align(events_a: pd.DataFrame, events_b: pd.DataFrame,
     method: dict[str, str] = {}
     info: dict[str, dict] = {}
     notes: list[str] = []
+    normalize, name_tiers = op_normalizer(), frontend_tiers()
+    op_keys: dict[str, dict[str, list[str]]] = {}  # tier -> node -> the op names its keys are
 
     for v in ("a", "b"):
         for kernel in names[v]:
             node = f"{v}:{kernel}"
             uf.find(node)
             k = _lookup(catalogs[v], kernel)
-            ops = call_site_ops(k, entries[v]) if k else []
+            ops = call_site_ops(k, entries[v], normalize) if k else []
             shared = tuple(k.call_sites) if k and len(k.call_sites) > 1 else ()
             info[node] = {"catalog": k is not None, "source_ops": tuple(ops),
                           "source_locs": tuple(k.source_locs) if k else (), "shared_call_sites": shared,
@@ -345,17 +339,17 @@ def align(events_a: pd.DataFrame, events_b: pd.DataFrame,
                     uf.union(f"{prefix}:{key}", node)
                 place(sorted(nodes), tier)
 
-    # 1. provenance
+    # provenance
     link_through({node: list(i["source_ops"]) for node, i in info.items() if i["source_ops"]},
                  "provenance", "op")
-    # 1b. input locations: kernels (of any tier so far) that compute part of one input op join,
+    # location: input locations: kernels (of any tier so far) that compute part of one input op join,
     # many to many: a serial reduction meets its split partial and combine dispatches
     link_through({node: list(i["source_locs"]) for node, i in info.items() if i["source_locs"]},
                  "location", "loc")
-    # 2. identical names
+    # name: identical names
     left = pending()
     link_through({f"{v}:{n}": [n] for v in "ab" for n in left[v]}, "name", "name")
-    # 2b. names that differ only in numbers (template arguments, renumbered suffixes) or hashes,
+    # normalized-name: names that differ only in numbers (template arguments, renumbered suffixes) or hashes,
     # the key unique on each side
     left = pending()
     keys = {}
@@ -365,7 +359,7 @@ def align(events_a: pd.DataFrame, events_b: pd.DataFrame,
             if counts.get(normalized_name(n)) == 1:
                 keys[f"{v}:{n}"] = [normalized_name(n)]
     link_through(keys, "normalized-name", "norm")
-    # 2c. the CPU op that launched the kernel (traces that say, e.g. Kineto's External id), when
+    # cpu-op: the CPU op that launched the kernel (traces that say, e.g. Kineto's External id), when
     # the op launches a few distinct kernels still unmatched on each side (cuBLAS picking another
     # GEMM, with or without its workspace memset)
     left = pending()
@@ -376,27 +370,13 @@ def align(events_a: pd.DataFrame, events_b: pd.DataFrame,
         counts = pd.Series(list(mine.values()), dtype=object).value_counts()
         keys.update({f"{v}:{n}": [op] for n, op in mine.items() if counts.get(op) <= CPU_OP_KERNELS})
     link_through(keys, "cpu-op", "cpuop")
-    # 3. IREE dispatch names without entry and ordinal, unique on each side
-    left = pending()
-    keys = {}
-    for v in "ab":
-        counts = pd.Series([dispatch_key(n) for n in left[v]]).value_counts()
-        for n in left[v]:
-            key = dispatch_key(n)
-            if key and counts.get(key) == 1:
-                keys[f"{v}:{n}"] = [key]
-    link_through(keys, "dispatch-name", "dispatch")
-    # 4. TVM fused names through op names. An unfused kernel already matched by name joins
-    # too: in the pool_fusion case, OFF's add2_kernel (launched for lv17 and lv18) belongs with ON's
-    # fused_pool2d_add2 (lv17) and add2 (lv18) in one unit.
-    left = pending()
-    vocab = {strip_kernel(n) for v in "ab" for n in names[v] if not n.startswith("fused_")}
-    active = {f"{v}:{n}" for v in "ab" for n in left[v]}
-    longest = max((w.count("_") + 1 for w in vocab), default=1)
-    fused = {f"{v}:{n}": fused_ops(n, vocab, longest) for v in "ab" for n in names[v]
-             if f"{v}:{n}" in active or (not n.startswith("fused_") and not info[f"{v}:{n}"]["source_ops"])}
-    link_through(fused, "fused-name", "opname", active)
-    # 5. launch work size, unique among the still-unmatched of each side
+    # the frontends' name tiers (IREE dispatch names, TVM fused names)
+    for tier in name_tiers:
+        keys, active = tier.keys(names, pending(), info)
+        link_through(keys, tier.name, tier.name, active)
+        if tier.keys_are_ops:
+            op_keys[tier.name] = keys
+    # shape: launch work size, unique among the still-unmatched of each side
     left = pending()
     work = {"a": _work_sizes(events_a), "b": _work_sizes(events_b)}
     keys = {}
@@ -406,7 +386,7 @@ def align(events_a: pd.DataFrame, events_b: pd.DataFrame,
         for n, size in unique.items():
             keys[f"{v}:{n}"] = [str(size)]
     link_through(_same_bytes(keys, info), "shape", "work")
-    # 5b. launch order: between two launches of settled units that come in the same order on
+    # launch-order: between two launches of settled units that come in the same order on
     # both sides, what each side launches computes the same ops in between (a fused kernel
     # against the eager kernels it replaces)
     left = pending()
@@ -414,14 +394,14 @@ def align(events_a: pd.DataFrame, events_b: pd.DataFrame,
         keys, order_notes = _between_anchors(events_a, events_b, {v: set(left[v]) for v in "ab"}, uf)
         link_through(keys, "launch-order", "gap")
         notes.extend(order_notes)
-    # 6. by elimination, when both sides have kernels left
+    # remainder: by elimination, when both sides have kernels left
     left = pending()
     if left["a"] and left["b"]:
         link_through({f"{v}:{n}": ["rest"] for v in "ab" for n in left[v]}, "remainder", "remainder")
         notes.append(f"{len(left['a'])} kernel(s) of A and {len(left['b'])} of B matched no tier and "
                      f"were joined as the remainder of the same entry function (by elimination): "
                      f"{', '.join(left['a'][:3])} against {', '.join(left['b'][:3])}")
-    # 6b. a producer fused into its consumer: only one side has kernels left, and it launches more
+    # absorbed: a producer fused into its consumer: only one side has kernels left, and it launches more
     left = pending()
     for v, other in (("a", "b"), ("b", "a")):
         if left[v] and not left[other]:
@@ -433,15 +413,15 @@ def align(events_a: pd.DataFrame, events_b: pd.DataFrame,
                 notes.append(f"{len(joined)} kernel(s) of {v.upper()} with no counterpart joined the unit of the "
                              "kernel launched right after them (a producer the other side fused into its "
                              "consumer): " + ", ".join(f"{n[2:]} -> {a[2:]}" for n, a in joined[:3]))
-    # 7. the rest
+    # unmatched: the rest
     place(list(info), "unmatched")
 
-    return _tables(names, info, uf, method, fused, notes)
+    return _tables(names, info, uf, method, op_keys, notes, tiers(name_tiers))
 
 
 def _absorbed(v: str, free: list[str], events: dict[str, pd.DataFrame], uf: _UnionFind,
               pending, info: dict[str, dict]) -> list[tuple[str, str]]:
-    """(node, anchor node) for tier 6b: side v's unmatched kernels each launched right before a
+    """(node, anchor node) for the absorbed tier: side v's unmatched kernels each launched right before a
     kernel whose unit has both sides, when v launches more kernels a call than the other side and
     the catalogs show the other side's kernels of that unit doing at least the work of v's,
     the absorbed one included (a fused kernel computes what it absorbed; an extra library call
@@ -480,7 +460,7 @@ def _one_call(events: pd.DataFrame) -> list[str]:
 
 def _between_anchors(events_a: pd.DataFrame, events_b: pd.DataFrame, free: dict[str, set[str]],
                      uf: _UnionFind) -> tuple[dict[str, list[str]], list[str]]:
-    """(node -> its gap group, notes) for tier 5b. Gaps between the same common anchors pair
+    """(node -> its gap group, notes) for the launch-order tier. Gaps between the same common anchors pair
     their unmatched kernels. Gaps sharing a B kernel form one group; groups whose A kernels are
     mostly the same (at least half of the smaller group's) merge; an A kernel still launched in
     several groups (one eager add serving the residual and the activation) joins the group with
@@ -546,7 +526,7 @@ def _between_anchors(events_a: pd.DataFrame, events_b: pd.DataFrame, free: dict[
     return keys, notes
 
 
-def _tables(names, info, uf, method, fused, notes) -> Alignment:
+def _tables(names, info, uf, method, op_keys, notes, order_of_tiers) -> Alignment:
     order: dict[str, int] = {}
     members: dict[str, list[str]] = {}
     for v in ("a", "b"):
@@ -558,11 +538,11 @@ def _tables(names, info, uf, method, fused, notes) -> Alignment:
     for root, uid in order.items():
         nodes = members[root]
         tiers = [method[n] for n in nodes]
-        weakest = max(tiers, key=TIERS.index)
+        weakest = max(tiers, key=order_of_tiers.index)
         ops: list[str] = []
         for n in nodes:
             src = info[n]["source_ops"] if method[n] in ("provenance", "location") else (
-                fused.get(n, []) if method[n] == "fused-name" else [])
+                op_keys.get(method[n], {}).get(n, []))
             ops.extend(op for op in src if op not in ops)
         ka = tuple(dict.fromkeys(base_kernel(n[2:])[0] for n in nodes if n[0] == "a"))
         kb = tuple(dict.fromkeys(base_kernel(n[2:])[0] for n in nodes if n[0] == "b"))

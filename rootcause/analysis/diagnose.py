@@ -18,9 +18,9 @@ import pandas as pd
 
 from rootcause import frontends, gpus
 from rootcause.names import short
-from rootcause.analysis.align import Alignment, catalog_index, strip_kernel
+from rootcause.analysis.align import Alignment, catalog_index, frontend_tiers
 from rootcause.analysis.attribute import Attribution
-from rootcause.model import COUNTER_COLUMNS, CatalogKernel
+from rootcause.model import COUNTER_COLUMNS, CatalogKernel, strip_kernel
 
 # A fused kernel doing this many times the replaced kernels' work recomputes its producers.
 RECOMPUTE_FACTOR = 4.0
@@ -301,7 +301,7 @@ def global_access(ctx: Context) -> list[dict[str, Any]]:
     stores touch COUNTER_FACTOR times the 32-byte sectors per request. Both, so that more
     traffic of a different cause (more bytes, re-reads) or a wider access that L1 absorbs is not
     called uncoalesced. Only between kernels paired by the ops they compute."""
-    if ctx.unit.get("method") not in OP_EVIDENCE_TIERS + ("remainder",):
+    if ctx.unit.get("method") not in op_evidence_tiers() + ("remainder",):
         return []
     slow, fast = _slow_fast(ctx)
     cols = ("l2_sectors", "global_sectors", "global_requests")
@@ -342,7 +342,9 @@ def bank_conflicts(ctx: Context) -> list[dict[str, Any]]:
 
 # Alignment tiers whose pairing is evidence that two kernels compute the same ops: rules that
 # compare work across the pair (recomputation) need one of these, never a shape-only pairing.
-OP_EVIDENCE_TIERS = ("provenance", "location", "name", "normalized-name", "cpu-op", "dispatch-name", "fused-name")
+def op_evidence_tiers() -> tuple[str, ...]:
+    """The alignment tiers that join kernels by what they compute (ops, locations, names)."""
+    return ("provenance", "location", "name", "normalized-name", "cpu-op", *(t.name for t in frontend_tiers()))
 
 
 def _ops(side: Side, kernel: str) -> set[str]:
@@ -373,7 +375,7 @@ def recomputation(ctx: Context) -> list[dict[str, Any]]:
     with more launches, never on the faster side, never across a pairing that is not by ops
     (shape, remainder)."""
     la, lb = ctx.unit["launches_a"], ctx.unit["launches_b"]
-    if ctx.unit.get("method") not in OP_EVIDENCE_TIERS:
+    if ctx.unit.get("method") not in op_evidence_tiers():
         if la != lb:
             ctx.attribution.cannot_conclude.append(
                 f"unit {ctx.unit['unit']}: joined by {ctx.unit.get('method')}, not by the ops its kernels compute: "
@@ -432,7 +434,7 @@ def parallelism(ctx: Context) -> list[dict[str, Any]]:
     if focus["grid"] is None or focus["block"] is None:
         return []
     method = ctx.unit.get("method")
-    if method not in OP_EVIDENCE_TIERS + ("remainder",):
+    if method not in op_evidence_tiers() + ("remainder",):
         ctx.attribution.cannot_conclude.append(
             f"unit {ctx.unit['unit']}: joined by {method}, not by the ops its kernels compute: "
             "whether the other variant spreads the same work over more threads was not checked")
@@ -484,15 +486,14 @@ def parallelism(ctx: Context) -> list[dict[str, Any]]:
 
 
 def _thread_work(cat: CatalogKernel | None) -> dict[str, Any] | str:
-    """Threads that own work in the slow kernel (IREE TileAndFuse: rootcause.frontends.iree.work),
-    or why that was not checked."""
-    if cat is None or not (cat.schedule or {}).get("lowering_config"):
-        return "not checked: the catalog gives no tiling of this kernel (TVM's TIR loops are not read)"
-    from rootcause.frontends.iree.work import threads_doing_work
-
-    work = threads_doing_work(cat.name, cat.schedule)
-    return work if work is not None else ("not checked: not a TileAndFuse dispatch whose thread tiles over its "
-                                          "static loop ranges reproduce its workgroup size")
+    """Threads that own work in the slow kernel, as the frontend that tiled it reads them
+    (its thread_work hook: IREE's TileAndFuse dispatches), or why that was not checked."""
+    for name in frontends.names() if cat is not None else ():
+        hook = getattr(frontends.get(name), "thread_work", None)
+        work = hook(cat) if hook else None
+        if work is not None:
+            return work
+    return "not checked: the catalog gives no tiling of this kernel (TVM's TIR loops are not read)"
 
 
 def _owner(name: str) -> str | None:

@@ -27,6 +27,9 @@ from rootcause.artifacts.schema import ANY, NUM, Map, Opt
 from rootcause.errors import UsageError
 from rootcause.fileio import json_text, read_json, settle
 
+FILE = "attribution.json"
+# The folder an analysis writes: the document and its two renderings, replaced as one set.
+REPORT_FILES = (FILE, "report.html", "report.md")
 SCHEMA_VERSION = 2
 SUPPORTED_SCHEMAS = (1, 2)  # 1 is migrated to 2 on load
 

@@ -76,6 +76,11 @@ class Bundle:
         return catalog_kernels(self.manifest, self.path / MANIFEST)
 
 
+def is_bundle(path: str | Path) -> bool:
+    """A folder with a manifest (whether it reads is read_bundle's question)."""
+    return (Path(path) / MANIFEST).is_file()
+
+
 def read_bundle(path: str | Path) -> Bundle:
     """Parse BUNDLE/manifest.json (or the manifest.json path itself); one-line UsageError when
     it is missing or malformed."""

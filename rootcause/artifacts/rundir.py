@@ -9,6 +9,7 @@ measurement.json: {"bundles": {variant: path}, "devices": {variant: device}, "ve
 """
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,11 @@ def read_measurement(run_dir: Path) -> dict[str, Any]:
         raise UsageError(f"{path}: no \"measurement\" (the run stopped at verification?)")
     schema.check(doc, MEASUREMENT_SHAPE, str(path))
     return doc
+
+
+def measurement_digest(run_dir: Path) -> str:
+    """sha256 of the run's measurement.json bytes: what results derived from it are keyed by."""
+    return hashlib.sha256((Path(run_dir) / MEASUREMENT).read_bytes()).hexdigest()
 
 
 def read_env(run_dir: Path) -> dict[str, Any] | None:

@@ -85,7 +85,7 @@ def _analyze(args: argparse.Namespace, spec_a: spec_mod.VariantSpec, spec_b: spe
     if args.from_run:
         plan = plans.read_plan(out)
         if (plan["a"], plan["b"]) != (spec_a.name, spec_b.name):
-            raise UsageError(f"{out / 'plan.json'}: built for {plan['a']} vs {plan['b']}, not "
+            raise UsageError(f"{out / plans.PLAN}: built for {plan['a']} vs {plan['b']}, not "
                              f"{spec_a.name} vs {spec_b.name}")
         run_dir = args.from_run
     else:

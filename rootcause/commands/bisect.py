@@ -15,9 +15,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from rootcause import argtypes, bisect, pipeline, spec as spec_mod, sweep as sweeps
+from rootcause import argtypes, bisect, executors, pipeline, spec as spec_mod
 from rootcause.errors import EXIT_BAD_INPUT, EXIT_TOOL_FAILED, ToolFailed, UsageError
-from rootcause.fileio import write_json
+from rootcause.artifacts import bisect as bisect_files
 from rootcause.report import render_text
 
 
@@ -44,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "halves ahead of each measurement): local, auto or a cluster address, as for sweep; "
                              "measurements stay here")
     parser.add_argument("--num-cpus", type=argtypes.number(1, 65536, integer=True), help="with --ray local: CPUs the cluster offers (default all)")
-    parser.add_argument("--max-in-flight", type=argtypes.number(1, 10**6, integer=True), default=sweeps.MAX_IN_FLIGHT,
+    parser.add_argument("--max-in-flight", type=argtypes.number(1, 10**6, integer=True), default=executors.MAX_IN_FLIGHT,
                         help="with --ray: builds on the cluster at once (default %(default)s)")
     parser.add_argument("--max-retries", type=argtypes.count, default=3,
                         help="with --ray: times a build whose worker died is run again (default 3)")
@@ -67,14 +67,14 @@ def run(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     parallel = None
     if args.ray:
-        sweeps.init_ray(args.ray, args.num_cpus)
+        executors.init_ray(args.ray, args.num_cpus)
         parallel = {"max_in_flight": args.max_in_flight, "max_retries": args.max_retries}
     search = bisect.Bisection(spec, candidates, out, args.budget_s, args.threshold, args.by, parallel)
     result = search.run()
-    write_json(out / "bisect.json", result)
+    saved = bisect_files.write_result(out, result)
     between = f" (skipped, could be any: {', '.join(result['skipped_between'])})" if result["skipped_between"] else ""
     print(f"first bad version: {result['first_bad']} (last good: {result['last_good']}{between}); "
-          f"the change: {_change(result)}; details in {out / 'bisect.json'}")
+          f"the change: {_change(result)}; details in {saved}")
     if args.no_analyze or result["direction"] == "outputs":
         return 0
     bisect.progress(f"analyze {result['last_good']} against {result['first_bad']}")
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     except (UsageError, ToolFailed) as err:
         # the bisection stands (bisect.json), but the command did not do all it was asked: not 0
         print(f"rootcause bisect: analyze of {result['last_good']} against {result['first_bad']} could not finish: "
-              f"{err} (the bisection itself is in {out / 'bisect.json'}; --no-analyze skips this step)",
+              f"{err} (the bisection itself is in {saved}; --no-analyze skips this step)",
               file=sys.stderr)
         return EXIT_TOOL_FAILED if isinstance(err, ToolFailed) else EXIT_BAD_INPUT
     print(render_text(doc))

@@ -17,7 +17,7 @@ import argparse
 from pathlib import Path
 
 from rootcause import argtypes, gpus, pipeline
-from rootcause.artifacts import bundle, rundir
+from rootcause.artifacts import attribution, bundle, rundir
 from rootcause.fileio import refuse_overwriting
 from rootcause.profilers.selection import read_profile
 from rootcause.report import render_text
@@ -57,7 +57,7 @@ def _argv(args: argparse.Namespace) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     inputs = [p for p in (args.profile_a, args.profile_b, args.catalog_a, args.catalog_b, args.measurement) if p]
-    refuse_overwriting([Path(args.out) / name for name in pipeline.REPORT_FILES], inputs)
+    refuse_overwriting([Path(args.out) / name for name in attribution.REPORT_FILES], inputs)
     catalog_a, manifest_a = bundle.load_catalog(args.catalog_a)
     catalog_b, manifest_b = bundle.load_catalog(args.catalog_b)
     labels = (args.label_a or manifest_a.get("name") or "A", args.label_b or manifest_b.get("name") or "B")

@@ -1,19 +1,18 @@
 """`rootcause sweep SWEEP.toml`: many `analyze` pairs from one file, here or on a Ray cluster.
 
-The sweep file and its stages: rootcause/sweep.py. Without --ray the pairs run here, one after
-another; `--ray local` starts a one-node Ray cluster on this host (its CPUs, its GPUs, and one
-unit of the resource named after this host's GPU target per GPU), `--ray auto` joins the cluster
-`ray start` made on this host, `--ray ADDRESS` joins another. OUT holds sweep.json, sweep.md,
-sweep.html and pairs/<id>/ (each the layout of `analyze --out`); running the same command again
-resumes from what finished.
-"""
+The sweep file: rootcause/sweepfile.py; its stages: rootcause/sweep.py. Without --ray the pairs
+run here, one after another; `--ray local` starts a one-node Ray cluster on this host (its CPUs,
+its GPUs, and one unit of the resource named after this host's GPU target per GPU), `--ray auto`
+joins the cluster `ray start` made on this host, `--ray ADDRESS` joins another. OUT holds
+sweep.json, sweep.md, sweep.html and pairs/<id>/ (each the layout of `analyze --out`); running
+the same command again resumes from what finished."""
 from __future__ import annotations
 
 import argparse
 import time
 from pathlib import Path
 
-from rootcause import argtypes, pipeline, spec as spec_mod, sweep as sweeps
+from rootcause import argtypes, executors, pipeline, spec as spec_mod, sweep as sweeps, sweepfile
 from rootcause.errors import UsageError
 from rootcause.fileio import output_lock
 
@@ -36,9 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-retries", type=argtypes.count, default=3,
                         help="with --ray: times a task whose worker died is run again (default 3)")
     parser.add_argument("--num-cpus", type=argtypes.number(1, 65536, integer=True), help="with --ray local: CPUs the cluster offers (default all)")
-    parser.add_argument("--max-in-flight", type=argtypes.number(1, 10**6, integer=True), default=sweeps.MAX_IN_FLIGHT,
+    parser.add_argument("--max-in-flight", type=argtypes.number(1, 10**6, integer=True), default=executors.MAX_IN_FLIGHT,
                         help="with --ray: pairs with tasks on the cluster at once; the next is submitted when one "
-                             f"finishes (bounds the object store's pinned bundles; default {sweeps.MAX_IN_FLIGHT})")
+                             f"finishes (bounds the object store's pinned bundles; default {executors.MAX_IN_FLIGHT})")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -50,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
         return _sweep(args, sweep, out)
 
 
-def _sweep(args: argparse.Namespace, sweep: sweeps.Sweep, out: Path) -> int:
+def _sweep(args: argparse.Namespace, sweep: sweepfile.Sweep, out: Path) -> int:
     pairs_root = (args.shared or out) / "pairs"
     executor = f"ray {args.ray}" if args.ray else "sequential"
     rows: list = [None] * len(sweep.pairs)
@@ -66,7 +65,7 @@ def _sweep(args: argparse.Namespace, sweep: sweeps.Sweep, out: Path) -> int:
 
     pipeline.progress(f"sweep {sweep.name}: {len(sweep.pairs)} pairs, {executor}, into {out}")
     if args.ray:
-        sweeps.init_ray(args.ray, args.num_cpus)
+        executors.init_ray(args.ray, args.num_cpus)
         rows[:] = sweeps.run_on_ray(sweep, out, args.shared, args.until, args.retry_failed, args.max_retries, on_row,
                                    args.max_in_flight)
     else:

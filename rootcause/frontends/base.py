@@ -1,7 +1,9 @@
 """The Frontend protocol: what rootcause needs from a compiler to build, run and profile a variant.
 
-A frontend is a package under rootcause/frontends/ whose __init__ defines FRONTEND, an object
-with the attributes below, and one line in rootcause.frontends.FRONTENDS. Its __init__ imports
+A frontend is a package (the built-in ones under rootcause/frontends/) whose __init__ defines
+FRONTEND, an object with the attributes below, registered by a line of
+rootcause.frontends.FRONTENDS (built in) or an entry point in the group 'rootcause.frontends'
+(any other distribution). Its __init__ imports
 nothing heavy: a GPU host that has only the runtime imports it to load a session, so the
 compiler is imported inside `build`, the runtime inside `load_session`.
 """
@@ -48,12 +50,24 @@ class Frontend(Protocol):
     # Input dtypes its compiler and runtime take (rootcause.inputs names); absent: all of them.
     dtypes: tuple[str, ...]
 
-    def check_options(self, table: dict[str, Any], where: Callable[[str | None], str]) -> dict[str, Any]:
-        """The spec's [NAME] table checked (built-in frontends are checked by rootcause.spec)."""
+    def check_options(self, table: dict[str, Any], place: Callable[[str | None], str], files: Any) -> Any:
+        """The spec's [NAME] table checked without the compiler, as the options its stages read
+        from VariantSpec.options. place(key) phrases the TOML place for a UsageError;
+        files.existing(rel, where) resolves a file the table names (rootcause.spec.SpecFiles:
+        inside the spec's folder unless the spec allows otherwise)."""
+    # Optional: options_from_dict(d) -> options, the inverse of dataclasses.asdict of what
+    # check_options returned (specs reach children as JSON); absent: the options are that dict.
     def input_files(self, spec: Any) -> list[Path]:
         """Files other than source, reference and inputs that the build reads (cache key)."""
     # Optional: check_source(spec) -> None, what the frontend can check of its source against the
     # spec's inputs without its compiler (UsageError); rootcause.spec calls it when present.
+    # Optional, asked by the analysis (which never imports a frontend):
+    #   alignment_tiers() -> tuple of rootcause.model.AlignmentTier, ways its kernel names show
+    #     two builds' kernels computing the same ops (rootcause.analysis.align);
+    #   normalize_op(op) -> op, a source-op id as it compares across builds (ids of other
+    #     frontends unchanged);
+    #   thread_work(kernel) -> dict | str | None, the threads that own work in a CatalogKernel
+    #     (dict), why that could not be checked (str), or None where the kernel is not its.
     def build(self, spec: Any, out_dir: Path) -> BuildOutput: ...
     def load_session(self, bundle: Any, device: str) -> Session: ...
     def cpu_profile(self, bundle_dir: Path, out_dir: Path, calls: int) -> dict[str, Any]:
@@ -70,15 +84,18 @@ class PackageFrontend:
     """A frontend whose stages are modules of its package, imported only when used:
     build.build(spec, out_dir), runtime.load(bundle, device), cpu_profile.capture(bundle_dir,
     out_dir, calls) and hybrids.plan(spec_a, spec_b, catalog_a, catalog_b, bundles, work_dir,
-    notes). Its spec table is parsed by rootcause.spec (the built-in frontends)."""
+    notes) and its [NAME] table by options.check(table, place, files) and options.from_dict(d)."""
 
     package = ""  # e.g. 'rootcause.frontends.tvm'
 
     def _stage(self, module: str) -> Any:
         return importlib.import_module(f"{self.package}.{module}")
 
-    def check_options(self, table: dict[str, Any], where: Callable[[str | None], str]) -> dict[str, Any]:
-        return table
+    def check_options(self, table: dict[str, Any], place: Callable[[str | None], str], files: Any) -> Any:
+        return self._stage("options").check(table, place, files)
+
+    def options_from_dict(self, d: dict[str, Any]) -> Any:
+        return self._stage("options").from_dict(d)
 
     def build(self, spec: Any, out_dir: Path) -> BuildOutput:
         return self._stage("build").build(spec, out_dir)

@@ -18,14 +18,24 @@ class IreeFrontend(PackageFrontend):
     schedule_keys = ("pipeline", "workgroup_size", "subgroup_size")
 
     def input_files(self, spec: Any) -> list[Path]:
-        return list(spec.iree.substitute_configurations.values())
+        return list(spec.options.substitute_configurations.values())
+
+    def alignment_tiers(self) -> tuple[Any, ...]:
+        return self._stage("alignment").TIERS
+
+    def normalize_op(self, op: str) -> str:
+        return self._stage("alignment").normalize_op(op)
+
+    def thread_work(self, kernel: Any) -> Any:
+        return self._stage("alignment").thread_work(kernel)
 
     def check_source(self, spec: Any) -> None:
         """.mlir sources: the inputs' count and dtypes against the function's signature, read
         from the text (skipped where the function or one of its argument types is not found: the
         compiler decides). Shapes are left to the runtime: a --bundle-only build may cut inputs down."""
         from rootcause import inputs
-        from rootcause.spec import check_signature, mlir_params
+        from rootcause.frontends.iree.options import mlir_params
+        from rootcause.spec import check_signature
 
         if spec.source.suffix != ".mlir":
             return
@@ -33,7 +43,7 @@ class IreeFrontend(PackageFrontend):
             text = spec.source.read_text(encoding="utf-8", errors="replace")
         except OSError:
             return
-        params = mlir_params(text, spec.iree.function or spec.entry)
+        params = mlir_params(text, spec.options.function or spec.entry)
         if params is None or any(inputs.dtype_name(dtype) is None for _, dtype in params):
             return
         check_signature(spec, params, shapes=False)

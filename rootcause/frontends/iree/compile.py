@@ -56,8 +56,8 @@ def target_flags(target: str, where: str = "target") -> list[str]:
 def compile_command(spec: Any, out_dir: Path, substitutions: dict[str, Path] | None = None) -> list[str]:
     ir, binaries = out_dir / "ir", out_dir / "binaries"
     cmd = [str(iree_compile_path()), str(spec.source)]
-    if spec.iree.input_type:
-        cmd.append(f"--iree-input-type={spec.iree.input_type}")
+    if spec.options.input_type:
+        cmd.append(f"--iree-input-type={spec.options.input_type}")
     cmd += target_flags(spec.target, spec.where("", "target") if hasattr(spec, "where") else "target")
     cmd += [f"--iree-hal-dump-executable-configurations-to={ir}",
             f"--iree-hal-dump-executable-sources-to={ir}",
@@ -66,7 +66,7 @@ def compile_command(spec: Any, out_dir: Path, substitutions: dict[str, Path] | N
             f"--mlir-print-ir-before={DEDUP_PASS}", "--mlir-elide-elementsattrs-if-larger=16"]
     cmd += [f"--iree-hal-substitute-executable-configuration={exe}={path}"
             for exe, path in (substitutions or {}).items()]
-    cmd += list(spec.iree.flags)
+    cmd += list(spec.options.flags)
     cmd += ["-o", str(out_dir / "module.vmfb")]
     return cmd
 
@@ -75,11 +75,11 @@ def locations_command(spec: Any, out_file: Path) -> list[str]:
     """iree-compile up to the flow phase with MLIR locations printed: the same input, target and
     flags as the build, so its dispatches are the build's (catalog source_locs)."""
     cmd = [str(iree_compile_path()), str(spec.source)]
-    if spec.iree.input_type:
-        cmd.append(f"--iree-input-type={spec.iree.input_type}")
+    if spec.options.input_type:
+        cmd.append(f"--iree-input-type={spec.options.input_type}")
     cmd += target_flags(spec.target, spec.where("", "target") if hasattr(spec, "where") else "target")
     cmd += ["--compile-to=flow", "--mlir-print-debuginfo", "--mlir-elide-elementsattrs-if-larger=16",
-            "--mlir-elide-resource-strings-if-larger=16", *spec.iree.flags, "-o", str(out_file)]
+            "--mlir-elide-resource-strings-if-larger=16", *spec.options.flags, "-o", str(out_file)]
     return cmd
 
 

@@ -49,7 +49,7 @@ def transplant_configuration(base: str, other: str, base_file: str, other_file: 
 def prepare_substitutions(spec: Any, ir: Path) -> dict[str, Path]:
     """executable -> the file handed to iree-compile: the spec's file, renamed where needed."""
     out = {}
-    for exe, path in spec.iree.substitute_configurations.items():
+    for exe, path in spec.options.substitute_configurations.items():
         path = Path(path)
         dest = ir / "substitutions" / f"{exe}{path.suffix}"
         dest.parent.mkdir(parents=True, exist_ok=True)
@@ -88,5 +88,5 @@ def check_substitutions(spec: Any, substitutions: dict[str, Path], log: str, ir:
             (ir / "unsubstituted").mkdir(exist_ok=True)
             dumped.replace(ir / "unsubstituted" / dumped.name)
             dumped.write_text(path.read_text())
-        notes.append(f"{exe}: configuration substituted with {spec.iree.substitute_configurations[exe]}")
+        notes.append(f"{exe}: configuration substituted with {spec.options.substitute_configurations[exe]}")
     return notes

@@ -55,7 +55,7 @@ def _mates(spec: VariantSpec, catalog: list[CatalogKernel],
     chain's main_dispatch_0 and an unfused one's), so a mate must also fuse as many source
     locations: 25 ops in one dispatch do not stand in for 2."""
     by_op = {op: k for k in other for op in k.source_ops}
-    out, done = [], set(spec.iree.substitute_configurations)
+    out, done = [], set(spec.options.substitute_configurations)
     for k in sorted(catalog, key=lambda k: -(k.bytes_moved or 0)):
         exe = k.schedule.get("executable")
         mates = list(dict.fromkeys(by_op[op].name for op in k.source_ops if op in by_op))
@@ -70,8 +70,8 @@ def _mates(spec: VariantSpec, catalog: list[CatalogKernel],
 
 
 def _substituted(spec: VariantSpec, exe: str, path: Path) -> VariantSpec:
-    subs = {**spec.iree.substitute_configurations, exe: path}
-    return dataclasses.replace(spec, iree=dataclasses.replace(spec.iree, substitute_configurations=subs))
+    subs = {**spec.options.substitute_configurations, exe: path}
+    return dataclasses.replace(spec, options=dataclasses.replace(spec.options, substitute_configurations=subs))
 
 
 def _hybrid_file(work_dir: Path, stem: str, text: str) -> Path:
@@ -154,10 +154,10 @@ def executable_hybrids(base: str, spec: VariantSpec, catalog: list[CatalogKernel
 def all_configurations(base: str, spec: VariantSpec, singles: list[Hybrid]) -> Hybrid:
     """Every executable the single hybrids reconfigure, reconfigured at once: when several
     changed executables make up one unit, no single one of them can recover it."""
-    subs = {**spec.iree.substitute_configurations}
+    subs = {**spec.options.substitute_configurations}
     for h in singles:
-        subs.update(h.spec.iree.substitute_configurations)
-    edited = dataclasses.replace(spec, iree=dataclasses.replace(spec.iree, substitute_configurations=subs))
+        subs.update(h.spec.options.substitute_configurations)
+    edited = dataclasses.replace(spec, options=dataclasses.replace(spec.options, substitute_configurations=subs))
     side = "B" if base == "a" else "A"
     names = [exe for h in singles for exe in h.change["substitute_configurations"]]
     return Hybrid("", base, "configuration", {"substitute_configurations": {
@@ -169,15 +169,15 @@ def all_configurations(base: str, spec: VariantSpec, singles: list[Hybrid]) -> H
 
 def flag_hybrids(spec_a: VariantSpec, spec_b: VariantSpec) -> list[Hybrid]:
     """A with B's setting for a subset of the iree-compile flags that differ."""
-    fa, fb = spec_a.iree.flags, spec_b.iree.flags
+    fa, fb = spec_a.options.flags, spec_b.options.flags
     differing = [("remove", f) for f in fa if f not in fb] + [("add", f) for f in fb if f not in fa]
     out = []
     for subset in bisection_subsets(differing):
         removed = {f for op, f in subset if op == "remove"}
         flags = [f for f in fa if f not in removed] + [f for op, f in subset if op == "add"]
         words = " and ".join(f"{'removing' if op == 'remove' else 'adding'} {f}" for op, f in subset)
-        unchecked = [f for f in flags if f in spec_a.iree.unchecked_flags or f in spec_b.iree.unchecked_flags]
-        edited = dataclasses.replace(spec_a, iree=dataclasses.replace(spec_a.iree, flags=flags,
+        unchecked = [f for f in flags if f in spec_a.options.unchecked_flags or f in spec_b.options.unchecked_flags]
+        edited = dataclasses.replace(spec_a, options=dataclasses.replace(spec_a.options, flags=flags,
                                                                       unchecked_flags=unchecked))
         out.append(Hybrid("", "a", "flags", {"flags": flags, "toggled": [list(x) for x in subset]},
                           f"{words} as B does", [], [], edited))

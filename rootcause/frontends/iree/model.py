@@ -9,14 +9,14 @@ user code, and torch or jax cost seconds to import), then compiled like any MLIR
 from __future__ import annotations
 
 import dataclasses
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from rootcause import child
+from rootcause.artifacts import handoff
 from rootcause.exporters import Exported
-from rootcause.fileio import write_atomic, write_json
+from rootcause.fileio import write_atomic
 from rootcause.spec import VariantSpec, model_inputs
 
 INPUT_TYPES = {"torch": "torch", "jax": "stablehlo"}
@@ -27,15 +27,14 @@ def exported_spec(spec: VariantSpec, out_dir: Path) -> tuple[VariantSpec, Export
     """spec with its source replaced by the exported MLIR (out_dir/model.mlir), its inputs by the
     model's, and its input type set; plus the export record."""
     assert spec.model is not None
-    request = write_json(out_dir / "export_request.json", spec.to_dict())
-    envelope = out_dir / "export_result.json"
+    request = handoff.write_spec_request(out_dir, "export", spec)
     proc = child.run([sys.executable, "-m", "rootcause.frontends.iree.model", str(request), str(out_dir)],
                      env=child.python_env())
-    log = write_atomic(out_dir / "export.log", proc.stdout + proc.stderr)
-    doc = child.result(proc, envelope, f"{spec.spec_file.name}: the {spec.model.exporter} export of '{spec.name}'", log)
+    log = write_atomic(handoff.log_file(out_dir, "export"), proc.stdout + proc.stderr)
+    doc = child.result(proc, handoff.result_file(out_dir, "export"), f"{spec.spec_file.name}: the {spec.model.exporter} export of '{spec.name}'", log)
     exported = Exported(doc["arguments"], doc["module_paths"], versions=doc["versions"])
-    iree = dataclasses.replace(spec.iree, input_type=spec.iree.input_type or INPUT_TYPES[spec.model.exporter])
-    return dataclasses.replace(spec, source=out_dir / SOURCE, iree=iree,
+    options = dataclasses.replace(spec.options, input_type=spec.options.input_type or INPUT_TYPES[spec.model.exporter])
+    return dataclasses.replace(spec, source=out_dir / SOURCE, options=options,
                                inputs=model_inputs(spec, exported.arguments)), exported
 
 
@@ -70,7 +69,7 @@ def _torch_mlir(spec: VariantSpec) -> Exported:
     context = ir.Context()
     context.allow_unregistered_dialects = True  # the torch dialect is iree-compile's to parse
     importer = FxImporter(context=context, config_check=False)
-    importer.import_program(program, func_name=spec.iree.function or spec.entry)
+    importer.import_program(program, func_name=spec.options.function or spec.entry)
     exported.text = importer.module.operation.get_asm(enable_debug_info=True)
     return exported
 
@@ -79,9 +78,9 @@ def _main(argv: list[str]) -> int:
     request, out_dir = Path(argv[0]), Path(argv[1])
 
     def work() -> dict[str, Any]:
-        return _export(VariantSpec.from_dict(json.loads(request.read_text())), out_dir)
+        return _export(handoff.read_spec_request(request), out_dir)
 
-    return child.serve(work, out_dir / "export_result.json")
+    return child.serve(work, handoff.result_file(out_dir, "export"))
 
 
 if __name__ == "__main__":

@@ -19,7 +19,10 @@ class TvmFrontend(PackageFrontend):
     schedule_keys = ("rule",)
 
     def input_files(self, spec: Any) -> list[Path]:
-        return list(spec.tvm.schedule_overrides.values())
+        return list(spec.options.schedule_overrides.values())
+
+    def alignment_tiers(self) -> tuple[Any, ...]:
+        return self._stage("alignment").TIERS
 
 
 FRONTEND = TvmFrontend()

@@ -10,9 +10,9 @@ from rootcause.spec import VariantSpec
 
 def split_dataflow(mod: Any, spec: VariantSpec) -> Any:
     """End the dataflow block right after each named call_tir (callee or binding var name)."""
-    if not spec.tvm.dataflow_boundaries_after:
+    if not spec.options.dataflow_boundaries_after:
         return mod
-    for i, name in enumerate(spec.tvm.dataflow_boundaries_after):
+    for i, name in enumerate(spec.options.dataflow_boundaries_after):
         bindings = _entry_bindings(mod, spec.entry)
         hits = [b.var.name for b, callee in bindings if name in (callee, b.var.name)]
         if not hits:

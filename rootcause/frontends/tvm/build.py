@@ -20,15 +20,15 @@ host without the compiler can import the package.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from rootcause import child
+from rootcause.artifacts import handoff
 from rootcause.errors import UsageError
-from rootcause.fileio import write_atomic, write_json
+from rootcause.fileio import write_atomic
 from rootcause.frontends.tvm.binaries import extract_binaries, fill_resources
 from rootcause.frontends.tvm.boundaries import split_dataflow
 from rootcause.frontends.tvm.catalog import kernel_catalog
@@ -51,13 +51,12 @@ def build(spec: VariantSpec, out_dir: Path) -> BuildOutput:
     ToolFailed when TVM (or nvcc under it) fails, with the compiler's own error line."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    request = write_json(out_dir / "build_request.json", spec.to_dict())
-    envelope = out_dir / "build_result.json"
-    envelope.unlink(missing_ok=True)
+    request = handoff.write_spec_request(out_dir, "build", spec)
     proc = child.run([sys.executable, "-m", "rootcause.frontends.tvm.build", str(request), str(out_dir)],
                      env=child.python_env(base=build_env(spec.target)))
-    log = write_atomic(out_dir / "build.log", proc.stdout + proc.stderr)
-    result = child.result(proc, envelope, f"{spec.spec_file.name}: the TVM build of '{spec.name}'", log)
+    log = write_atomic(handoff.log_file(out_dir, "build"), proc.stdout + proc.stderr)
+    result = child.result(proc, handoff.result_file(out_dir, "build"),
+                          f"{spec.spec_file.name}: the TVM build of '{spec.name}'", log)
     kernels = [CatalogKernel.from_dict(k) for k in result["kernels"]]
     module_path = out_dir / result["module_path"]
     binaries, notes = extract_binaries(module_path, out_dir) if spec.target.startswith("cuda") else ([], [])
@@ -90,7 +89,7 @@ def build_env(target: str) -> dict[str, str]:
 
 def _worker(request: Path, out_dir: Path) -> int:
     def work() -> dict[str, Any]:
-        spec = VariantSpec.from_dict(json.loads(request.read_text()))
+        spec = handoff.read_spec_request(request)
         try:
             return _build_in_process(spec, out_dir)
         except UsageError:
@@ -98,7 +97,7 @@ def _worker(request: Path, out_dir: Path) -> int:
         except Exception as err:  # noqa: BLE001  TVM's own failures are the compiler's; others are ours
             raise child.tool_failure(err, "tvm") or err
 
-    return child.serve(work, out_dir / "build_result.json")
+    return child.serve(work, handoff.result_file(out_dir, "build"))
 
 
 def _build_in_process(spec: VariantSpec, out_dir: Path) -> dict[str, Any]:
@@ -120,7 +119,7 @@ def _build_in_process(spec: VariantSpec, out_dir: Path) -> dict[str, Any]:
     _check_inputs(spec, mod)
     ir_files = [_save_ir(ir_dir / "00_input.py", mod)]
     notes: list[str] = []
-    with target, tvm.transform.PassContext(opt_level=spec.tvm.opt_level):
+    with target, tvm.transform.PassContext(opt_level=spec.options.opt_level):
         first = stages.library_dispatch_passes(target) + stages.legalize_passes(target)
         second = stages.dataflow_lower_passes(target) + stages.finalize_passes(target)
         names = [pass_name(p) for p in first + second]
@@ -137,7 +136,7 @@ def _build_in_process(spec: VariantSpec, out_dir: Path) -> dict[str, Any]:
                 mod = apply_overrides(mod, spec, target)
                 overridden = True
                 expected = rule_choices(mod, transform, target)
-            if name in spec.tvm.skip_passes:
+            if name in spec.options.skip_passes:
                 continue
             mod = transform(mod)
             if name == "FuseOps":
@@ -153,7 +152,7 @@ def _build_in_process(spec: VariantSpec, out_dir: Path) -> dict[str, Any]:
         after_fuse_tir = mod
         groups = provenance(provenance_base, base if base is not None else provenance_base, after_fuse_tir)
         for transform in second:
-            if pass_name(transform) not in spec.tvm.skip_passes:
+            if pass_name(transform) not in spec.options.skip_passes:
                 mod = transform(mod)
         # work of the PrimFuncs as scheduled, the ones built (an inlined producer counts per output)
         catalog = kernel_catalog(mod, target, groups, rules, spec, work_counts(mod))
@@ -203,7 +202,7 @@ def pass_name(transform: Any) -> str:
 
 
 def _check_skips(spec: VariantSpec, names: list[str]) -> None:
-    for i, name in enumerate(spec.tvm.skip_passes):
+    for i, name in enumerate(spec.options.skip_passes):
         if name not in names:
             raise UsageError(f"{spec.where('tvm', 'skip_passes')}[{i}]: unknown pass \"{name}\" in the "
                              f"{spec.target} pipeline; valid: {', '.join(names)}")

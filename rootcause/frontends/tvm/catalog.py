@@ -35,8 +35,8 @@ def kernel_catalog(mod: Any, target: Any, groups: dict[str, list[str]], rules: d
         common = {"function": fname, "source_ops": groups.get(fname, []), "call_sites": [spec.entry],
                   "bytes_moved": _bytes_moved(func), "flops": (flops or {}).get(fname)}
         schedule = dict(rules.get(fname, {"rule": None}))
-        if fname in spec.tvm.schedule_overrides:
-            schedule = {"rule": "override", "override_file": spec.tvm.schedule_overrides[fname].name}
+        if fname in spec.options.schedule_overrides:
+            schedule = {"rule": "override", "override_file": spec.options.schedule_overrides[fname].name}
         names = launched_by.get(fname) or [n for n in device_funcs if n.startswith(fname + "_kernel")]
         if not device_funcs:  # CPU: the PrimFunc itself is the exported function
             kernels.append(CatalogKernel(name=fname, schedule=schedule, **common).to_dict())

@@ -21,8 +21,8 @@ def plan(spec_a: VariantSpec, spec_b: VariantSpec, catalog_a: list[CatalogKernel
         found += boundary_hybrids(base, specs[base], cats[base], cats[other])
         found += override_hybrids(base, specs[base], specs[other], cats[base])
     found += pass_hybrids(spec_a, spec_b)
-    if spec_a.tvm.opt_level != spec_b.tvm.opt_level:
-        notes.append(f"opt_level differs ({spec_a.tvm.opt_level} vs {spec_b.tvm.opt_level}): no hybrid "
+    if spec_a.options.opt_level != spec_b.options.opt_level:
+        notes.append(f"opt_level differs ({spec_a.options.opt_level} vs {spec_b.options.opt_level}): no hybrid "
                      "isolates one unit's share of an opt_level change")
     return found
 
@@ -53,8 +53,8 @@ def boundary_hybrids(base: str, spec: VariantSpec, catalog: list[CatalogKernel],
         # a model's repeated block puts the same group in every layer: name a few, count the rest
         named = ", ".join(bindings[:4]) + (f" and {len(bindings) - 4} more" if len(bindings) > 4 else "")
         where = f"dataflow boundar{'y' if len(bindings) == 1 else 'ies'} after {named}"
-        boundaries = list(dict.fromkeys(spec.tvm.dataflow_boundaries_after + bindings))
-        edited = dataclasses.replace(spec, tvm=dataclasses.replace(spec.tvm, dataflow_boundaries_after=boundaries))
+        boundaries = list(dict.fromkeys(spec.options.dataflow_boundaries_after + bindings))
+        edited = dataclasses.replace(spec, options=dataclasses.replace(spec.options, dataflow_boundaries_after=boundaries))
         out.append(Hybrid("", base, "dataflow-boundary", {"dataflow_boundaries_after": bindings},
                           f"splitting {k.function or k.name} back into {' + '.join(parts)} ({where})", ops, [k.name], edited))
     return out
@@ -62,7 +62,7 @@ def boundary_hybrids(base: str, spec: VariantSpec, catalog: list[CatalogKernel],
 
 def override_hybrids(base: str, spec: VariantSpec, other: VariantSpec, catalog: list[CatalogKernel]) -> list[Hybrid]:
     """The other side's schedule override for one function that the base side also has."""
-    mine, theirs = spec.tvm.schedule_overrides, other.tvm.schedule_overrides
+    mine, theirs = spec.options.schedule_overrides, other.options.schedule_overrides
     functions = {k.function: k for k in catalog}
     side = "B" if base == "a" else "A"
     out = []
@@ -70,7 +70,7 @@ def override_hybrids(base: str, spec: VariantSpec, other: VariantSpec, catalog: 
         if mine.get(fn) == theirs.get(fn) or fn not in functions or fn not in theirs:
             continue
         overrides = {**mine, fn: theirs[fn]}
-        edited = dataclasses.replace(spec, tvm=dataclasses.replace(spec.tvm, schedule_overrides=overrides))
+        edited = dataclasses.replace(spec, options=dataclasses.replace(spec.options, schedule_overrides=overrides))
         out.append(Hybrid("", base, "schedule-override", {"schedule_overrides": {fn: str(theirs[fn])}},
                           f"scheduling {fn} as {side} does ({Path(theirs[fn]).name})",
                           list(functions[fn].source_ops), [functions[fn].name], edited))
@@ -79,13 +79,13 @@ def override_hybrids(base: str, spec: VariantSpec, other: VariantSpec, catalog: 
 
 def pass_hybrids(spec_a: VariantSpec, spec_b: VariantSpec) -> list[Hybrid]:
     """A with B's setting for a subset of the passes whose skipping differs."""
-    skip_a, skip_b = spec_a.tvm.skip_passes, spec_b.tvm.skip_passes
+    skip_a, skip_b = spec_a.options.skip_passes, spec_b.options.skip_passes
     differing = sorted(set(skip_a) ^ set(skip_b))
     out = []
     for subset in bisection_subsets(differing):
         skip = [p for p in skip_a if p not in subset] + [p for p in subset if p in skip_b]
         words = " and ".join(f"{'skipping' if p in skip_b else 'running'} {p}" for p in subset)
-        edited = dataclasses.replace(spec_a, tvm=dataclasses.replace(spec_a.tvm, skip_passes=skip))
+        edited = dataclasses.replace(spec_a, options=dataclasses.replace(spec_a.options, skip_passes=skip))
         out.append(Hybrid("", "a", "passes", {"skip_passes": skip, "toggled": subset},
                           f"{words} as B does", [], [], edited))
     return out

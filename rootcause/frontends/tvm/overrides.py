@@ -14,10 +14,10 @@ def apply_overrides(mod: Any, spec: VariantSpec, target: Any) -> Any:
     """Replace PrimFuncs by name with the TVMScript PrimFunc of an override file (seed's SERIAL)."""
     from tvm import tirx
 
-    if not spec.tvm.schedule_overrides:
+    if not spec.options.schedule_overrides:
         return mod
     prims = {gv.name_hint: gv for gv, f in mod.functions_items() if isinstance(f, tirx.PrimFunc)}
-    for fn, path in spec.tvm.schedule_overrides.items():
+    for fn, path in spec.options.schedule_overrides.items():
         where = f"{spec.where('tvm', 'schedule_overrides')}.{fn}"
         if fn not in prims:
             raise UsageError(f"{where}: no function \"{fn}\" after fusion; functions: {', '.join(sorted(prims))}")
