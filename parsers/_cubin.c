@@ -8,13 +8,9 @@
  * code to mirror exactly: string tables with non-ASCII bytes (Python decodes them with
  * replacement) and SHN_XINDEX symbol indices. Every offset is checked against the buffer.
  *
- * kernels(data, file)               -> None | (arch, list of (name, registers, shared_bytes,
- *                                      local_bytes, stack_bytes, param_bytes,
- *                                      max_threads_per_block, block, extra))
- * json_rows(data, where, file, fmt) -> None | str: the kernels' `rootcause inspect --format
- *                                      json` rows (json.dumps' text, joined by ",\n  "), with
- *                                      file and format as given; None also when a kernel has a
- *                                      block size (its occupancy is computed in Python).
+ * kernels(data, file) -> None | (arch, list of (name, registers, shared_bytes, local_bytes,
+ *                        stack_bytes, param_bytes, max_threads_per_block, block, extra))
+ * The records become KernelRecords in parsers/cubin.py; rootcause.inspect writes the rows.
  * Plain C and the CPython C API only (CI has gcc and the Python headers, nothing else).
  */
 #define PY_SSIZE_T_CLEAN
@@ -855,166 +851,6 @@ static PyObject *kernel_tuple(Cubin *c, const Kernel *k)
     return out;
 }
 
-/* ---- json_rows(): the rows as json.dumps writes them (ensure_ascii, ", " and ": ") --------- */
-
-typedef struct {
-    char *buf;
-    size_t len, cap;
-    size_t row_start; /* where the row being written starts */
-} Text;
-
-static int reserve(Text *t, size_t more)
-{
-    if (t->len + more <= t->cap)
-        return OK;
-    size_t cap = t->cap ? t->cap : 4096;
-    while (cap < t->len + more)
-        cap *= 2;
-    char *buf = PyMem_Realloc(t->buf, cap);
-    if (!buf)
-        return PyErr_NoMemory(), FAIL;
-    t->buf = buf;
-    t->cap = cap;
-    return OK;
-}
-
-static int put(Text *t, const char *s, size_t len)
-{
-    if (reserve(t, len) != OK)
-        return FAIL;
-    memcpy(t->buf + t->len, s, len);
-    t->len += len;
-    return OK;
-}
-
-#define PUT_LIT(t, literal) put(t, literal, sizeof(literal) - 1)
-
-/* One code point as json.dumps(ensure_ascii=True) escapes it. */
-static int put_char(Text *t, Py_UCS4 ch)
-{
-    char esc[16];
-    switch (ch) {
-    case '"': return PUT_LIT(t, "\\\"");
-    case '\\': return PUT_LIT(t, "\\\\");
-    case '\n': return PUT_LIT(t, "\\n");
-    case '\r': return PUT_LIT(t, "\\r");
-    case '\t': return PUT_LIT(t, "\\t");
-    case '\b': return PUT_LIT(t, "\\b");
-    case '\f': return PUT_LIT(t, "\\f");
-    }
-    if (ch >= 0x20 && ch < 0x7F) { /* json escapes DEL too */
-        char one = (char)ch;
-        return put(t, &one, 1);
-    }
-    if (ch >= 0x10000) {
-        Py_UCS4 v = ch - 0x10000;
-        snprintf(esc, sizeof esc, "\\u%04x\\u%04x", 0xD800 | ((v >> 10) & 0x3FF), 0xDC00 | (v & 0x3FF));
-    } else {
-        snprintf(esc, sizeof esc, "\\u%04x", (unsigned)ch);
-    }
-    return put(t, esc, strlen(esc));
-}
-
-static int put_str(Text *t, PyObject *s)
-{
-    int kind = PyUnicode_KIND(s);
-    const void *data = PyUnicode_DATA(s);
-    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
-    if (put(t, "\"", 1) != OK)
-        return FAIL;
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (put_char(t, PyUnicode_READ(kind, data, i)) != OK)
-            return FAIL;
-    return put(t, "\"", 1);
-}
-
-static int put_ascii(Text *t, const char *s, size_t len)
-{
-    size_t plain = 0; /* the first byte that needs an escape, or len */
-    while (plain < len && s[plain] >= 0x20 && s[plain] < 0x7F && s[plain] != '"' && s[plain] != '\\')
-        plain++;
-    if (put(t, "\"", 1) != OK || put(t, s, plain) != OK)
-        return FAIL;
-    for (size_t i = plain; i < len; i++)
-        if (put_char(t, (uint8_t)s[i]) != OK)
-            return FAIL;
-    return put(t, "\"", 1);
-}
-
-/* Appends into room that reserve() made (put_row reserves a row's worst case at once). */
-static inline void add(Text *t, const char *s, size_t len)
-{
-    memcpy(t->buf + t->len, s, len);
-    t->len += len;
-}
-#define ADD_LIT(t, literal) add(t, literal, sizeof(literal) - 1)
-
-static void add_u128(Text *t, unsigned __int128 v)
-{
-    char digits[40];
-    size_t i = sizeof digits;
-    if (v >> 64 == 0) { /* the common case, without 128-bit division */
-        uint64_t w = (uint64_t)v;
-        do {
-            digits[--i] = (char)('0' + (int)(w % 10));
-            w /= 10;
-        } while (w);
-        add(t, digits + i, sizeof digits - i);
-        return;
-    }
-    do {
-        digits[--i] = (char)('0' + (int)(v % 10));
-        v /= 10;
-    } while (v);
-    add(t, digits + i, sizeof digits - i);
-}
-
-static void add_int(Text *t, int has, uint64_t v)
-{
-    if (has)
-        add_u128(t, v);
-    else
-        ADD_LIT(t, "null");
-}
-
-static int put_row(Text *t, Cubin *c, const Kernel *k, const Text *file_json, const Text *fmt_json)
-{
-    const uint32_t *bound = k->has_max_threads ? k->max_threads : NULL; /* no REQNTID here */
-    if (put_ascii(t, k->sym->name, k->sym->name_len) != OK) /* first, then moved behind its key */
-        return FAIL;
-    if (reserve(t, file_json->len + fmt_json->len + 700) != OK)
-        return FAIL;
-    static const char key[] = "{\"name\": ";
-    size_t name_len = t->len - t->row_start;
-    memmove(t->buf + t->row_start + sizeof key - 1, t->buf + t->row_start, name_len);
-    memcpy(t->buf + t->row_start, key, sizeof key - 1);
-    t->len += sizeof key - 1;
-    ADD_LIT(t, ", \"file\": ");
-    add(t, file_json->buf, file_json->len);
-    ADD_LIT(t, ", \"format\": ");
-    add(t, fmt_json->buf, fmt_json->len);
-    ADD_LIT(t, ", \"arch\": \"");
-    add(t, c->arch, strlen(c->arch));
-    ADD_LIT(t, "\", \"registers\": ");
-    add_int(t, k->has_regs, k->regs);
-    ADD_LIT(t, ", \"sgpr\": null, \"agpr\": null, \"shared_bytes\": ");
-    add_int(t, 1, k->shared);
-    ADD_LIT(t, ", \"local_bytes\": ");
-    add_int(t, k->has_local, k->local);
-    ADD_LIT(t, ", \"stack_bytes\": ");
-    add_int(t, k->has_stack, k->stack);
-    ADD_LIT(t, ", \"param_bytes\": ");
-    add_int(t, k->has_param, k->param);
-    ADD_LIT(t, ", \"max_threads_per_block\": ");
-    if (bound)
-        add_u128(t, (unsigned __int128)bound[0] * bound[1] * bound[2]);
-    else
-        ADD_LIT(t, "null");
-    ADD_LIT(t, ", \"spills\": null, \"wavefront_size\": null, \"block\": null, \"occupancy\": null, "
-               "\"occupancy_limiter\": null}");
-    return OK;
-}
-
 /* ---- the module ---------------------------------------------------------------------------- */
 
 static PyObject *py_kernels(PyObject *self, PyObject *args)
@@ -1054,54 +890,10 @@ static PyObject *py_kernels(PyObject *self, PyObject *args)
     return out;
 }
 
-static PyObject *py_json_rows(PyObject *self, PyObject *args)
-{
-    (void)self;
-    Py_buffer buf;
-    Cubin c = {0};
-    PyObject *file, *fmt;
-    if (!PyArg_ParseTuple(args, "y*UUU:json_rows", &buf, &c.file, &file, &fmt))
-        return NULL;
-    c.data = buf.buf;
-    c.n = (uint64_t)buf.len;
-    Kernel *ks = NULL;
-    size_t count = 0;
-    Text file_json = {0}, fmt_json = {0}, t = {0};
-    PyObject *out = NULL;
-    int status = decode(&c);
-    if (status == OK)
-        status = read_kernels(&c, &ks, &count);
-    for (size_t i = 0; status == OK && i < count; i++)
-        if (ks[i].has_reqntid)
-            status = BAIL; /* a block size: occupancy comes from rootcause.gpus */
-    if (status == OK && (put_str(&file_json, file) != OK || put_str(&fmt_json, fmt) != OK))
-        status = FAIL;
-    for (size_t i = 0; status == OK && i < count; i++) {
-        if (i)
-            status = put(&t, ",\n  ", 4);
-        t.row_start = t.len;
-        if (status == OK)
-            status = put_row(&t, &c, &ks[i], &file_json, &fmt_json);
-    }
-    if (status == BAIL)
-        out = Py_NewRef(Py_None);
-    else if (status == OK && (out = PyUnicode_New((Py_ssize_t)t.len, 127)))
-        memcpy(PyUnicode_1BYTE_DATA(out), t.buf, t.len); /* ASCII: every string was escaped so */
-    PyMem_Free(file_json.buf);
-    PyMem_Free(fmt_json.buf);
-    PyMem_Free(t.buf);
-    PyMem_Free(ks);
-    release(&c);
-    PyBuffer_Release(&buf);
-    return out;
-}
-
 static PyMethodDef methods[] = {
     {"kernels", py_kernels, METH_VARARGS,
      "kernels(data, file) -> None | (arch, [(name, registers, shared_bytes, local_bytes, stack_bytes, "
      "param_bytes, max_threads_per_block, block, extra), ...])"},
-    {"json_rows", py_json_rows, METH_VARARGS,
-     "json_rows(data, where, file, format) -> None | str: the kernels' inspect JSON rows"},
     {NULL, NULL, 0, NULL},
 };
 

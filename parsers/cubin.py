@@ -260,14 +260,6 @@ def kernels(data: bytes, file: str = "<bytes>") -> list[KernelRecord]:
             for name, regs, shared, local, stack, param, max_threads, block, extra in rows]
 
 
-def json_rows(data: bytes, where: str, file: str, fmt: str) -> str | None:
-    """The kernels' `rootcause inspect --format json` rows, written by the compiled decoder
-    (json.dumps' text, joined by ",\n  "; "" for none), with file and format as given; where
-    names the cubin in errors. None when that decoder is off or cannot write them all (a
-    kernel with a block size needs rootcause.gpus for its occupancy): then use kernels()."""
-    return native.json_rows(data, where, file, fmt) if native is not None else None
-
-
 def python_kernels(data: bytes, file: str = "<bytes>") -> list[KernelRecord]:
     """kernels() in Python: the reference the compiled decoder is tested against."""
     from parsers import elf

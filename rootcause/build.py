@@ -23,13 +23,13 @@ from pathlib import Path
 from typing import Any
 
 import rootcause
-from rootcause import child, envs, frontends, toolchain
+from rootcause import child, envs, frontends, toolchain, toolchains
 from rootcause.artifacts import handoff
 from rootcause.artifacts.bundle import is_bundle, write_bundle
 from rootcause.errors import InternalError, ToolFailed, UsageError
 from rootcause.fileio import cache_dir, check_replaceable, exchange, locked, mark_owned, write_atomic
 from rootcause.model import BuildOutput, CatalogKernel
-from rootcause.spec import InputSpec, VariantSpec, pinned, toolchain_packages
+from rootcause.spec import InputSpec, VariantSpec
 from rootcause.verify import reference_outputs
 
 
@@ -45,7 +45,7 @@ def cache_key(spec: VariantSpec) -> str:
         files.append(spec.reference.file)
     for path in files:
         h.update(str(path).encode() + b"\0" + Path(path).read_bytes())
-    h.update(json.dumps(_compiler_versions(spec), sort_keys=True).encode())
+    h.update(json.dumps(toolchains.compiler_versions(spec), sort_keys=True).encode())
     h.update(json.dumps([f"wheel:{envs.wheel_sha(Path(r))}" if r.endswith(".whl") else r
                          for r in spec.toolchain]).encode())
     h.update(rootcause.__version__.encode())
@@ -54,71 +54,6 @@ def cache_key(spec: VariantSpec) -> str:
     for path in sources:  # a frontend change invalidates its builds
         h.update(path.name.encode() + b"\0" + path.read_bytes())
     return h.hexdigest()[:16]
-
-
-def _compiler_versions(spec: VariantSpec) -> dict[str, str | None]:
-    dists = frontends.get(spec.frontend).compiler_packages
-    if spec.toolchain:
-        out: dict[str, str | None] = {}  # the pins are in the key
-    elif spec.python:
-        out = envs.installed_versions(spec.python, tuple(dists))
-    else:
-        out = {dist: envs.installed_version(dist) for dist in dists}
-    if spec.target.startswith("cuda"):
-        out["nvcc"] = str(toolchain.find_tool("nvcc"))
-        out["nvcc_version"] = toolchain.tool_version("nvcc")
-    return out
-
-
-def toolchain_requirements(spec: VariantSpec) -> list[str]:
-    """The spec's toolchain completed with the runtime its modules need: each runtime package
-    released with the compiler (frontend `versioned_with_compiler`) that it does not pin gets
-    the compiler's version, or the newest release of the same major.minor below it
-    (iree-base-compiler 3.7.1 has iree-base-runtime 3.7.0)."""
-    compiler, _ = toolchain_packages(spec.frontend)
-    named = {pinned(r)[0]: pinned(r)[1] for r in spec.toolchain}
-    version = next(named[d] for d in compiler if d in named)
-    out = list(spec.toolchain)
-    for dist in getattr(frontends.get(spec.frontend), "versioned_with_compiler", ()):
-        if dist in named:
-            continue
-        releases = envs.registry_versions(dist)
-        if version in releases:
-            out.append(f"{dist}=={version}")
-            continue
-        same = [v for v in releases if v.split(".")[:2] == version.split(".")[:2]
-                and envs.version_key(v) <= envs.version_key(version)]
-        if not same:
-            raise UsageError(f"{spec.where('', 'toolchain')}: the registry has no {dist} for {version} (nor an "
-                             f"earlier {'.'.join(version.split('.')[:2])}.x); name its wheel in toolchain")
-        out.append(f"{dist}=={same[-1]}")
-    return out
-
-
-def build_python(spec: VariantSpec) -> Path | None:
-    """The python a spec builds with: its `python`, its toolchain's environment, or None (this one)."""
-    if spec.python:
-        return spec.python
-    if spec.toolchain:
-        return envs.ensure(toolchain_requirements(spec))
-    return None
-
-
-def toolchain_record(spec: VariantSpec, python: Path | None) -> dict[str, Any]:
-    """The manifest's `toolchain`: where the build ran and the compiler and runtime versions it
-    used ({distribution: version}); a GPU host matches `runtime` against its own."""
-    compiler, runtime = toolchain_packages(spec.frontend)
-    dists = tuple(dict.fromkeys(compiler + runtime))
-    if python is None:
-        versions = {d: envs.installed_version(d) for d in dists}
-        source, requirements = "installed", []
-    else:
-        versions = envs.installed_versions(python, dists)
-        source = "python" if spec.python else ("wheel" if any(r.endswith(".whl") for r in spec.toolchain)
-                                               else "registry")
-        requirements = toolchain_requirements(spec) if spec.toolchain else []
-    return {"source": source, "requirements": requirements, "python": str(python) if python else sys.executable,
-            "compiler": {d: versions[d] for d in compiler}, "runtime": {d: versions[d] for d in runtime}}
 
 
 def build_bundle(spec: VariantSpec, out: Path, use_cache: bool = True) -> Path:
@@ -143,13 +78,13 @@ def build_bundle(spec: VariantSpec, out: Path, use_cache: bool = True) -> Path:
 def _build_into(spec: VariantSpec, key: str, cached: Path) -> None:
     staging = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=_mkdir(cache_dir() / "builds")))
     try:
-        python = build_python(spec)
+        python = toolchains.build_python(spec)
         if python is None:
             built = frontends.get(spec.frontend).build(spec, staging / "build")
         else:
             built = build_in(python, spec, staging / "build")
-        record = toolchain_record(spec, python)
-        _carry_runtime_wheels(spec, record, staging / "bundle")
+        record = toolchains.toolchain_record(spec, python)
+        toolchains.carry_runtime_wheels(spec, record, staging / "bundle")
         write_bundle(spec, built, staging / "build", staging / "bundle", key, reference_outputs, record)
         shutil.rmtree(cached, ignore_errors=True)
         os.replace(staging / "bundle", cached)  # atomic: a half build is never 'cached'
@@ -159,14 +94,7 @@ def _build_into(spec: VariantSpec, key: str, cached: Path) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _carry_runtime_wheels(spec: VariantSpec, record: dict[str, Any], bundle_dir: Path) -> None:
-    """Runtime wheels the toolchain names travel in the bundle (toolchain/), so a GPU host without
-    them can make the runtime-only environment (rootcause.sessions.runtime_python)."""
-    for req in record.get("requirements") or []:
-        if req.endswith(".whl") and pinned(req) and pinned(req)[0] in record.get("runtime", {}) \
-                and pinned(req)[0] not in record.get("compiler", {}):
-            _mkdir(bundle_dir / "toolchain")
-            shutil.copy2(req, bundle_dir / "toolchain" / Path(req).name)
+
 
 
 def build_in(python: Path, spec: VariantSpec, out_dir: Path) -> BuildOutput:

@@ -64,17 +64,22 @@ def result(proc: subprocess.CompletedProcess, envelope: Path, what: str, log: Pa
     if doc is not None and doc.get("ok") is True:
         return doc.get("result")
     if doc is not None:
-        error = doc.get("error") if isinstance(doc.get("error"), dict) else {}
-        kind, message = error.get("kind"), str(error.get("message") or "no message")
-        where = error.get("log") or (str(log) if log else None)
-        if kind == "usage":
-            raise UsageError(message)
-        if kind == "tool":
-            raise ToolFailed(f"{what} failed: {message}" + (f" (log: {where})" if where else ""))
-        raise InternalError(f"{what}: {message}", where)
+        raise_failure(doc, what, log)
     text = (proc.stdout or "") + (proc.stderr or "")
     status = f"signal {-proc.returncode}" if proc.returncode < 0 else f"status {proc.returncode}"
     raise ToolFailed(f"{what} ended with {status}: {first_error_line(text)}" + (f" (log: {log})" if log else ""))
+
+
+def raise_failure(doc: dict[str, Any], what: str, log: Path | None = None) -> None:
+    """Raise the typed failure a child's envelope (or a reply of the same shape) carries."""
+    error = doc.get("error") if isinstance(doc.get("error"), dict) else {}
+    kind, message = error.get("kind"), str(error.get("message") or "no message")
+    where = error.get("log") or (str(log) if log else None)
+    if kind == "usage":
+        raise UsageError(message)
+    if kind == "tool":
+        raise ToolFailed(f"{what} failed: {message}" + (f" (log: {where})" if where else ""))
+    raise InternalError(f"{what}: {message}", where)
 
 
 def read_envelope(path: Path) -> dict[str, Any] | None:
@@ -111,25 +116,31 @@ def serve(function: Callable[[], Any], envelope: Path, log: Path | None = None) 
     spec's failure, not the child's way to end: it is reported with its place."""
     try:
         doc: dict[str, Any] = {"ok": True, "result": function()}
-        status = 0
-    except UsageError as err:
-        doc, status = _failure("usage", str(err)), 2
-    except ToolFailed as err:  # the tool's whole message (nvcc's output, a C++ trace) goes to the log
-        traceback.print_exception(err.__cause__ or err, file=sys.stderr)
-        doc, status = _failure("tool", str(err), log), 3
-    except SystemExit as err:
-        doc, status = _failure("usage", f"{user_place(err)}: called sys.exit({err.code!r})"), 2
-    except Exception as err:  # noqa: BLE001  every other failure is a bug of rootcause's: keep its traceback
-        from parsers import ParseError
-
-        if isinstance(err, ParseError):
-            doc, status = _failure("usage", str(err)), 2
-        else:
-            text = traceback.format_exc()
-            print(text, file=sys.stderr)
-            doc, status = _failure("internal", f"{type(err).__name__}: {err}", log), 4
+    except (Exception, SystemExit) as err:  # noqa: BLE001  every failure goes to the parent, typed
+        doc = failure(err, log)
+        if doc["error"]["kind"] != "usage":  # the tool's whole output or our traceback, for the log
+            shown = (err.__cause__ or err) if isinstance(err, ToolFailed) else err
+            traceback.print_exception(shown, file=sys.stderr)
     envelope.write_text(json.dumps(doc, default=str), encoding="utf-8")
-    return status
+    return _STATUS[doc["error"]["kind"]] if not doc["ok"] else 0
+
+
+_STATUS = {"usage": 2, "tool": 3, "internal": 4}
+
+
+def failure(err: BaseException, log: Path | None = None) -> dict[str, Any]:
+    """The envelope of a child that failed with err: 'usage' (bad input: a spec, a file, a spec's
+    script calling sys.exit), 'tool' (the compiler, runtime or profiler), 'internal' (a bug of
+    rootcause's, its traceback kept in the log)."""
+    from parsers import ParseError
+
+    if isinstance(err, (UsageError, ParseError)):
+        return _failure("usage", str(err))
+    if isinstance(err, SystemExit):  # raised by code the child runs, not the child's way to end
+        return _failure("usage", f"{user_place(err)}: called sys.exit({err.code!r})")
+    if isinstance(err, ToolFailed):
+        return _failure("tool", str(err), log)
+    return _failure("internal", f"{type(err).__name__}: {err}", log)
 
 
 def tool_failure(err: Exception, package: str) -> ToolFailed | None:

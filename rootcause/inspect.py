@@ -133,10 +133,8 @@ def _is_ptx(data: bytes) -> bool:
 # ---- readers per format --------------------------------------------------------------------
 
 def inspect_bytes(data: bytes, file: str, arch: str | None = None,
-                  notes: list[str] | None = None, fmt: str | None = None,
-                  native_json: bool = False) -> list[KernelRecord]:
-    """Kernel records of one file's bytes (fmt: detect(data), when the caller has it).
-    native_json: cubins' rows may come as JSON text instead (see inspect_paths). Raises ParseError."""
+                  notes: list[str] | None = None, fmt: str | None = None) -> list[KernelRecord]:
+    """Kernel records of one file's bytes (fmt: detect(data), when the caller has it). Raises ParseError."""
     notes = notes if notes is not None else []
     fmt = fmt or detect(data)
     if fmt is None:
@@ -145,10 +143,6 @@ def inspect_bytes(data: bytes, file: str, arch: str | None = None,
         m = _elf_machine(data)
         raise ParseError(file, "ELF header", f"e_machine {m} ({_ELF_MACHINES.get(m, 'unknown')}) "
                          "is neither a GPU binary nor an x86-64/aarch64 host object")
-    if native_json and fmt == "cubin":
-        return _cubin_json(data, file, file, "cubin")
-    if native_json and fmt in ("fatbin", "host-fatbin"):
-        return _BY_FORMAT[fmt](data, file, arch, notes, "", native_json=True)
     return _BY_FORMAT[fmt](data, file, arch, notes, "")
 
 
@@ -171,8 +165,8 @@ def _prefixed(records: list[KernelRecord], prefix: str) -> list[KernelRecord]:
     return records
 
 
-def _fatbin(data: bytes, file: str, arch, notes, prefix: str, native_json: bool = False) -> list[KernelRecord]:
-    return _fatbin_rows(_fatbin_entries(data, file, arch), file, arch, notes, prefix, native_json=native_json)
+def _fatbin(data: bytes, file: str, arch, notes, prefix: str) -> list[KernelRecord]:
+    return _fatbin_rows(_fatbin_entries(data, file, arch), file, arch, notes, prefix)
 
 
 def _fatbin_entries(data: bytes, file: str, arch: str | None) -> list:
@@ -186,16 +180,12 @@ def _fatbin_entries(data: bytes, file: str, arch: str | None) -> list:
 PTX_SKIPPED = "PTX not assembled: the cubin of the same arch in this container holds its kernels"
 
 
-def _fatbin_rows(entries: list, file: str, arch, notes, prefix: str, within: str = "",
-                 native_json: bool = False) -> list:
-    """Rows of a fatbin's entries: KernelRecords, or with native_json the cubins' JSON rows as
-    text where the compiled decoder writes them (inspect_paths says what that means)."""
+def _fatbin_rows(entries: list, file: str, arch, notes, prefix: str, within: str = "") -> list[KernelRecord]:
+    """The KernelRecords of a fatbin's entries."""
     here = f"{prefix}/fatbin" if prefix else "fatbin"
-    rows: list = []
+    rows: list[KernelRecord] = []
     for e, where, ptx in _fatbin_plan(entries, file, arch, notes, within):
-        if e.kind == "cubin" and native_json:
-            rows += _cubin_json(e.data, where, file, f"{here}/cubin")
-        elif e.kind == "cubin":
+        if e.kind == "cubin":
             inner = _with_file(_cubin(e.data, where, arch, notes, here), file)
             if ptx is not None:
                 for r in inner:
@@ -222,17 +212,6 @@ def _fatbin_plan(entries: list, file: str, arch, notes: list[str], within: str):
             notes.append(f"{where}: {PTX_SKIPPED}")
         elif e.kind == "ptx":
             yield e, where, None
-
-
-def _cubin_json(data: bytes, where: str, file: str, fmt: str) -> list:
-    """[JSON rows text] of a cubin from the compiled decoder, else its KernelRecords."""
-    text = _reader("cubin").json_rows(data, where, file, fmt)
-    if text is None:
-        records = _with_file(_cubin(data, where, None, [], ""), file)
-        for r in records:
-            r.format = fmt
-        return records
-    return [text] if text else []
 
 
 def _cubin_arch(arch: str | None) -> str | None:
@@ -348,7 +327,7 @@ def _ptx_declared(text: str, file: str) -> list[KernelRecord]:
     return _reader("ptx").kernels(text, file)
 
 
-def _host_fatbin(data: bytes, file: str, arch, notes, prefix: str, native_json: bool = False) -> list[KernelRecord]:
+def _host_fatbin(data: bytes, file: str, arch, notes, prefix: str) -> list[KernelRecord]:
     """A host object or executable that embeds CUDA kernels in a .nv_fatbin section."""
     image = _reader("elf").Elf(data, file)
     section = image.section(".nv_fatbin")
@@ -361,7 +340,7 @@ def _host_fatbin(data: bytes, file: str, arch, notes, prefix: str, native_json: 
     except ParseError as err:
         raise ParseError(err.file, f"section .nv_fatbin: {err.where}", err.what) from None
     here = f"{prefix}/host-elf" if prefix else "host-elf"
-    return _fatbin_rows(entries, file, arch, notes, here, within="section .nv_fatbin, ", native_json=native_json)
+    return _fatbin_rows(entries, file, arch, notes, here, within="section .nv_fatbin, ")
 
 
 def _tvm_so(data: bytes, file: str, arch, notes, prefix: str) -> list[KernelRecord]:
@@ -422,21 +401,16 @@ _BY_FORMAT: dict[str, Callable] = {
 # ---- paths, directories, bundles -----------------------------------------------------------
 
 def inspect_paths(paths: list[str | Path], arch: str | None = None,
-                  block: tuple[int, int, int] | None = None, native_json: bool = False) -> Inspection:
-    """Inspect files, directories and bundles. Bad files become one-line errors, not raises.
-
-    native_json (for --format json without --block): where the compiled cubin decoder
-    (parsers._cubin) is built, the rows of a plain file's cubins come as str items of records,
-    each the JSON text of the cubin's rows; json_text() renders the list."""
+                  block: tuple[int, int, int] | None = None) -> Inspection:
+    """Inspect files, directories and bundles. Bad files become one-line errors, not raises."""
     out = Inspection()
     # The cycle collector is off while files are read: every record lives until the rows are
     # written, so its passes free nothing (a fifth of a run over 100 small files).
-    native_json = native_json and block is None  # --block's occupancy needs records
     collecting = gc.isenabled()
     gc.disable()
     try:
         for p in paths:
-            _inspect_path(p, arch, native_json, out)
+            _inspect_path(p, arch, out)
     finally:
         if collecting:
             gc.enable()
@@ -444,7 +418,7 @@ def inspect_paths(paths: list[str | Path], arch: str | None = None,
     return out
 
 
-def _inspect_path(p: str | Path, arch: str | None, native_json: bool, out: Inspection) -> None:
+def _inspect_path(p: str | Path, arch: str | None, out: Inspection) -> None:
     name = _path_name(p)
     try:
         st = os.stat(name)
@@ -460,9 +434,9 @@ def _inspect_path(p: str | Path, arch: str | None, native_json: bool, out: Inspe
         if is_bundle(path):
             _inspect_bundle(path, arch, out)
         else:
-            _inspect_dir(path, arch, out, native_json)
+            _inspect_dir(path, arch, out)
     elif stat.S_ISREG(mode):
-        _inspect_file(name, arch, out, explicit=True, native_json=native_json, size=size)
+        _inspect_file(name, arch, out, explicit=True, size=size)
     else:
         out.errors.append(f"{name}: no such file or directory")
 
@@ -470,8 +444,6 @@ def _inspect_path(p: str | Path, arch: str | None, native_json: bool, out: Inspe
 def _check_blocks(out: Inspection, block: tuple[int, int, int] | None) -> None:
     """--block where a record has none; a note where the block exceeds the kernel's bound."""
     for r in out.records:
-        if isinstance(r, str):
-            continue  # JSON rows of kernels without a block size
         if r.block is None and block is not None:
             r.block = block
         threads = r.block[0] * r.block[1] * r.block[2] if r.block else 0
@@ -492,7 +464,7 @@ def _path_name(p: str | Path) -> str:
 
 
 def _inspect_file(path: str, arch: str | None, out: Inspection, explicit: bool,
-                  launches: dict[str, Any] | None = None, native_json: bool = False, size: int = 0) -> None:
+                  launches: dict[str, Any] | None = None, size: int = 0) -> None:
     """One file's records into out; size: what stat said, so that one read() usually does."""
     try:
         fd = os.open(path, os.O_RDONLY)
@@ -512,7 +484,7 @@ def _inspect_file(path: str, arch: str | None, out: Inspection, explicit: bool,
         out.errors.append(f"{path}: read: {err.strerror or err}")
         return
     try:
-        records = inspect_bytes(data, path, arch, out.notes, fmt=fmt, native_json=native_json)
+        records = inspect_bytes(data, path, arch, out.notes, fmt=fmt)
     except ParseError as err:
         out.errors.append(str(err))
         return
@@ -543,9 +515,9 @@ def _read(fd: int, limit: int = -1, expected: int = 0) -> bytes:
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
-def _inspect_dir(path: Path, arch: str | None, out: Inspection, native_json: bool = False) -> None:
+def _inspect_dir(path: Path, arch: str | None, out: Inspection) -> None:
     for f in sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".")):
-        _inspect_file(str(f), arch, out, explicit=False, native_json=native_json)
+        _inspect_file(str(f), arch, out, explicit=False)
 
 
 def _inspect_bundle(path: Path, arch: str | None, out: Inspection) -> None:
@@ -665,15 +637,6 @@ def _json_lines(rows: list[dict[str, Any]]) -> str:
 
     text = json.dumps(rows)
     return "[\n  " + text[1:-1].replace('}, {"name": ', '},\n  {"name": ') + "\n]\n"
-
-
-def json_text(records: list) -> str:
-    """render(rows, "json") of inspect_paths(..., native_json=True).records: the decoder's JSON
-    text as it is, KernelRecords through row() and json.dumps (the same text, row by row)."""
-    if not records:
-        return "[]\n"
-    parts = [r if isinstance(r, str) else _json_lines([row(r)])[4:-3] for r in records]
-    return ",\n  ".join(parts).join(("[\n  ", "\n]\n"))  # two copies of the text, not three
 
 
 def render(rows: list[dict[str, Any]], fmt: str) -> str:

@@ -32,7 +32,7 @@ from rootcause.analysis.attribute import (CPU_MIN_EFFECT_SHARE, MIN_EFFECT_SHARE
 from rootcause.analysis.diagnose import diagnose
 from rootcause.analysis.host import host_units
 from rootcause.artifacts import attribution, bundle as bundles, cpu_profiles as cpu, plan as plans, rundir
-from rootcause.errors import OutputsDiffer, UsageError
+from rootcause.errors import OutputsDiffer, ToolFailed, UsageError
 from rootcause.exporters import collapse
 from rootcause.fileio import write_set
 from rootcause.model import CatalogKernel, Hybrid, WholeGraph
@@ -337,7 +337,7 @@ def cpu_profiles(plan: dict[str, Any], out: Path, run_dir: Path, calls: int) -> 
         where.mkdir(parents=True, exist_ok=True)
         try:
             record = sessions.cpu_profile(b, where, n)  # with the bundle's own runtime
-        except UsageError as err:
+        except (UsageError, ToolFailed) as err:
             record = {"profiler": f"{b.frontend}-cpu", "ok": False, "error": str(err)}
             progress(f"{name}: CPU profile failed: {err}")
         if not again:

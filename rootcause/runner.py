@@ -17,7 +17,6 @@ silently skipped.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -27,11 +26,13 @@ from typing import Any
 
 from parsers.ncu_csv import COUNTERS
 from rootcause import child, env, envs
+from rootcause.artifacts import handoff
 from rootcause.artifacts.bundle import Bundle, read_bundle
 from rootcause.artifacts.rundir import write_env, write_measurement
-from rootcause.errors import OutputsDiffer, UsageError
+from rootcause.errors import InternalError, OutputsDiffer, ToolFailed, UsageError
 from rootcause.fileio import write_atomic
-from rootcause.sessions import load_session, runtime_python
+from rootcause.sessions import load_session
+from rootcause.toolchains import runtime_python
 from rootcause.verify import common_inputs, verify
 
 # The ncu sections a diagnosis reads: duration, achieved occupancy and its limiters, memory
@@ -152,48 +153,50 @@ def _child_env() -> dict[str, str]:
 
 def _profile_python(bundle: Bundle) -> tuple[str, dict[str, str]]:
     """The python (and environment) a bundle's profiled child runs with: this one, or that of an
-    environment with the bundle's runtime version (rootcause.sessions.runtime_python)."""
+    environment with the bundle's runtime version (rootcause.toolchains.runtime_python)."""
     python = runtime_python(bundle)
     return (sys.executable, _child_env()) if python is None else (str(python), envs.checkout_env())
 
 
-def _capture_summary(stderr: str) -> dict[str, Any] | None:
-    for line in reversed(stderr.splitlines()):
-        if line.startswith("ROOTCAUSE_CAPTURE "):
-            return json.loads(line.split(" ", 1)[1])
-    return None
-
-
-def _last_line(text: str) -> str:
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    return lines[-1] if lines else "(no output)"
+def _capture(profiler: str, bundle: Bundle, cmd: list[str], envelope: Path,
+             env: dict[str, str]) -> tuple[subprocess.CompletedProcess | None, dict[str, Any]]:
+    """Run a capture child (rootcause.profilers.capture, under the profiler for ncu); its process
+    and its summary, or None and the failed profile's record: a profiler that fails is named in
+    measurement.json, and the run goes on."""
+    try:
+        proc = child.run(cmd, env=env)
+    except FileNotFoundError:
+        return None, {"profiler": profiler, "ok": False, "error": f"{cmd[0]} not found"}
+    try:
+        return proc, child.result(proc, envelope, f"the {profiler} capture of {bundle.name}")
+    except (UsageError, ToolFailed, InternalError) as err:
+        return None, {"profiler": profiler, "ok": False, "error": str(err)}
 
 
 def profile_cupti(bundle: Bundle, out: Path, calls: int, device: str | None) -> dict[str, Any]:
     file = out / f"{bundle.name}.cupti.json"
+    envelope = handoff.result_file(out, f"{bundle.name}.cupti")
     python, child_env = _profile_python(bundle)
-    cmd = [python, "-m", "rootcause.profilers.capture", "cupti", str(bundle.path), "--out", str(file),
-           "--calls", str(calls)] + (["--device", device] if device else [])
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=child_env)
-    if proc.returncode != 0:
-        return {"profiler": "cupti", "ok": False, "error": _last_line(proc.stderr)}
-    return {"profiler": "cupti", "ok": True, **(_capture_summary(proc.stderr) or {})}
+    cmd = [python, "-m", "rootcause.profilers.capture", "cupti", str(bundle.path), "--result", str(envelope),
+           "--out", str(file), "--calls", str(calls)] + (["--device", device] if device else [])
+    proc, summary = _capture("cupti", bundle, cmd, envelope, child_env)
+    return summary if proc is None else {"profiler": "cupti", "ok": True, **summary}
 
 
 def profile_ncu(bundle: Bundle, out: Path, calls: int, device: str | None, ncu: str, metrics: str) -> dict[str, Any]:
     file = out / f"{bundle.name}.ncu.csv"
+    envelope = handoff.result_file(out, f"{bundle.name}.ncu")
     python, child_env = _profile_python(bundle)
     cmd = [ncu, "--csv", "--page", "raw", "--metrics", metrics, "--profile-from-start", "off",
            "--clock-control", "none", "--target-processes", "all",
-           python, "-m", "rootcause.profilers.capture", "ncu", str(bundle.path), "--calls", str(calls),
-           "--warmup", "3"] + (["--device", device] if device else [])
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=child_env)
-    except FileNotFoundError:
-        return {"profiler": "ncu", "ok": False, "error": f"{ncu} not found"}
-    if proc.returncode != 0 or '"ID"' not in proc.stdout:
-        return {"profiler": "ncu", "ok": False,
-                "error": _last_line(proc.stderr if proc.returncode else proc.stdout + proc.stderr)}
+           python, "-m", "rootcause.profilers.capture", "ncu", str(bundle.path), "--result", str(envelope),
+           "--calls", str(calls), "--warmup", "3"] + (["--device", device] if device else [])
+    proc, failed = _capture("ncu", bundle, cmd, envelope, child_env)
+    if proc is None:
+        return failed
+    if '"ID"' not in proc.stdout:  # the child ran, but ncu recorded no kernel
+        return {"profiler": "ncu", "ok": False, "error": f"ncu recorded no kernel: "
+                f"{child.first_error_line(proc.stdout + proc.stderr)}"}
     write_atomic(file, proc.stdout)
     return {"profiler": "ncu", "ok": True, "file": file.name, "calls": calls, "metrics": metrics.split(","),
             "clock_control": "none"}

@@ -2,9 +2,9 @@
 
 A bundle records the runtime its module needs (manifest `toolchain.runtime`, e.g. an IREE module
 of compiler 3.3.0 needs iree-base-runtime 3.3.0). When this process has another version, the
-bundle is loaded in a child process of an environment that has it (`runtime_python`): the build's
-own environment when it is here, else one made from the registry or from the runtime wheels
-carried in the bundle (rootcause.envs). A RemoteSession drives the child over pipes; the child
+bundle is loaded in a child process of an environment that has it (rootcause.toolchains.
+runtime_python: the build's own environment when it is here, else one made from the registry or
+from the runtime wheels carried in the bundle). A RemoteSession drives the child over pipes; the child
 makes the calls and times them itself, so the interleaved protocol measures the same thing as
 in process, with no pipe in the timed region.
 """
@@ -22,10 +22,12 @@ from typing import Any, Callable
 
 import numpy as np
 
-from rootcause import envs, frontends
+from rootcause import child, envs, frontends, toolchains
+from rootcause.artifacts import handoff
 from rootcause.artifacts.bundle import MANIFEST, Bundle, read_bundle
-from rootcause.errors import UsageError
-from rootcause.frontends.base import Session
+from rootcause.errors import InternalError, ToolFailed, UsageError
+from rootcause.fileio import write_atomic
+from rootcause.frontends.base import Session, profile_name
 from rootcause.inputs import to_dtype
 
 
@@ -39,91 +41,35 @@ def load_session(bundle: Bundle | Any, device: str | None = None) -> Session:
         raise UsageError(f"{bundle.path / MANIFEST}: frontend: unknown {bundle.frontend!r} "
                          f"({'|'.join(frontends.names())})")
     device = device or frontends.default_device(bundle.target)
-    python = runtime_python(bundle)
+    python = toolchains.runtime_python(bundle)
     if python is not None:
         return RemoteSession(bundle, device, python)
     return frontends.get(bundle.frontend).load_session(bundle, device)
 
 
-def runtime_mismatch(bundle: Bundle) -> dict[str, tuple[str, str | None]]:
-    """{distribution: (the bundle's version, this process's)} for each runtime package that differs.
-    A bundle built by the installed compiler, on a host whose runtime pip does not know (a
-    runtime-only copy, gpu/README.md), is taken as matching: nothing says otherwise."""
-    record = bundle.toolchain
-    want = record.get("runtime") or {}
-    out = {d: (v, envs.installed_version(d)) for d, v in want.items() if v and envs.installed_version(d) != v}
-    if record.get("source") == "installed" and all(have is None for _, have in out.values()):
-        return {}
-    return out
-
-
-def runtime_python(bundle: Bundle) -> Path | None:
-    """None when this process has the bundle's runtime; else the python of an environment that
-    has it (made when needed). UsageError when none can be had."""
-    differ = runtime_mismatch(bundle)
-    if not differ:
-        return None
-    record = bundle.toolchain
-    want = {d: v for d, (v, _) in differ.items()}
-    built = Path(record.get("python") or "")
-    if built.is_file() and _has(built, want):
-        return built
-    if record.get("requirements") and not any(r.endswith(".whl") for r in record["requirements"]):
-        found = envs.cached_python(record["requirements"])
-        if found is not None:
-            return found
-    requirements = [_carried_wheel(bundle, d) or f"{d}=={v}" for d, v in (record.get("runtime") or {}).items()]
-    wants = ", ".join(f"{d} {v} (here: {have or 'none'})" for d, (v, have) in differ.items())
-    try:
-        python = envs.ensure(requirements, progress=f" to run {bundle.name}")
-    except UsageError as err:
-        raise UsageError(f"{bundle.path}: needs {wants} and no environment with it can be made: {err}") from None
-    if not _has(python, want):  # e.g. a carried wheel of another version
-        raise UsageError(f"{bundle.path}: needs {wants}; the environment made from "
-                         f"{', '.join(Path(r).name for r in requirements)} has "
-                         f"{envs.installed_versions(python, tuple(want))}")
-    return python
-
-
-def _has(python: Path, want: dict[str, str]) -> bool:
-    try:
-        return envs.installed_versions(python, tuple(want)) == want
-    except UsageError:
-        return False
-
-
-def _carried_wheel(bundle: Bundle, dist: str) -> str | None:
-    """A runtime wheel the bundle carries (toolchain/NAME-VERSION-*.whl), as an absolute path."""
-    for wheel in sorted((bundle.path / "toolchain").glob("*.whl")):
-        if envs.normalize(wheel.name.split("-", 1)[0]) == dist:
-            return str(wheel.resolve())
-    return None
-
-
 def cpu_profile(bundle: Bundle, out_dir: Path, calls: int) -> dict[str, Any]:
     """The frontend's CPU profile of a bundle, taken with the bundle's runtime (its tools are the
     runtime's): in this process, or in a child of the environment runtime_python names."""
-    python = runtime_python(bundle)
+    python = toolchains.runtime_python(bundle)
     if python is None:
         return frontends.get(bundle.frontend).cpu_profile(bundle.path, out_dir, calls)
-    proc = subprocess.run([str(python), "-m", "rootcause.sessions", "--cpu-profile", str(bundle.path), str(out_dir),
-                           str(calls)], capture_output=True, text=True, env=envs.checkout_env())
-    lines = proc.stdout.strip().splitlines()
-    if proc.returncode != 0 or not lines:
-        tail = [x for x in proc.stderr.splitlines() if x.strip()] or ["no output"]
-        raise UsageError(f"{bundle.path}: CPU profile with {python} failed: {tail[-1].strip()}")
-    return json.loads(lines[-1])
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    kind = profile_name(bundle.name, ".cpu-profile")
+    envelope = handoff.result_file(out_dir, kind)
+    proc = child.run([str(python), "-m", "rootcause.sessions", "--cpu-profile", str(bundle.path), str(out_dir),
+                      str(calls), str(envelope)], env=envs.checkout_env())
+    log = write_atomic(handoff.log_file(out_dir, kind), proc.stdout + proc.stderr)
+    return child.result(proc, envelope, f"the CPU profile of {bundle.name} with {python}", log)
 
 
 def _cpu_profile_child(argv: list[str]) -> int:
-    bundle = read_bundle(argv[0])
-    try:
-        record = frontends.get(bundle.frontend).cpu_profile(bundle.path, Path(argv[1]), int(argv[2]))
-    except UsageError as err:
-        print(err, file=sys.stderr)
-        return 2
-    print(json.dumps(record))
-    return 0
+    bundle_dir, out_dir, calls, envelope = argv
+
+    def work() -> dict[str, Any]:
+        bundle = read_bundle(bundle_dir)
+        return frontends.get(bundle.frontend).cpu_profile(bundle.path, Path(out_dir), int(calls))
+
+    return child.serve(work, Path(envelope))
 
 
 # ---- a session in another environment ------------------------------------------------------
@@ -157,13 +103,13 @@ class RemoteSession:
             self._proc.stdin.write(json.dumps(request) + "\n")
             self._proc.stdin.flush()
         line = self._proc.stdout.readline()
-        if not line:
+        if not line:  # the runtime took the child down (a crash, an abort): the tool's failure
             self._log.seek(0)
-            lines = [x for x in self._log.read().splitlines() if x.strip()] or ["no output"]
-            raise UsageError(f"{self.bundle.path}: the runtime child ({self.python}) ended: {lines[-1].strip()}")
+            raise ToolFailed(f"{self.bundle.name}: the runtime child ({self.python}) ended: "
+                             f"{child.first_error_line(self._log.read())} (log: {self._log.name})")
         reply = json.loads(line)
-        if "error" in reply:
-            raise UsageError(reply["error"])
+        if reply.get("ok") is False:
+            child.raise_failure(reply, f"the runtime of {self.bundle.name} ({self.python})")
         return reply
 
     def set_inputs(self, arrays: list[np.ndarray]) -> None:
@@ -220,9 +166,9 @@ def _serve(argv: list[str]) -> int:
 
     try:
         session = frontends.get((bundle := read_bundle(args.serve)).frontend).load_session(bundle, args.device)
-    except UsageError as err:
-        reply({"error": str(err)})
-        return 2
+    except Exception as err:  # noqa: BLE001  the parent raises it typed (child.raise_failure)
+        reply(child.failure(_as_runtime_failure(err)))
+        return 2 if isinstance(err, UsageError) else 3
     reply({"device": session.device, "timer_includes": getattr(session, "timer_includes", "not recorded")})
     samplers: dict[int, Callable[[], float]] = {}
     for line in sys.stdin:
@@ -245,10 +191,18 @@ def _serve(argv: list[str]) -> int:
                 sampler = samplers.setdefault(number, session.timer(number))
                 reply({"seconds": sampler()})
             else:
-                reply({"error": f"unknown request {op!r}"})
-        except UsageError as err:
-            reply({"error": str(err)})
+                reply(child.failure(InternalError(f"unknown request {op!r}")))
+        except Exception as err:  # noqa: BLE001  the runtime's failure, typed for the parent
+            reply(child.failure(_as_runtime_failure(err)))
     return 0
+
+
+def _as_runtime_failure(err: Exception) -> Exception:
+    """This child only drives the bundle's runtime: what it raises, short of bad input, is the
+    runtime's failure (exit 3 in the parent), its first error line quoted."""
+    if isinstance(err, (UsageError, ToolFailed, InternalError)):
+        return err
+    return ToolFailed(f"{type(err).__name__}: {child.first_error_line(str(err) or type(err).__name__)}")
 
 
 if __name__ == "__main__":

@@ -1,10 +1,9 @@
 """The compiled cubin decoder (parsers/_cubin.c) against the Python reader (parsers/cubin.py),
-which is the reference: the same records, the same JSON rows as `inspect --format json`
-writes through json.dumps, and the same one-line ParseError on damaged cubins.
+which is the reference: the same records, and the same one-line ParseError on damaged cubins.
+The decoder returns records only; rootcause.inspect writes every row.
 
 Against NVIDIA's tools (cuobjdump --dump-resource-usage, ptxas -v) the decoder is checked in
-test_cubin.py, whose tests run once per decoder, and in test_inspect.py (the CLI's --format
-json rows come from it)."""
+test_cubin.py, whose tests run once per decoder, and in test_inspect.py."""
 from __future__ import annotations
 
 import os
@@ -16,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from parsers import ParseError, cubin, elf
-from rootcause.inspect import detect, inspect_paths, json_text, render, row
+from rootcause.inspect import detect, inspect_paths, render, row
 from test_cubin_helpers import FIXTURES, nvcc
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,12 +55,11 @@ def _python_only(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize("path", _kernel_files(), ids=lambda p: str(p.relative_to(ROOT / "fixtures")))
 def test_fixture_rows_match_the_python_reader(path, monkeypatch):
     compiled = inspect_paths([path])
-    text = json_text(inspect_paths([path], native_json=True).records)
     _python_only(monkeypatch)
     reference = inspect_paths([path])
     assert compiled.records == reference.records  # every field, extra included
     assert (compiled.errors, compiled.notes) == (reference.errors, reference.notes)
-    assert text == render([row(r) for r in reference.records], "json")
+    assert render([row(r) for r in compiled.records], "json") == render([row(r) for r in reference.records], "json")
 
 
 @needs_native
@@ -95,8 +93,6 @@ def _same(data: bytes) -> bool:
         compiled = "rows", [cubin.KernelRecord(n, "m.cubin", "cubin", arch, g, None, None, s, lo, st, pa, mt,
                                                None, None, b, e) for n, g, s, lo, st, pa, mt, b, e in rows]
     assert compiled == python
-    json_rows = _outcome(lambda d: native.json_rows(d, "m.cubin", "m.cubin", "cubin"), data)
-    assert json_rows[0] == python[0] and (json_rows[0] == "rows" or json_rows == python)
     return True
 
 
@@ -154,24 +150,3 @@ def test_mutated_cubins_fail_alike():
             outcomes[kind] += 1
     # The mutants must reach both outcomes in the decoder itself, not only its hand-back.
     assert outcomes["rows"] > 500 and outcomes["error"] > 500, outcomes
-
-
-@needs_native
-def test_json_rows_escape_as_json_dumps():
-    import json
-
-    data = (FIXTURES / "kernels_sm90.cubin").read_bytes()
-    odd = 'dir "q"\\x\n\t\x7f\u00e9\U0001f600\udcff.cubin'  # quotes, controls, DEL, non-ASCII, a lone surrogate
-    text = native.json_rows(data, odd, odd, "fatbin/cubin")
-    rows = [row(r) for r in cubin.python_kernels(data, odd)]
-    for r in rows:
-        r["format"] = "fatbin/cubin"
-    assert text == ",\n  ".join(json.dumps(r) for r in rows)
-
-
-@needs_native
-def test_block_sizes_leave_rows_to_python():
-    """A kernel with REQNTID has a block size, so its row needs an occupancy from rootcause.gpus."""
-    data = (FIXTURES / "bounds_sm90a_ptxas12.cubin").read_bytes()
-    assert any(r.block for r in cubin.python_kernels(data))
-    assert native.json_rows(data, "f", "f", "cubin") is None

@@ -171,3 +171,24 @@ def test_h200_processes_pooled():
     plo, phi = _plain_ratio_ci(every["pool-fusion-on"], every["pool-fusion-off"], 2000, 0)
     # between-process variance: the process-resampling interval is many times the plain one
     assert lo <= r["ratio"] <= hi and hi - lo > 5 * (phi - plo)
+
+
+@pytest.mark.parametrize("profiler", ["cupti", "ncu"])
+def test_a_profiler_that_cannot_run_is_named_and_the_run_goes_on(bundles, tmp_path, capsys, profiler):
+    """On this CPU host the capture child fails (no cupti-python; no ncu binary): its failure
+    comes back through the child protocol as one line in measurement.json and on stderr, the
+    timing stands, and no envelope is left in the run directory."""
+    out = tmp_path / "run"
+    argv = ["run", *map(str, bundles), "--out", str(out), "--profile", profiler, *FAST[2:]]
+    if profiler == "ncu":
+        argv += ["--ncu", str(tmp_path / "no-such-ncu")]
+    assert cli.main(argv) == 0
+    doc = json.loads((out / "measurement.json").read_text())
+    assert doc["measurement"]["ratios"]
+    for name, record in doc["profiles"].items():
+        assert record["ok"] is False and "\n" not in record["error"]
+        expected = "cupti" if profiler == "cupti" else "no-such-ncu not found"
+        assert expected in record["error"], record["error"]
+    err = capsys.readouterr().err
+    assert f"{profiler} failed" in err and "Traceback" not in err
+    assert not list(out.glob("*_result.json"))

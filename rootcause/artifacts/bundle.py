@@ -212,7 +212,7 @@ def write_bundle(spec: VariantSpec, built: BuildOutput, build_dir: Path, bundle_
 
     reference(spec, inputs) computes the reference outputs (the build stage runs the spec's
     [reference] function); toolchain is the build's record of its compiler and runtime
-    (rootcause.build.toolchain_record)."""
+    (rootcause.toolchains.toolchain_record)."""
     bundle_dir.mkdir(parents=True, exist_ok=True)
     (bundle_dir / MANIFEST).unlink(missing_ok=True)
     module_name = built.module_path.name

@@ -77,7 +77,7 @@ def parse_block(text: str | None) -> tuple[int, int, int] | None:
 
 def run(args: argparse.Namespace | LightArgs) -> int:
     # The library is imported here, not at the top: `inspect --help` pays for argparse alone.
-    from rootcause.inspect import PTX_SKIPPED, inspect_paths, json_text, render, row
+    from rootcause.inspect import PTX_SKIPPED, inspect_paths, render, row
 
     block = parse_block(args.block)
     if args.out:
@@ -86,12 +86,8 @@ def run(args: argparse.Namespace | LightArgs) -> int:
         refuse_overwriting([args.out], args.paths)
     if args.arch:
         _check_arch(args.arch)
-    if args.format == "json" and block is None:  # rows written by the compiled decoder where it can
-        result = inspect_paths(args.paths, args.arch, block, native_json=True)
-        text = json_text(result.records)
-    else:
-        result = inspect_paths(args.paths, args.arch, block)
-        text = render([row(r) for r in result.records], args.format)
+    result = inspect_paths(args.paths, args.arch, block)
+    text = render([row(r) for r in result.records], args.format)
     if args.out:
         from rootcause.fileio import write_atomic
 

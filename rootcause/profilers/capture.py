@@ -3,27 +3,29 @@
 Each profile runs separately from the timing run (a profiler perturbs timing) and from the
 other variants (a fresh CUDA context each). `rootcause run` starts this module as a child:
 
-    python -m rootcause.profilers.capture cupti BUNDLE --out FILE.json [--calls N] [--warmup N]
-    ncu --csv --page raw --profile-from-start off ... python -m rootcause.profilers.capture ncu BUNDLE
+    python -m rootcause.profilers.capture cupti BUNDLE --result R.json --out FILE.json [--calls N] [--warmup N]
+    ncu --csv --page raw --profile-from-start off ... python -m rootcause.profilers.capture ncu BUNDLE --result R.json
 
 cupti mode writes the kernel activity records (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) of
 the profiled calls as a JSON list, every field cupti-python exposes, as
 parsers/cupti_json.py reads. ncu mode brackets the profiled calls with cuProfilerStart/Stop
 so ncu (started with --profile-from-start off) sees them and not the warm-up.
-The child prints nothing on stdout (ncu's CSV goes there); its summary goes to stderr as JSON.
+The child prints nothing on stdout (ncu's CSV goes there); its summary, or its typed failure,
+is the envelope of the child protocol (rootcause.child) in the --result file.
 """
 from __future__ import annotations
 
 import argparse
 import ctypes
-import json
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from rootcause.fileio import write_json
+from rootcause import child
 from rootcause.artifacts.bundle import bundle_inputs, read_bundle
+from rootcause.errors import ToolFailed
+from rootcause.fileio import write_json
 from rootcause.sessions import load_session
 
 
@@ -63,7 +65,10 @@ def _warm(session, calls: int, seconds: float = 1.0) -> None:
 
 
 def cupti_capture(bundle_dir: str, out: Path, calls: int, warmup: int, device: str | None) -> dict[str, Any]:
-    from cupti import cupti
+    try:
+        from cupti import cupti
+    except ImportError:
+        raise ToolFailed("cupti-python is not installed in this environment (pip install cupti-python)") from None
 
     records: list[dict[str, Any]] = []
 
@@ -116,17 +121,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="profile one bundle (child of `rootcause run`)")
     parser.add_argument("mode", choices=("cupti", "ncu"))
     parser.add_argument("bundle")
+    parser.add_argument("--result", type=Path, required=True, help="the envelope file (rootcause.child)")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--calls", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--device")
     args = parser.parse_args(argv)
-    if args.mode == "cupti":
-        summary = cupti_capture(args.bundle, args.out, args.calls, args.warmup, args.device)
-    else:
-        summary = ncu_target(args.bundle, args.calls, args.warmup, args.device)
-    print("ROOTCAUSE_CAPTURE " + json.dumps(summary), file=sys.stderr)
-    return 0
+
+    def work() -> dict[str, Any]:
+        if args.mode == "cupti":
+            return cupti_capture(args.bundle, args.out, args.calls, args.warmup, args.device)
+        return ncu_target(args.bundle, args.calls, args.warmup, args.device)
+
+    return child.serve(work, args.result)
 
 
 if __name__ == "__main__":
