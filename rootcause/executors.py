@@ -14,6 +14,7 @@ from __future__ import annotations
 import io
 import os
 import shutil
+import sys
 import tarfile
 import tempfile
 import time
@@ -83,6 +84,16 @@ def publish(data: bytes, folder: Path, stage: str) -> None:
     replace_folder(staging, folder)
 
 
+def where_running() -> dict[str, Any]:
+    """Where this code runs, for a stage's record: host, process and, inside a Ray task, the
+    node's id (several nodes may share one host)."""
+    ray = sys.modules.get("ray")  # imported by a Ray worker; never imported for this
+    node = None
+    if ray is not None and ray.is_initialized():
+        node = ray.get_runtime_context().get_node_id()
+    return {"host": os.uname().nodename, "pid": os.getpid(), "ray_node": node}
+
+
 def run_resources(target: str) -> dict[str, Any]:
     """Ray options of a run task: a CPU for llvm; a GPU plus one unit of the target's resource."""
     if target.startswith("llvm"):
@@ -135,7 +146,9 @@ def init_ray(address: str, num_cpus: int | None) -> None:
 
         gpus = gpu_count()
         target = detect_gpu() if gpus else None
-        ray.init(num_cpus=num_cpus, num_gpus=gpus, resources={target: gpus} if target else None,
+        # address "local": a new instance even where a cluster already runs on this host (without
+        # it, ray.init joins that cluster and refuses the CPU and GPU counts)
+        ray.init(address="local", num_cpus=num_cpus, num_gpus=gpus, resources={target: gpus} if target else None,
                  include_dashboard=False)
         return
     if num_cpus is not None:

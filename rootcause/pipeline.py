@@ -344,8 +344,7 @@ def cpu_profiles(plan: dict[str, Any], out: Path, run_dir: Path, calls: int) -> 
             records[name] = record
         elif record.get("ok"):
             records[name]["repeat"] = dict(record, file=f"{cpu.REPEAT}/{record['file']}")
-    if all(r.get("ok") for r in records.values()):
-        cpu.write_index(out, key, records)
+    cpu.finish(out, key, records)
     return {n: cpu.absolute(out, r) for n, r in records.items()}
 
 

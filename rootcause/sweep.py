@@ -133,7 +133,8 @@ def build_stage(pair: Pair, folder: Path) -> None:
     """A, B and the hybrids built into a staging folder that then replaces `folder` whole."""
     staging = staging_folder(folder, "build")
     pipeline.build_variants(pair.spec_a, pair.spec_b, staging, pair.options.hybrids == 0, pair.options.hybrids)
-    records.write_record(staging / records.BUILD_RECORD, pair.keys["build"], pair=pair.id)
+    records.write_record(staging / records.BUILD_RECORD, pair.keys["build"], pair=pair.id,
+                         ran_on=executors.where_running())
     replace_folder(staging, folder)
 
 
@@ -144,8 +145,8 @@ def run_stage(pair: Pair, folder: Path) -> None:
     plan = plans.read_plan(folder)
     staging = staging_folder(folder / "run", "run")
     pipeline.run_variants(plan, folder, staging, pair.options.budget_s, pair.options.profile_calls)
-    records.write_record(staging / records.RUN_RECORD, pair.keys["run"], pair=pair.id, host=os.uname().nodename,
-                          pid=os.getpid())
+    records.write_record(staging / records.RUN_RECORD, pair.keys["run"], pair=pair.id,
+                         ran_on=executors.where_running())
     replace_folder(staging, folder / "run")
 
 
@@ -164,7 +165,7 @@ def attribute_stage(pair: Pair, folder: Path, shown_as: Path | None = None) -> d
         doc = _relocate(doc, str(folder), str(shown))
     pipeline.write_reports(doc, folder, title=pair.id)
     row = {**_head(pair), **pair_row(doc), "status": "ok", "stage": "attribute", "error": None}
-    records.write_record(folder / records.RESULT, pair.keys["attribute"], row=row)
+    records.write_record(folder / records.RESULT, pair.keys["attribute"], row=row, ran_on=executors.where_running())
     return row
 
 
@@ -270,35 +271,42 @@ def _run_pair_here(pair: Pair, folder: Path, until: str) -> dict[str, Any] | Non
 
 # ---- on Ray --------------------------------------------------------------------------------------
 
-def _task_build(pair: Pair, shared: str | None) -> dict[str, Any]:
-    """Ray task: the build stage; the pair folder as a tar (or, shared, written in place)."""
+def _in_task(stage: str, pair: Pair, shared: str | None, final: str,
+             work: Callable[[Path], dict[str, Any]]) -> dict[str, Any]:
+    """A stage's work as a Ray task: on the shared pair folder, or on a fresh copy in this
+    worker's temporary folder; {'ok': True, ...what work returned}, or the failure in one line,
+    naming the pair's folder as the driver publishes it, not the worker's copy."""
+    copy = None
     try:
         if shared:
-            build_stage(pair, Path(shared) / pair.id)
-            return {"ok": True}
+            return {"ok": True, **work(Path(shared) / pair.id)}
         with tempfile.TemporaryDirectory(prefix="rootcause-sweep-") as tmp:
-            folder = Path(tmp) / pair.id
-            build_stage(pair, folder)
-            return {"ok": True, "tar": pack(folder)}
+            copy = str(Path(tmp) / pair.id)
+            return {"ok": True, **work(Path(copy))}
     except Exception as err:
-        return {"ok": False, "stage": "build", "error": f"build: {stage_error(err)}"}
+        text = stage_error(err)
+        return {"ok": False, "stage": stage, "error": f"{stage}: {text.replace(copy, final) if copy else text}"}
 
 
-def _task_run(pair: Pair, built: dict[str, Any], shared: str | None) -> dict[str, Any]:
+def _task_build(pair: Pair, shared: str | None, final: str) -> dict[str, Any]:
+    """Ray task: the build stage; the pair folder as a tar (or, shared, written in place)."""
+    def work(folder: Path) -> dict[str, Any]:
+        build_stage(pair, folder)
+        return {} if shared else {"tar": pack(folder)}
+    return _in_task("build", pair, shared, final, work)
+
+
+def _task_run(pair: Pair, built: dict[str, Any], shared: str | None, final: str) -> dict[str, Any]:
     """Ray task: the run stage on the built folder; the run directory as a tar."""
     if not built["ok"]:
         return built
-    try:
-        if shared:
-            run_stage(pair, Path(shared) / pair.id)
-            return {"ok": True}
-        with tempfile.TemporaryDirectory(prefix="rootcause-sweep-") as tmp:
-            folder = Path(tmp) / pair.id
+
+    def work(folder: Path) -> dict[str, Any]:
+        if not shared:
             unpack(built["tar"], folder)
-            run_stage(pair, folder)
-            return {"ok": True, "tar": pack(folder / "run")}
-    except Exception as err:
-        return {"ok": False, "stage": "run", "error": f"run: {stage_error(err)}"}
+        run_stage(pair, folder)
+        return {} if shared else {"tar": pack(folder / "run")}
+    return _in_task("run", pair, shared, final, work)
 
 
 def _task_attribute(pair: Pair, built: dict[str, Any], ran: dict[str, Any], shared: str | None,
@@ -307,17 +315,15 @@ def _task_attribute(pair: Pair, built: dict[str, Any], ran: dict[str, Any], shar
     for earlier in (built, ran):
         if not earlier["ok"]:
             return earlier
-    try:
+
+    def work(folder: Path) -> dict[str, Any]:
         if shared:
-            return {"ok": True, "row": attribute_stage(pair, Path(shared) / pair.id)}
-        with tempfile.TemporaryDirectory(prefix="rootcause-sweep-") as tmp:
-            folder = Path(tmp) / pair.id
-            unpack(built["tar"], folder)
-            unpack(ran["tar"], folder / "run")
-            row = attribute_stage(pair, folder, shown_as=Path(final))
-            return {"ok": True, "row": row, "tar": pack(folder, ATTRIBUTION_FILES)}
-    except Exception as err:
-        return {"ok": False, "stage": "attribute", "error": f"attribute: {stage_error(err)}"}
+            return {"row": attribute_stage(pair, folder)}
+        unpack(built["tar"], folder)
+        unpack(ran["tar"], folder / "run")
+        row = attribute_stage(pair, folder, shown_as=Path(final))
+        return {"row": row, "tar": pack(folder, ATTRIBUTION_FILES)}
+    return _in_task("attribute", pair, shared, final, work)
 
 
 def run_on_ray(sweep: Sweep, out: Path, shared: Path | None = None, until: str = "attribute",
@@ -375,17 +381,34 @@ def _chain(pair: Pair, pairs_root: Path, shared: str | None, until: str,
     wanted = STAGES[: STAGES.index(until) + 1]
     chain: list[tuple[str, Any]] = []
     built = (ray.put({"ok": True} if shared else {"ok": True, "tar": pack(folder)}) if "build" in done
-             else tasks["build"].remote(pair, shared))
+             else tasks["build"].remote(pair, shared, str(folder)))
     if "build" not in done:
         chain.append(("build", built))
     if "run" in wanted:
         ran = (ray.put({"ok": True} if shared else {"ok": True, "tar": pack(folder / "run")}) if "run" in done
-               else tasks["run"].options(**run_resources(pair.target)).remote(pair, built, shared))
+               else tasks["run"].options(**run_resources(pair.target)).remote(pair, built, shared, str(folder)))
         if "run" not in done:
             chain.append(("run", ran))
         if "attribute" in wanted:
             chain.append(("attribute", tasks["attribute"].remote(pair, built, ran, shared, str(folder))))
     return chain
+
+
+POLL_S = 5.0  # how often a sweep waiting on Ray checks that its run tasks still have a node
+
+
+def _stranded(sweep: Sweep, chains: dict[int, list[tuple[str, Any]]]) -> list[int]:
+    """The pairs whose run task waits for a resource no live node offers any more (its node
+    died): Ray would keep such a task pending for ever."""
+    import ray
+
+    offered = ray.cluster_resources()
+    out = []
+    for i, chain in chains.items():
+        needs = run_resources(sweep.pairs[i].target).get("resources", {})
+        if any(stage == "run" for stage, _ in chain) and any(offered.get(r, 0) < n for r, n in needs.items()):
+            out.append(i)
+    return out
 
 
 def _collect(sweep: Sweep, pairs_root: Path, submit: Callable[[int], list[tuple[str, Any]]],
@@ -406,7 +429,18 @@ def _collect(sweep: Sweep, pairs_root: Path, submit: Callable[[int], list[tuple[
         if not chains:
             continue
         heads = {chain[0][1]: i for i, chain in chains.items()}
-        ready, _ = ray.wait(list(heads), num_returns=1)
+        ready, _ = ray.wait(list(heads), num_returns=1, timeout=POLL_S)
+        if not ready:  # a task waits: for a node that left?
+            for i in _stranded(sweep, chains):
+                pair = sweep.pairs[i]
+                rows[i] = failed_row(pair, "run", f"run: no node of the Ray cluster offers '{pair.target}' any more "
+                                     "(the node that did left during the sweep)", pairs_root / pair.id)
+                pipeline.progress(f"{pair.id}: {rows[i]['error']}")
+                for _, rest in chains.pop(i):
+                    ray.cancel(rest)
+                if on_row:
+                    on_row(i, rows[i])
+            continue
         i = heads[ready[0]]
         pair, folder = sweep.pairs[i], pairs_root / sweep.pairs[i].id
         stage, ref = chains[i].pop(0)

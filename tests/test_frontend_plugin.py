@@ -18,51 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from plugin_site import PLUGINS, install, write_case
 from rootcause import cli, frontends
 
-PLUGINS = Path(__file__).resolve().parent / "plugins"
 ROOT = PLUGINS.parents[1]
-
-SOURCE = '''
-import numpy as np
-STAGES = [
-    ("scale", lambda x: x * 2.0),
-    ("shift", lambda x: x + 1.0),
-    ("square", lambda x: x * x),
-]
-'''
-REFERENCE = "import numpy as np\n\ndef reference(x):\n    return ((x * 2.0) + 1.0) ** 2\n"
-SPEC = """
-[base]
-name = "npg"
-frontend = "npgraph"
-source = "graph.py"
-target = "llvm"
-entry = "main"
-[[base.inputs]]
-shape = [256, 256]
-dtype = "float32"
-seed = 1
-[base.reference]
-python = "reference.py:reference"
-rtol = 1e-5
-atol = 1e-6
-[variants.unfused.npgraph]
-fuse = false
-[variants.fused.npgraph]
-fuse = true
-"""
-
-
-
-
-def install(site: Path) -> None:
-    """The metadata of a distribution 'npgraph-frontend' that declares the frontend, as pip
-    would write it: the entry point is all that registers npgraph."""
-    info = site / "npgraph_frontend-0.1.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: npgraph-frontend\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(f"[{frontends.ENTRY_POINT_GROUP}]\nnpgraph = npgraph\n")
 
 
 @pytest.fixture
@@ -75,7 +34,7 @@ def registered(tmp_path, monkeypatch):
     paths = [str(PLUGINS), str(site), *filter(None, [os.environ.get("PYTHONPATH")])]
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(paths))
     monkeypatch.setenv("ROOTCAUSE_CACHE", str(tmp_path / "cache"))
-    yield _case(tmp_path)
+    yield write_case(tmp_path / "case")
     sys.modules.pop("npgraph", None)
 
 
@@ -90,15 +49,6 @@ def test_no_project_file_names_the_plugin():
 def test_registered_by_its_entry_point(registered):
     assert "npgraph" in frontends.names() and frontends.module_of("npgraph") == "npgraph"
     assert frontends.get("npgraph").name == "npgraph"
-
-
-def _case(tmp_path: Path) -> Path:
-    case = tmp_path / "case"
-    case.mkdir()
-    (case / "graph.py").write_text(SOURCE)
-    (case / "reference.py").write_text(REFERENCE)
-    (case / "variants.toml").write_text(SPEC)
-    return case / "variants.toml"
 
 
 def test_build_run_compare(registered, tmp_path, capsys):

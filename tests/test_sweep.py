@@ -144,7 +144,7 @@ def test_a_killed_worker_is_retried_and_the_sweep_completes(on_ray):
     assert sum(r["status"] == "ok" for r in rows.values()) == 6
     runs = [json.loads((out / "pairs" / pid / "run" / ".sweep-run.json").read_text())
             for pid, r in rows.items() if r["status"] == "ok"]
-    assert killed[0] not in {r["pid"] for r in runs}  # the killed attempt published nothing
+    assert killed[0] not in {r["ran_on"]["pid"] for r in runs}  # the killed attempt published nothing
 
 
 def test_resume_redoes_only_what_is_missing(sequential, tmp_path, capsys):

@@ -10,7 +10,7 @@ from typing import Any
 from rootcause.artifacts import schema
 from rootcause.artifacts.schema import Map
 from rootcause.errors import UsageError
-from rootcause.fileio import read_json, write_json
+from rootcause.fileio import mark_owned, read_json, write_json
 
 FOLDER = "cpu-profiles"
 INDEX = "profiles.json"
@@ -40,8 +40,13 @@ def reusable(out: Path, digest: str, names: tuple[str, ...]) -> dict[str, dict[s
     return records
 
 
-def write_index(out: Path, digest: str, records: dict[str, dict[str, Any]]) -> Path:
-    return write_json(folder(out) / INDEX, {"measurement_sha256": digest, "records": records})
+def finish(out: Path, digest: str, records: dict[str, dict[str, Any]]) -> None:
+    """The index, when every profile was taken (else the next analysis takes them again), and
+    the folder marked as rootcause's own, so a later publish (a sweep's attribution stage) may
+    replace it whole."""
+    if all(r.get("ok") for r in records.values()):
+        write_json(folder(out) / INDEX, {"measurement_sha256": digest, "records": records})
+    mark_owned(folder(out))
 
 
 def _on_disk(out: Path, record: Any) -> bool:
