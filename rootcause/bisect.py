@@ -35,6 +35,7 @@ from rootcause.artifacts import bisect as bisect_files
 from rootcause.artifacts.bundle import read_bundle
 from rootcause.build import build_bundle
 from rootcause.errors import OutputsDiffer, UsageError
+from rootcause.fileio import safe_name
 from rootcause.runner import RunRequest, run_bundles
 from rootcause.spec import VariantSpec, pinned, toolchain_packages
 
@@ -126,7 +127,7 @@ class Bisection:
         if c.label not in self.bundles:
             progress(f"{c.label}: building")
             try:
-                self.bundles[c.label] = build_bundle(c.spec(self.spec), self.out / "bundles" / _safe(c.label))
+                self.bundles[c.label] = build_bundle(c.spec(self.spec), self.out / "bundles" / safe_name(c.label))
             except UsageError as err:
                 c.status, c.note = "skip", f"cannot build: {err}"
                 progress(f"{c.label}: skipped ({c.note})")
@@ -147,7 +148,7 @@ class Bisection:
         results = executors.ray_map(_build_task, [(c.spec(self.spec),) for c in todo], **self.parallel)
         for c, result in zip(todo, results):
             if result["ok"]:
-                path = self.out / "bundles" / _safe(c.label)
+                path = self.out / "bundles" / safe_name(c.label)
                 executors.publish(result["tar"], path, "build")
                 self.bundles[c.label] = path
             elif result.get("skip"):
@@ -177,7 +178,7 @@ class Bisection:
             return cached
         progress(f"{c.label}: measuring against {good.label} ({budget_s:g} s, interleaved)")
         try:
-            result = run_bundles(RunRequest(bundles=paths, out=self.out / "runs" / _safe(c.label), profile="none",
+            result = run_bundles(RunRequest(bundles=paths, out=self.out / "runs" / safe_name(c.label), profile="none",
                                             budget_s=budget_s))
         except OutputsDiffer:
             record = {"outputs_differ": True}
@@ -357,6 +358,4 @@ def _ratio_text(r: dict[str, Any]) -> str:
     return f"{r['median']:.3f}x [{r['low']:.3f}, {r['high']:.3f}]"
 
 
-def _safe(label: str) -> str:
-    return "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in label)
 

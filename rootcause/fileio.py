@@ -8,12 +8,19 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+
+
+def safe_name(name: str) -> str:
+    """A name made shell- and path-safe, to be one folder or file name: every run of characters
+    other than letters, digits and . _ - becomes one '_'."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
 
 def cache_dir() -> Path:
     """rootcause's cache (builds, toolchain environments, bisections): $ROOTCAUSE_CACHE or

@@ -13,7 +13,6 @@ import contextlib
 import dataclasses
 import hashlib
 import json
-import re
 import shutil
 import statistics
 import sys
@@ -34,7 +33,7 @@ from rootcause.analysis.host import host_units
 from rootcause.artifacts import attribution, bundle as bundles, cpu_profiles as cpu, plan as plans, rundir
 from rootcause.errors import OutputsDiffer, ToolFailed, UsageError
 from rootcause.exporters import collapse
-from rootcause.fileio import write_set
+from rootcause.fileio import safe_name, write_set
 from rootcause.model import CatalogKernel, Hybrid, WholeGraph
 from rootcause.profilers.selection import profile_events
 from rootcause.spec import VariantSpec
@@ -44,10 +43,6 @@ _T0 = time.monotonic()
 
 def progress(message: str) -> None:
     print(f"[analyze {time.monotonic() - _T0:6.1f}s] {message}", file=sys.stderr, flush=True)
-
-
-def safe_name(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
 
 
 # ---- the core ------------------------------------------------------------------------------

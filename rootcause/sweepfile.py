@@ -33,8 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from rootcause import pipeline, spec as spec_mod
+from rootcause import spec as spec_mod
 from rootcause.errors import UsageError
+from rootcause.fileio import safe_name
 from rootcause.spec import VariantSpec
 
 SWEEP_KEYS = ("name", "target", "budget_s", "hybrids", "profile_calls", "threshold", "device",
@@ -126,7 +127,7 @@ def read(path: str | Path, resolve_target: Callable[[str, VariantSpec], str]) ->
             spec_a, spec_b = spec_mod.with_target(spec_a, concrete), spec_mod.with_target(spec_b, concrete)
         except UsageError as err:
             raise UsageError(f"{where}.target: {err}") from None
-        pid = pipeline.safe_name(given_id or _default_id(a, b, concrete, folder))
+        pid = safe_name(given_id or _default_id(a, b, concrete, folder))
         if pid in seen:
             raise UsageError(f"{where}: pair id '{pid}' is also {seen[pid]}'s; give one of them a name")
         seen[pid] = where

@@ -23,7 +23,7 @@ from rootcause.analysis import confirm
 from rootcause.artifacts import plan as plans
 from rootcause.errors import UsageError
 from rootcause.fileio import output_lock
-from rootcause.pipeline import safe_name
+from rootcause.fileio import safe_name
 from rootcause.report import render_text
 
 

@@ -16,8 +16,9 @@ import sys
 from pathlib import Path
 
 from rootcause import argtypes, bisect, executors, pipeline, spec as spec_mod
-from rootcause.errors import EXIT_BAD_INPUT, EXIT_TOOL_FAILED, ToolFailed, UsageError
 from rootcause.artifacts import bisect as bisect_files
+from rootcause.errors import EXIT_BAD_INPUT, EXIT_TOOL_FAILED, ToolFailed, UsageError
+from rootcause.fileio import safe_name
 from rootcause.report import render_text
 
 
@@ -63,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         candidates = bisect.listed_candidates(spec, [v.strip() for v in args.versions.split(",") if v.strip()])
     else:
         candidates = bisect.registry_candidates(spec, args.good, args.bad)
-    out: Path = args.out or Path("reports") / f"bisect-{pipeline.safe_name(spec.name)}"
+    out: Path = args.out or Path("reports") / f"bisect-{safe_name(spec.name)}"
     out.mkdir(parents=True, exist_ok=True)
     parallel = None
     if args.ray:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from rootcause import argtypes, executors, pipeline, spec as spec_mod, sweep as sweeps, sweepfile
 from rootcause.errors import UsageError
-from rootcause.fileio import output_lock
+from rootcause.fileio import output_lock, safe_name
 
 
 SUMMARY_EVERY_S = 5.0
@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     if args.shared and not args.ray:
         raise UsageError("--shared: only with --ray (without Ray every stage runs here, in OUT)")
     sweep = sweeps.load(args.sweep_file, lambda target, spec: spec_mod.resolve_target(target, spec, False))
-    out: Path = args.out or Path("reports") / f"sweep-{pipeline.safe_name(sweep.name)}"
+    out: Path = args.out or Path("reports") / f"sweep-{safe_name(sweep.name)}"
     with output_lock(out, "sweep"):
         return _sweep(args, sweep, out)
 

@@ -10,12 +10,12 @@ compiler is imported inside `build`, the runtime inside `load_session`.
 from __future__ import annotations
 
 import importlib
-import re
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
 import numpy as np
 
+from rootcause.fileio import safe_name
 from rootcause.model import BuildOutput, CatalogKernel, Hybrid
 
 # The most single-item toggles a whole-spec bisection builds before it halves instead.
@@ -114,7 +114,7 @@ class PackageFrontend:
 
 def profile_name(bundle_name: str, suffix: str) -> str:
     """A file name for a variant's profile: the bundle name made shell- and path-safe."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", bundle_name) + suffix
+    return safe_name(bundle_name) + suffix
 
 
 def bisection_subsets(items: list[Any]) -> list[list[Any]]:
