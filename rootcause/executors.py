@@ -12,6 +12,7 @@ and rootcause.bisect share.
 from __future__ import annotations
 
 import io
+import logging
 import os
 import shutil
 import sys
@@ -133,6 +134,12 @@ def ray_map(fn: Callable[..., dict[str, Any]], items: list[tuple], max_in_flight
     return results  # type: ignore[return-value]
 
 
+# The driver says what each stage did; the workers' own output (each task's progress lines,
+# prefixed, coloured and deduplicated by Ray) stays in Ray's session logs
+# (/tmp/ray/session_latest/logs/worker-*.out); of Ray's own lines only errors are printed.
+QUIET = {"log_to_driver": False, "logging_level": logging.ERROR}
+
+
 def init_ray(address: str, num_cpus: int | None) -> None:
     """Start (local) or join (auto, an address) the Ray cluster the stages run on."""
     try:
@@ -149,11 +156,11 @@ def init_ray(address: str, num_cpus: int | None) -> None:
         # address "local": a new instance even where a cluster already runs on this host (without
         # it, ray.init joins that cluster and refuses the CPU and GPU counts)
         ray.init(address="local", num_cpus=num_cpus, num_gpus=gpus, resources={target: gpus} if target else None,
-                 include_dashboard=False)
+                 include_dashboard=False, **QUIET)
         return
     if num_cpus is not None:
         raise UsageError("--num-cpus: only with --ray local (a running cluster has its own)")
     try:
-        ray.init(address=address)
+        ray.init(address=address, **QUIET)
     except (ConnectionError, ValueError, RuntimeError) as err:
         raise UsageError(f"--ray {address}: cannot join the cluster: {' '.join(str(err).split())[:200]}") from None
