@@ -53,6 +53,20 @@ COUNTERS = {
                           "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum"),
     "shared_instructions": ("smsp__inst_executed_op_shared_ld.sum", "smsp__inst_executed_op_shared_st.sum"),
 }
+
+# What `rootcause run --profile ncu` asks ncu for, the sections a diagnosis reads: duration,
+# achieved occupancy and its limiters, memory throughput against peak, registers and shared
+# memory as launched, and the memory-access counters of COUNTERS (sectors per request, L2
+# sectors, shared wavefronts).
+NCU_METRICS = (
+    "gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,"
+    "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed,"
+    "dram__bytes_read.sum,dram__bytes_write.sum,sm__warps_active.avg.pct_of_peak_sustained_active,"
+    "launch__occupancy_limit_registers,launch__occupancy_limit_shared_mem,launch__occupancy_limit_blocks,"
+    "launch__occupancy_limit_warps,launch__registers_per_thread,launch__grid_size,launch__block_size,"
+    "launch__shared_mem_per_block_static,launch__shared_mem_per_block_dynamic,"
+    "sm__maximum_warps_per_active_cycle_pct,"
+) + ",".join(m for parts in COUNTERS.values() for m in parts)
 # details metric name -> event column
 _DETAILS_LAUNCH = {"registers": "Registers Per Thread"}
 _DETAILS_SHARED = ("Static Shared Memory Per Block", "Dynamic Shared Memory Per Block")

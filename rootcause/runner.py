@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from parsers.ncu_csv import COUNTERS
+from parsers.ncu_csv import NCU_METRICS
 from rootcause import child, env, envs
 from rootcause.artifacts import handoff
 from rootcause.artifacts.bundle import Bundle, read_bundle
@@ -34,19 +34,6 @@ from rootcause.fileio import write_atomic
 from rootcause.sessions import load_session
 from rootcause.toolchains import runtime_python
 from rootcause.verify import common_inputs, verify
-
-# The ncu sections a diagnosis reads: duration, achieved occupancy and its limiters, memory
-# throughput against peak, registers and shared memory as launched, and the memory-access
-# counters of parsers.ncu_csv.COUNTERS (sectors per request, L2 sectors, shared wavefronts).
-NCU_METRICS = (
-    "gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,"
-    "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed,"
-    "dram__bytes_read.sum,dram__bytes_write.sum,sm__warps_active.avg.pct_of_peak_sustained_active,"
-    "launch__occupancy_limit_registers,launch__occupancy_limit_shared_mem,launch__occupancy_limit_blocks,"
-    "launch__occupancy_limit_warps,launch__registers_per_thread,launch__grid_size,launch__block_size,"
-    "launch__shared_mem_per_block_static,launch__shared_mem_per_block_dynamic,"
-    "sm__maximum_warps_per_active_cycle_pct,"
-) + ",".join(m for parts in COUNTERS.values() for m in parts)
 
 
 @dataclass

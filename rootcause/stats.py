@@ -19,6 +19,9 @@ MIN_EFFECT_SHARE = 0.01
 # each session's buffers landed move a whole call by that much; require_repeat's session checks
 # catch what exceeds it.
 CPU_MIN_EFFECT_SHARE = 0.05
+# The recovered share (of a unit's delta, or of the A-B delta) a hybrid's interval must exceed to
+# confirm it (analysis.confirm; here so that `analyze --help` needs no analysis import).
+CONFIRM_THRESHOLD = 0.5
 _CHUNK_ELEMENTS = 1 << 22  # index rows drawn at a time: bounds memory for large samples
 
 

@@ -31,7 +31,7 @@ from rootcause.fileio import write_atomic
 from rootcause.spec import VariantSpec
 from rootcause.sweepfile import Pair, Sweep
 
-STAGES = ("build", "run", "attribute")
+STAGES = records.STAGES
 
 
 def load(path: str | Path, resolve_target: Callable[[str, VariantSpec], str]) -> Sweep:

@@ -45,9 +45,9 @@ from typing import Any
 import numpy as np
 
 from rootcause.model import Hybrid
-from rootcause.stats import LEVEL, bootstrap_medians, percentile_interval
+from rootcause.stats import CONFIRM_THRESHOLD, LEVEL, bootstrap_medians, percentile_interval
 
-THRESHOLD = 0.5
+THRESHOLD = CONFIRM_THRESHOLD
 # A hybrid judged on one unit whose recovered share is surely above OVERSHOOT, and whose whole-graph
 # share is surely above GRAPH_OVERSHOOT, moved the graph past the other side: it changed more than
 # that unit. (Above OVERSHOOT alone is no sign: a launch-bound unit's kernels hold a fifth of what

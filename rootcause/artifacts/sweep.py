@@ -22,6 +22,7 @@ from typing import Any
 from rootcause.fileio import read_json, write_json
 
 SCHEMA_VERSION = 1
+STAGES = ("build", "run", "attribute")  # a pair's stages, in order
 SWEEP = "sweep.json"
 BUILD_RECORD = "sweep-build.json"
 RUN_RECORD = ".sweep-run.json"

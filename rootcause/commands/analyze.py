@@ -18,13 +18,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rootcause import argtypes, pipeline, spec as spec_mod
-from rootcause.analysis import confirm
-from rootcause.artifacts import plan as plans
+from typing import TYPE_CHECKING
+
+from rootcause import argtypes
 from rootcause.errors import UsageError
-from rootcause.fileio import output_lock
-from rootcause.fileio import safe_name
-from rootcause.report import render_text
+from rootcause.fileio import output_lock, safe_name
+from rootcause.stats import CONFIRM_THRESHOLD
+
+if TYPE_CHECKING:
+    from rootcause.spec import VariantSpec
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "OUT/plan.json from an earlier --bundle-only")
     parser.add_argument("--no-confirm", action="store_true", help="skip the counterfactual hybrids")
     parser.add_argument("--hybrids", type=argtypes.count, default=4, help="most hybrids built (default 4)")
-    parser.add_argument("--threshold", type=argtypes.share, default=confirm.THRESHOLD,
+    parser.add_argument("--threshold", type=argtypes.share, default=CONFIRM_THRESHOLD,
                         help="recovered share (of the unit's delta, or of the A-B delta) a hybrid's interval "
                              "must exceed to confirm (default 0.5)")
     parser.add_argument("--device", help="GPU name for diagnose (default: from the run's env.json)")
@@ -63,7 +65,7 @@ def _argv(args: argparse.Namespace, out: Path, from_run: Path | None) -> list[st
         argv += ["--target", str(args.target or "auto"), "--budget-s", f"{args.budget_s:g}",
                  "--profile-calls", str(args.profile_calls)]
         argv += ["--no-confirm"] if args.no_confirm else ["--hybrids", str(args.hybrids)]
-    if args.threshold != confirm.THRESHOLD:
+    if args.threshold != CONFIRM_THRESHOLD:
         argv += ["--threshold", f"{args.threshold:g}"]
     if args.device:
         argv += ["--device", args.device]
@@ -71,6 +73,8 @@ def _argv(args: argparse.Namespace, out: Path, from_run: Path | None) -> list[st
 
 
 def run(args: argparse.Namespace) -> int:
+    from rootcause import spec as spec_mod  # here: `analyze --help` imports no analysis
+
     if args.bundle_only and args.from_run:
         raise UsageError("--bundle-only and --from-run: choose one (build here, or analyze a run made elsewhere)")
     spec_a, spec_b = spec_mod.load(args.spec_a), spec_mod.load(args.spec_b)
@@ -81,7 +85,11 @@ def run(args: argparse.Namespace) -> int:
         return _analyze(args, spec_a, spec_b, out)
 
 
-def _analyze(args: argparse.Namespace, spec_a: spec_mod.VariantSpec, spec_b: spec_mod.VariantSpec, out: Path) -> int:
+def _analyze(args: argparse.Namespace, spec_a: VariantSpec, spec_b: VariantSpec, out: Path) -> int:
+    from rootcause import pipeline, spec as spec_mod
+    from rootcause.artifacts import plan as plans
+    from rootcause.report import render_text
+
     if args.from_run:
         plan = plans.read_plan(out)
         if (plan["a"], plan["b"]) != (spec_a.name, spec_b.name):

@@ -15,11 +15,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from rootcause import argtypes, bisect, executors, pipeline, spec as spec_mod
-from rootcause.artifacts import bisect as bisect_files
+from rootcause import argtypes, executors
 from rootcause.errors import EXIT_BAD_INPUT, EXIT_TOOL_FAILED, ToolFailed, UsageError
 from rootcause.fileio import safe_name
-from rootcause.report import render_text
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,6 +50,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # imported here: `bisect --help` pays for argparse alone
+    from rootcause import bisect, spec as spec_mod
+    from rootcause.artifacts import bisect as bisect_files
+    from rootcause.report import render_text
+
     if args.budget_s <= 0:
         raise UsageError(f"--budget-s: must be > 0, got {args.budget_s:g}")
     if bool(args.versions) == bool(args.good or args.bad):
@@ -104,6 +107,8 @@ def _change(result: dict) -> str:
 
 
 def _analyze(spec_a, spec_b, out: Path, args: argparse.Namespace) -> dict:
+    from rootcause import pipeline
+
     out.mkdir(parents=True, exist_ok=True)
     plan = pipeline.build_variants(spec_a, spec_b, out, False, 4)
     pipeline.run_variants(plan, out, out / "run", args.budget_s, args.profile_calls)

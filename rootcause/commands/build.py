@@ -4,9 +4,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rootcause import spec as spec_mod
-from rootcause.build import build_bundle
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("spec", help="variant spec: file.toml or file.toml#NAME")
@@ -16,6 +13,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rootcause import spec as spec_mod  # here: `build --help` pays for argparse alone
+    from rootcause.build import build_bundle
+
     spec = spec_mod.load(args.spec)
     if args.target:
         spec = spec_mod.with_target(spec, args.target)

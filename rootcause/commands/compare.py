@@ -16,11 +16,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rootcause import argtypes, gpus, pipeline
-from rootcause.artifacts import attribution, bundle, rundir
+from rootcause import argtypes
 from rootcause.fileio import refuse_overwriting
-from rootcause.profilers.selection import read_profile
-from rootcause.report import render_text
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -56,6 +53,12 @@ def _argv(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    # imported here: `compare --help` pays for argparse alone
+    from rootcause import pipeline
+    from rootcause.artifacts import attribution, bundle, rundir
+    from rootcause.profilers.selection import read_profile
+    from rootcause.report import render_text
+
     inputs = [p for p in (args.profile_a, args.profile_b, args.catalog_a, args.catalog_b, args.measurement) if p]
     refuse_overwriting([Path(args.out) / name for name in attribution.REPORT_FILES], inputs)
     catalog_a, manifest_a = bundle.load_catalog(args.catalog_a)
@@ -88,6 +91,8 @@ def _devices(given: str | None, environment: dict | None, prof_a, prof_b) -> tup
     """Each side's GPU: --device (or the run's env.json) for both; else each trace's own
     (deviceProperties), a side naming none taking the other's. A side naming a GPU rootcause
     does not know gets none: another GPU's numbers would be wrong for it."""
+    from rootcause import gpus
+
     both = gpus.resolve_device(given, environment)
     if both:
         return both, both

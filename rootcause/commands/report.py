@@ -12,11 +12,8 @@ import json
 import sys
 from pathlib import Path
 
-from rootcause import gpus
-from rootcause.artifacts import attribution
 from rootcause.errors import UsageError
 from rootcause.fileio import refuse_overwriting, write_atomic
-from rootcause.report import render_html, render_markdown
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,6 +34,10 @@ def run(args: argparse.Namespace) -> int:
         # megabytes of inline plotly.js are no use in a terminal: a file, or a pipe that asked for it
         raise UsageError("--format html writes a page of several MB: give --out report.html (or pipe it), "
                          "or --format markdown to read it here")
+    from rootcause import gpus  # here: `report --help` pays for argparse alone
+    from rootcause.artifacts import attribution
+    from rootcause.report import render_html, render_markdown
+
     doc = attribution.load(path)
     device = gpus.resolve_device(args.device) if args.device is not None else None
     if args.format == "html":

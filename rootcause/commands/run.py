@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from parsers.ncu_csv import NCU_METRICS
 from rootcause import argtypes
-from rootcause.runner import NCU_METRICS, RunRequest, run_bundles
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,6 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rootcause.runner import RunRequest, run_bundles  # here: `run --help` imports no runtime
+
     result = run_bundles(RunRequest(
         [Path(b) for b in args.bundles], args.out, profile=args.profile, budget_s=args.budget_s,
         processes=args.processes, warmup_calls=args.warmup_calls, warmup_s=args.warmup_s, rtol=args.rtol,

@@ -12,9 +12,15 @@ import argparse
 import time
 from pathlib import Path
 
-from rootcause import argtypes, executors, pipeline, spec as spec_mod, sweep as sweeps, sweepfile
+from typing import TYPE_CHECKING
+
+from rootcause import argtypes, executors
+from rootcause.artifacts.sweep import STAGES
 from rootcause.errors import UsageError
 from rootcause.fileio import output_lock, safe_name
+
+if TYPE_CHECKING:
+    from rootcause.sweepfile import Sweep
 
 
 SUMMARY_EVERY_S = 5.0
@@ -29,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shared", type=Path, metavar="DIR",
                         help="with --ray: a folder every node mounts at the same path; the stages read and write "
                              "the pair folders there instead of passing them through Ray's object store")
-    parser.add_argument("--until", choices=sweeps.STAGES, default="attribute",
+    parser.add_argument("--until", choices=STAGES, default="attribute",
                         help="stop every pair after this stage (build: bundles to run elsewhere; default attribute)")
     parser.add_argument("--retry-failed", action="store_true", help="run failed pairs again (default: keep their rows)")
     parser.add_argument("--max-retries", type=argtypes.count, default=3,
@@ -41,6 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rootcause import spec as spec_mod, sweep as sweeps  # here: `sweep --help` imports no pipeline
+
     if args.shared and not args.ray:
         raise UsageError("--shared: only with --ray (without Ray every stage runs here, in OUT)")
     sweep = sweeps.load(args.sweep_file, lambda target, spec: spec_mod.resolve_target(target, spec, False))
@@ -49,7 +57,9 @@ def run(args: argparse.Namespace) -> int:
         return _sweep(args, sweep, out)
 
 
-def _sweep(args: argparse.Namespace, sweep: sweepfile.Sweep, out: Path) -> int:
+def _sweep(args: argparse.Namespace, sweep: Sweep, out: Path) -> int:
+    from rootcause import pipeline, sweep as sweeps
+
     pairs_root = (args.shared or out) / "pairs"
     executor = f"ray {args.ray}" if args.ray else "sequential"
     rows: list = [None] * len(sweep.pairs)
