@@ -6,7 +6,9 @@ from __future__ import annotations
 import argparse
 import math
 import shlex
+import sys
 from collections.abc import Callable
+from typing import Any
 
 
 def number(low: float | None = None, high: float | None = None, *, integer: bool = False,
@@ -38,6 +40,19 @@ count = number(0, 10**6, integer=True)         # warm-ups, retries, hybrids
 processes = number(1, 256, integer=True)       # measuring children, one after another
 share = number(0, 1, above=True)               # a recovered share
 relative = number(0, 10, above=True)           # a relative change
+
+
+class Renamed(argparse.Action):
+    """A flag under its new name (the first option string) that still answers to its old one
+    for one release, with a warning on stderr: add_argument("--gpu", "--device", action=Renamed)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        new = self.option_strings[0]
+        if option_string and option_string != new:
+            print(f"{parser.prog}: warning: {option_string} is now {new} (one meaning per flag across commands); "
+                  f"{option_string} goes in the next release", file=sys.stderr)
+        setattr(namespace, self.dest, values)
 
 
 def command_line(argv: list[str]) -> str:

@@ -113,7 +113,7 @@ class Bisection:
         """parallel: {'max_in_flight': N, 'max_retries': M} to build on the Ray cluster ray.init
         joined; None builds here, one at a time."""
         if threshold <= 0:
-            raise UsageError(f"--threshold: must be > 0, got {threshold:g}")
+            raise UsageError(f"--min-change: must be > 0, got {threshold:g}")
         if by not in ("time", "catalog"):
             raise UsageError(f"--by: 'time' or 'catalog', got {by!r}")
         self.by = by
@@ -265,7 +265,7 @@ class Bisection:
         else:
             raise UsageError(f"--bad {bad.label}: {_ratio_text(ratio)} of {good.label}'s time is not beyond the "
                              f"threshold ({self.threshold:.0%}); nothing to bisect (raise --budget-s or lower "
-                             "--threshold)")
+                             "--min-change)")
         bad.status, bad.ratio = "bad", ratio
         progress(f"{bad.label} against {good.label}: {_ratio_text(ratio)} ({self.direction}); "
                  f"{len(self.candidates) - 2} versions between")

@@ -155,13 +155,13 @@ def env_gpu_names(env: Any) -> list[str]:
 
 
 def resolve_device(given: str | None, env: Any = None) -> str | None:
-    """--device (UsageError naming the known devices when unknown), else the GPU env.json names."""
+    """--gpu (UsageError naming the known devices when unknown), else the GPU env.json names."""
     if given is not None:
         key = find_device(given)
         if key is None:
             from rootcause.errors import UsageError
 
-            raise UsageError(f"--device: unknown device {given!r} (known: {', '.join(DEVICES)})")
+            raise UsageError(f"--gpu: unknown GPU {given!r} (known: {', '.join(DEVICES)})")
         return key
     return find_device(*env_gpu_names(env))
 

@@ -105,7 +105,7 @@ def _attribute_pair(a: Side, b: Side, ctx: Context, repeat: tuple[Side, Side] | 
     try:
         diagnose(att, alignment, a.catalog, b.catalog, ctx.device, a.entry, b.entry, ctx.device_b)
     except KeyError as err:
-        raise UsageError(f"--device: {err.args[0]}") from None
+        raise UsageError(f"--gpu: {err.args[0]}") from None
     for v, side in (("a", a), ("b", b)):
         att.variants[v].update({"profile": str(side.profile), "catalog": side.catalog_path, "entry": side.entry,
                                 "source": sorted(set(side.events["source"].astype(str)))})

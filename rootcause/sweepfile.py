@@ -76,9 +76,9 @@ class Pair:
                 "--target", self.target, "--budget-s", f"{o.budget_s:g}", "--profile-calls", str(o.profile_calls)]
         argv += ["--hybrids", str(o.hybrids)] if o.hybrids else ["--no-confirm"]
         if o.threshold != 0.5:
-            argv += ["--threshold", f"{o.threshold:g}"]
+            argv += ["--confirm-share", f"{o.threshold:g}"]
         if o.device:
-            argv += ["--device", o.device]
+            argv += ["--gpu", o.device]
         return shlex.join(argv)
 
 

@@ -159,7 +159,7 @@ def _cli(*args):
 
 
 def test_compare_writes_versioned_attribution(tmp_path, raw_calls):
-    r = _cli(f"{CAPTURE}#1", f"{CAPTURE}#0", "--label-a", "OFF", "--label-b", "ON", "--device", "H200",
+    r = _cli(f"{CAPTURE}#1", f"{CAPTURE}#0", "--label-a", "OFF", "--label-b", "ON", "--gpu", "H200",
              "--out", tmp_path)
     assert r.returncode == 0, r.stderr
     doc = json.loads((tmp_path / "attribution.json").read_text())
@@ -284,7 +284,7 @@ def test_records_kernels_device_measurement_command(tmp_path):
             assert k["block"] == [mine[0]["block_x"], mine[0]["block_y"], mine[0]["block_z"]]
             assert k["registers"] == mine[0]["registers_per_thread"]
             assert k["shared_bytes"] == mine[0]["static_shared_memory"] + mine[0]["dynamic_shared_memory"]
-    # no --device: the GPU env.json beside the profiles names
+    # no --gpu: the GPU env.json beside the profiles names
     env = json.loads((RUN / "env.json").read_text())
     assert env["before"]["gpus"][0]["name"] == "NVIDIA H200" and att["device"] == "H200"
     assert att["environment"] == env
@@ -342,6 +342,6 @@ def test_calls_that_do_not_divide_are_one_line(tmp_path):
     r = _cli(off, off, "--calls", "4", "--out", tmp_path)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
     assert str(off) in r.stderr and "95 launches" in r.stderr and "--calls" in r.stderr
-    r = _cli(off, off, "--device", "Z9000", "--out", tmp_path)
-    assert r.returncode == 2 and "--device: unknown device 'Z9000'" in r.stderr
+    r = _cli(off, off, "--gpu", "Z9000", "--out", tmp_path)
+    assert r.returncode == 2 and "--gpu: unknown GPU 'Z9000'" in r.stderr
     assert not (tmp_path / "attribution.json").exists()

@@ -40,7 +40,7 @@ def analyze(case: str, tmp: Path, run: Path) -> dict:
     shutil.copytree(run.parent / "analyze", out)  # the plan and manifests the run's bundles were built with
     spec = ZOO / case / "variants.toml"
     proc = subprocess.run([sys.executable, "-m", "rootcause", "analyze", f"{spec}#{exp['a']}", f"{spec}#{exp['b']}",
-                           "--out", str(out), "--from-run", str(run), "--device", "H200"],
+                           "--out", str(out), "--from-run", str(run), "--gpu", "H200"],
                           capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads((out / "attribution.json").read_text())

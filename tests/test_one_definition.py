@@ -2,7 +2,7 @@
 
 - spills: stores + loads, in inspect rows and in IREE catalogs alike (against ptxas -v's own text);
 - a kernel's launch configuration in the attribution: its most common launch, not its first;
-- device names: `compare --device 'NVIDIA H200'` and `report --device 'NVIDIA H200'` both resolve;
+- device names: `compare --gpu 'NVIDIA H200'` and `report --gpu 'NVIDIA H200'` both resolve;
 - bootstrap percentiles: computed in rootcause/stats.py only;
 - the verdict sentence: the text summary and the Markdown comment open with the same one.
 """
@@ -79,15 +79,15 @@ def test_launch_statistics_take_the_most_common_launch():
 @pytest.mark.parametrize("given", ["NVIDIA H200", "h200", "H200"])
 def test_one_device_resolution(given):
     assert gpus.resolve_device(given) == "H200"
-    with pytest.raises(Exception, match="unknown device"):
+    with pytest.raises(Exception, match="unknown GPU"):
         gpus.resolve_device("NVIDIA Imaginary 9000")
 
 
 def test_report_and_compare_take_the_same_device_names(tmp_path, capsys):
     out = tmp_path / "c"
-    assert cli.main(["compare", f"{CAPTURE}#1", f"{CAPTURE}#0", "--device", "NVIDIA H200", "--out", str(out)]) == 0
+    assert cli.main(["compare", f"{CAPTURE}#1", f"{CAPTURE}#0", "--gpu", "NVIDIA H200", "--out", str(out)]) == 0
     assert json.loads((out / "attribution.json").read_text())["device"] == "H200"
-    assert cli.main(["report", str(out / "attribution.json"), "--format", "markdown", "--device", "NVIDIA H200",
+    assert cli.main(["report", str(out / "attribution.json"), "--format", "markdown", "--gpu", "NVIDIA H200",
                      "--out", str(tmp_path / "r.md")]) == 0
     text = capsys.readouterr().out
     first = text.split("wrote ")[0].strip().splitlines()[0]

@@ -152,7 +152,7 @@ def test_compare_rocm_kernels_without_grid(tmp_path, doc):
     a.write_text(json.dumps(rocm))
     b.write_text(json.dumps(doc))
     root = Path(__file__).resolve().parent.parent
-    argv = [sys.executable, "-m", "rootcause", "compare", str(a), str(b), "--device", "H200",
+    argv = [sys.executable, "-m", "rootcause", "compare", str(a), str(b), "--gpu", "H200",
             "--out", str(tmp_path / "out")]
     env = {**__import__("os").environ, "PYTHONPATH": str(root)}
     # the trace holds a kernel on GPU 1 too: never merged silently, one line naming the way out

@@ -106,7 +106,7 @@ class PlotPoints(HTMLParser):
 
 @pytest.fixture(scope="module")
 def attribution(tmp_path_factory):
-    return json.loads(compare_shared(tmp_path_factory.mktemp("att"), "--device", "H200").read_text())
+    return json.loads(compare_shared(tmp_path_factory.mktemp("att"), "--gpu", "H200").read_text())
 
 
 @pytest.fixture(scope="module")
@@ -166,7 +166,7 @@ def test_resource_table_against_capture_and_catalog(page, raw_calls, attribution
     assert rule in cells[-1]
     # grid and registers differ from OFF's dominant kernel: highlighted
     assert re.search(r'<td class="num changed">' + re.escape(f"{fused['grid_x']:,}"), row.group(1))
-    # compare was given --device H200 and attribution.json records it: occupancy is shown
+    # compare was given --gpu H200 and attribution.json records it: occupancy is shown
     assert attribution["device"] == "H200" and cells[7].endswith("%") and cells[8] != "n/a"
     _, cells = _fused_row(render_html({**attribution, "device": None}))
     assert cells[7] == "n/a" and cells[8] == "n/a"  # no device named: no occupancy guessed

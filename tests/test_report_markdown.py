@@ -18,7 +18,7 @@ MD = MarkdownIt("commonmark").enable("table")
 
 @pytest.fixture(scope="module")
 def att_path(tmp_path_factory):
-    return compare_shared(tmp_path_factory.mktemp("att"), "--device", "H200")
+    return compare_shared(tmp_path_factory.mktemp("att"), "--gpu", "H200")
 
 
 @pytest.fixture(scope="module")
@@ -151,8 +151,8 @@ def test_cli_not_json(tmp_path):
     assert len(r.stderr.strip().splitlines()) == 1
     r = _cli(tmp_path / "absent.json")
     assert r.returncode == 2 and "no such attribution file" in r.stderr
-    r = _cli(bad.with_name("x.json"), "--device", "Z9000")
-    assert r.returncode == 2
+    r = _cli(bad.with_name("x.json"), "--device", "Z9000")  # the old name still works, with a warning
+    assert r.returncode == 2 and "--device is now --gpu" in r.stderr
 
 
 RUN = ROOT / "fixtures/captures/h200-2026-12-02-run"

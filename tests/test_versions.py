@@ -141,7 +141,7 @@ def test_a_bisect_whose_analyze_cannot_finish_does_not_exit_0(cache: Path, tmp_p
 
 
 def test_bisect_by_time_finds_3_8_0_and_reruns_from_cache(cache: Path, tmp_path: Path) -> None:
-    args = ("bisect", f"{SPEC}#v3_3_0", "--good", "3.3.0", "--bad", "3.8.0", "--threshold", "0.2",
+    args = ("bisect", f"{SPEC}#v3_3_0", "--good", "3.3.0", "--bad", "3.8.0", "--min-change", "0.2",
             "--budget-s", "3", "--out", str(tmp_path / "b"), "--no-analyze")
     proc = _cli(*args)
     assert proc.returncode == 0, proc.stderr

@@ -711,7 +711,7 @@ def _limits(att, catalog_a, catalog_b, device) -> list[str]:
                    "and launch shapes, not provenance; schedule rules, lowering_config, bytes moved "
                    "(bandwidth vs peak), work (recomputation) and spills cannot be checked")
     if device is None:
-        out.append("no --device given: waves per SM, occupancy and bandwidth against peak are not computed")
+        out.append("no --gpu given: waves per SM, occupancy and bandwidth against peak are not computed")
     if att.whole_graph["source"] == "profiled-span":
         out.append("no measurement given: the whole-graph delta is the profiled span, which includes "
                    "profiler overhead; closure says how well units + residual explain that span, "

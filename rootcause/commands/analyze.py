@@ -45,10 +45,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "OUT/plan.json from an earlier --bundle-only")
     parser.add_argument("--no-confirm", action="store_true", help="skip the counterfactual hybrids")
     parser.add_argument("--hybrids", type=argtypes.count, default=4, help="most hybrids built (default 4)")
-    parser.add_argument("--threshold", type=argtypes.share, default=CONFIRM_THRESHOLD,
+    parser.add_argument("--confirm-share", "--threshold", dest="threshold", action=argtypes.Renamed,
+                        type=argtypes.share, default=CONFIRM_THRESHOLD, metavar="SHARE",
                         help="recovered share (of the unit's delta, or of the A-B delta) a hybrid's interval "
-                             "must exceed to confirm (default 0.5)")
-    parser.add_argument("--device", help="GPU name for diagnose (default: from the run's env.json)")
+                             "must exceed to confirm (default 0.5; --threshold: the old name)")
+    parser.add_argument("--gpu", "--device", dest="device", action=argtypes.Renamed, metavar="NAME",
+                        help="GPU model for diagnose, e.g. H200 (default: from the run's env.json; --device: "
+                             "the old name)")
     parser.add_argument("--profile-calls", type=argtypes.calls, default=10, help="graph calls profiled per variant")
 
 
@@ -66,9 +69,9 @@ def _argv(args: argparse.Namespace, out: Path, from_run: Path | None) -> list[st
                  "--profile-calls", str(args.profile_calls)]
         argv += ["--no-confirm"] if args.no_confirm else ["--hybrids", str(args.hybrids)]
     if args.threshold != CONFIRM_THRESHOLD:
-        argv += ["--threshold", f"{args.threshold:g}"]
+        argv += ["--confirm-share", f"{args.threshold:g}"]
     if args.device:
-        argv += ["--device", args.device]
+        argv += ["--gpu", args.device]
     return argv
 
 

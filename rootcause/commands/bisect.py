@@ -29,9 +29,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--by", choices=("time", "catalog"), default="time",
                         help="time: judge each version by its measured ratio to the good one (default); catalog: "
                              "by whether its kernel formation differs from the good one's (no timing)")
-    parser.add_argument("--threshold", type=argtypes.relative, default=0.05,
+    parser.add_argument("--min-change", "--threshold", dest="threshold", action=argtypes.Renamed,
+                        type=argtypes.relative, default=0.05, metavar="FRACTION",
                         help="relative change (of the good version's time) a version must show to be bad "
-                             "(default 0.05)")
+                             "(default 0.05; --threshold: the old name)")
     parser.add_argument("--budget-s", type=argtypes.seconds, default=4.0,
                         help="seconds of interleaved timing per comparison (default 4)")
     parser.add_argument("--target", default=None, help="auto (default) | llvm | cuda:sm_XX | rocm:gfxNNN")

@@ -8,7 +8,7 @@ which are the names `rootcause run` measured them under). Graph calls: as
 rootcause.profilers.selection cuts them (the run's recorded count, --calls N, or detected).
 
 Writes DIR/attribution.json, report.html and report.md (rootcause.pipeline.write_reports)
-and prints the summary (rootcause.report.render_text). The device is --device, else the GPU
+and prints the summary (rootcause.report.render_text). The device is --gpu, else the GPU
 named in env.json beside the profiles.
 """
 from __future__ import annotations
@@ -30,8 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--label-b", default=None, help="name of B in the summary")
     parser.add_argument("--entry-a", default=None, help="entry function profiled in A (default: manifest entry)")
     parser.add_argument("--entry-b", default=None, help="entry function profiled in B")
-    parser.add_argument("--device", default=None,
-                        help="GPU the profiles were captured on (e.g. H200): waves, occupancy, peak bandwidth")
+    parser.add_argument("--gpu", "--device", dest="device", action=argtypes.Renamed, default=None, metavar="NAME",
+                        help="GPU model the profiles were captured on (e.g. H200): waves, occupancy, peak bandwidth "
+                             "(--device: the old name)")
     parser.add_argument("--device-id", type=argtypes.number(0, 4096, integer=True), default=None, metavar="N",
                         help="the GPU to compare in captures that hold several (default: refuse to merge them)")
     parser.add_argument("--calls", type=argtypes.calls, default=None, metavar="N",
@@ -88,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _devices(given: str | None, environment: dict | None, prof_a, prof_b) -> tuple[str | None, str | None]:
-    """Each side's GPU: --device (or the run's env.json) for both; else each trace's own
+    """Each side's GPU: --gpu (or the run's env.json) for both; else each trace's own
     (deviceProperties), a side naming none taking the other's. A side naming a GPU rootcause
     does not know gets none: another GPU's numbers would be wrong for it."""
     from rootcause import gpus

@@ -12,6 +12,7 @@ import json
 import sys
 from pathlib import Path
 
+from rootcause import argtypes
 from rootcause.errors import UsageError
 from rootcause.fileio import refuse_overwriting, write_atomic
 
@@ -20,9 +21,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("attribution", metavar="ATTRIBUTION", help="attribution.json (rootcause compare)")
     parser.add_argument("--format", choices=("html", "markdown", "json"), default="html")
     parser.add_argument("--out", metavar="PATH", help="file to write (default: stdout)")
-    parser.add_argument("--device", default=None,
-                        help="GPU the profiles were captured on (e.g. H200), for occupancy, when "
-                             "attribution.json and its environment do not name one")
+    parser.add_argument("--gpu", "--device", dest="device", action=argtypes.Renamed, default=None, metavar="NAME",
+                        help="GPU model the profiles were captured on (e.g. H200), for occupancy, when "
+                             "attribution.json and its environment do not name one (--device: the old name)")
     parser.add_argument("--title", default=None, help="page / comment title")
 
 

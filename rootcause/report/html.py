@@ -273,7 +273,7 @@ def _resources(doc, units, prof, cats, devs) -> str:
     dev = view.devices_text(devs)
     out = []
     if dev is None:
-        out.append(f"<p>{_na('Occupancy not available: no device named (attribution.json has no device; give --device).')}</p>")
+        out.append(f"<p>{_na('Occupancy not available: no device named (attribution.json has no device; give --gpu).')}</p>")
     else:
         out.append(f'<p class="muted">Occupancy: theoretical, rootcause.gpus for the {esc(dev)}. '
                    "Highlighted: differs from the other variant's dominant kernel (marked with a star).</p>")

@@ -530,7 +530,7 @@ def reproduce_command(doc: dict[str, Any]) -> str:
             args += [f"--catalog-{v}", str(get(doc, f"variants.{v}.catalog"))]
         args += [f"--label-{v}", label(doc, v)]
     if doc.get("device"):
-        args += ["--device", str(doc["device"])]
+        args += ["--gpu", str(doc["device"])]
     args += ["--out", "DIR"]
     import shlex
     text = " ".join(shlex.quote(a) for a in args)
