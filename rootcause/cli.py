@@ -13,25 +13,13 @@ import importlib
 import os
 import sys
 
+from rootcause.commands import COMMANDS  # the table only: a command's module is imported when it runs
 from rootcause.errors import (EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OUTPUTS_DIFFER, EXIT_STATUSES, EXIT_TOOL_FAILED,
                               InternalError, OutputsDiffer, ToolFailed, UsageError)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
-
-# name -> (module, one-line help). Modules are imported only when their command runs, so
-# `rootcause inspect` does not pay for importing TVM.
-COMMANDS: dict[str, tuple[str, str]] = {
-    "inspect": ("rootcause.commands.inspect", "per-kernel resources of binaries, bundles and modules"),
-    "build": ("rootcause.commands.build", "build one variant spec into a self-contained bundle"),
-    "run": ("rootcause.commands.run", "verify, measure and profile bundles on this host"),
-    "compare": ("rootcause.commands.compare", "attribute the delta between two captured profiles"),
-    "report": ("rootcause.commands.report", "render attribution.json as HTML, Markdown or JSON"),
-    "analyze": ("rootcause.commands.analyze", "build, run, attribute, confirm and report A against B"),
-    "sweep": ("rootcause.commands.sweep", "many analyze pairs from one file, here or on a Ray cluster"),
-    "bisect": ("rootcause.commands.bisect", "find the compiler release that first shows a change, then analyze it"),
-}
 
 
 def _parser(command: str | None, alone: bool = False) -> argparse.ArgumentParser:

@@ -45,3 +45,37 @@ def test_help_imports_no_analysis_or_runtime():
         imported = {line.rsplit("|", 1)[-1].strip().split(".")[0] for line in proc.stderr.splitlines()
                     if line.startswith("import time:")}
         assert not imported & set(heavy), (command, sorted(imported & set(heavy)))
+
+
+def _complete(*words: str, shell: str = "bash") -> list[str]:
+    """What the completion script offers for `rootcause WORDS...` (the last word being typed), in
+    a real bash."""
+    script = subprocess.run([sys.executable, "-m", "rootcause", "completion", shell], capture_output=True,
+                            text=True, check=True, cwd=ROOT).stdout
+    line = " ".join(repr(w) for w in ("rootcause", *words))
+    program = f'{script}\nCOMP_WORDS=({line}); COMP_CWORD={len(words)}; _rootcause; printf "%s\\n" "${{COMPREPLY[@]}}"'
+    proc = subprocess.run(["bash", "-c", program], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    return [w for w in proc.stdout.splitlines() if w]
+
+
+def test_completion_offers_what_the_parsers_accept(tmp_path):
+    """Commands, each command's flags and a flag's choices, as argparse itself reads them; files
+    elsewhere. The old names of renamed flags work but are not offered."""
+    import argparse
+    import importlib
+
+    from rootcause.commands import COMMANDS
+
+    assert _complete("an") == ["analyze"] and "completion" in _complete("")
+    for name, (module, _) in COMMANDS.items():
+        parser = argparse.ArgumentParser()
+        importlib.import_module(module).add_arguments(parser)
+        for action in parser._actions:
+            for flag in [s for s in action.option_strings if s.startswith("--")][:1]:
+                assert flag in _complete(name, flag[:4]), (name, flag)
+            if action.choices and action.option_strings:
+                assert _complete(name, action.option_strings[0], "") == [str(c) for c in action.choices]
+    assert "--device" not in _complete("analyze", "--dev") and "--device" in _complete("run", "--dev")
+    (tmp_path / "spec.toml").write_text("")
+    assert _complete("analyze", str(tmp_path / "sp")) == [str(tmp_path / "spec.toml")]
