@@ -28,7 +28,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from rootcause import envs
 from rootcause.artifacts import bisect as bisect_files
@@ -210,16 +210,8 @@ class Bisection:
             c.status, c.note = "bad", "outputs differ from the good version's"
             progress(f"{c.label}: bad ({c.note})")
             return c.status
-        verdict = self.judge(ratio)
-        if verdict == "unsure":
-            # measure() says "measuring" only when it measures: a rerun reads both runs from the cache
-            progress(f"{c.label}: {_ratio_text(ratio)} straddles the threshold: judged again on a run twice as long")
-            ratio = self.measure(c, 2 * self.budget_s)
-            verdict = self.judge(ratio)
-            if verdict == "unsure":
-                mid = dict(ratio, low=ratio["median"], high=ratio["median"])
-                verdict = self.judge(mid)
-                c.note = "judged by its median: the interval still straddles the threshold"
+        verdict, ratio, c.note = settle(ratio, self.judge, lambda factor: self.measure(c, factor * self.budget_s),
+                                        c.label, self.budget_s)
         c.status, c.ratio = verdict, ratio
         if verdict == "good" and self.judge_opposite(ratio):
             c.note = (c.note + "; " if c.note else "") + "changed the other way beyond the threshold (another change)"
@@ -281,6 +273,8 @@ class Bisection:
                 hi = i
             elif verdict == "good":
                 lo = i
+            elif verdict == "undecided":  # no side to go on to: the first bad one is i, or after it
+                return self.result(lo, hi, undecided=i)
         return self.result(lo, hi)
 
     def tester(self):
@@ -313,11 +307,17 @@ class Bisection:
             elif self.candidates[i].status == "good":
                 lo = i
 
-    def result(self, lo: int, hi: int) -> dict[str, Any]:
+    def result(self, lo: int, hi: int, undecided: int | None = None) -> dict[str, Any]:
+        """The bisection's document. undecided: a version whose ratio still straddled the
+        threshold at the longest timing; the first bad one is then between it and hi, first_bad
+        is None and nothing is analyzed."""
         skipped = [c.label for c in self.candidates[lo + 1:hi] if c.status == "skip"]
         return {"by": self.by, "spec": str(self.spec.spec_file) + (f"#{self.spec.variant}" if self.spec.variant else ""),
                 "direction": self.direction, "threshold": self.threshold, "budget_s": self.budget_s,
-                "last_good": self.candidates[lo].label, "first_bad": self.candidates[hi].label,
+                "last_good": self.candidates[lo].label,
+                "first_bad": None if undecided is not None else self.candidates[hi].label,
+                "undecided": None if undecided is None else self.candidates[undecided].label,
+                "bad_by": self.candidates[hi].label,
                 "skipped_between": skipped,
                 "candidates": [{"label": c.label, "toolchain": c.toolchain, "python": str(c.python or ""),
                                 "status": c.status, "ratio": c.ratio, "note": c.note} for c in self.candidates]}
@@ -347,6 +347,32 @@ def _build_task(spec: VariantSpec) -> dict[str, Any]:
         return {"ok": False, "skip": True, "error": str(err)}
     except Exception as err:  # anything else: the driver builds it here and sees the error itself
         return {"ok": False, "error": executors.stage_error(err)}
+
+
+# A version whose interval straddles the threshold is timed again this many times as long,
+# until its interval leaves the threshold; after the last it is undecided.
+LONGER = (2, 4)
+
+
+def settle(ratio: dict[str, Any], judge: Callable[[dict[str, Any]], str],
+           measure: Callable[[int], dict[str, Any] | None], label: str,
+           budget_s: float) -> tuple[str, dict[str, Any], str]:
+    """(verdict, the ratio it rests on, a note): the first run's verdict where its interval is
+    clear of the threshold, else that of a longer run (LONGER), else 'undecided'. Never the
+    median of a straddling interval: that would name a first bad version the timing cannot."""
+    verdict = judge(ratio)
+    for factor in LONGER:
+        if verdict != "unsure":
+            break
+        progress(f"{label}: {_ratio_text(ratio)} straddles the threshold: timed again for {factor * budget_s:g} s")
+        again = measure(factor)
+        if again is None or again.get("outputs_differ"):
+            break
+        ratio, verdict = again, judge(again)
+    if verdict == "unsure":
+        return "undecided", ratio, (f"its interval still straddles the threshold after {LONGER[-1] * budget_s:g} s "
+                                    "of timing")
+    return verdict, ratio, ""
 
 
 def _formation_text(form: list[str]) -> str:

@@ -78,6 +78,12 @@ def run(args: argparse.Namespace) -> int:
     result = search.run()
     saved = bisect_files.write_result(out, result)
     between = f" (skipped, could be any: {', '.join(result['skipped_between'])})" if result["skipped_between"] else ""
+    if result["first_bad"] is None:  # the timing could not tell: no version is named, nothing analyzed
+        print(f"first bad version: undecided: {result['undecided']}'s interval straddles the {result['threshold']:.0%} "
+              f"threshold however long it was timed; the first bad version is {result['undecided']} or a later one "
+              f"up to {result['bad_by']} (last good: {result['last_good']}{between}); raise --budget-s or --min-change, "
+              f"or bisect --by catalog; details in {saved}")
+        return 0
     print(f"first bad version: {result['first_bad']} (last good: {result['last_good']}{between}); "
           f"the change: {_change(result)}; details in {saved}")
     if args.no_analyze or result["direction"] == "outputs":
