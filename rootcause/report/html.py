@@ -28,8 +28,9 @@ h1{font-size:22px;margin:0 0 8px}h2{font-size:18px;margin:28px 0 8px;border-bott
 h3{font-size:15px;margin:18px 0 6px}
 .verdict{background:#f4f7fb;border-left:5px solid #4C78A8;padding:12px 16px;font-size:16px}
 .verdict.slower{border-color:#d62728}.verdict.faster{border-color:#2ca02c}
-table{border-collapse:collapse;margin:8px 0;font-size:13px}
+table{border-collapse:collapse;margin:8px 0;font-size:13px;max-width:100%}
 th,td{border:1px solid #ddd;padding:3px 7px;text-align:left;vertical-align:top}
+td:not(.num),th{overflow-wrap:anywhere}
 th{background:#f3f3f3}td.num{text-align:right;font-variant-numeric:tabular-nums}
 td.changed{background:#fff1b8;font-weight:600}tr.verdict-confirmed td:last-child{color:#2ca02c;font-weight:600}
 tr.verdict-refuted td:last-child{color:#d62728;font-weight:600}tr.dominant td:first-child::after{content:" \\2605";color:#b8860b}
@@ -115,13 +116,19 @@ def _fig_waterfall(doc, top, other) -> dict:
     x.append("whole-graph delta")
     y.append(whole)
     measure.append("total")
-    fig = go.Figure(go.Waterfall(x=x, y=y, measure=measure, textposition="outside",
+    scale, unit = (1e3, "ms") if max(abs(v) for v in y) >= 1e3 else (1.0, "us")  # no "+120047.1 us"
+    y = [v / scale for v in y]
+    colors = {"B slower (up)": "#d62728", "B faster (down)": "#2ca02c", "whole-graph delta": "#555"}
+    fig = go.Figure(go.Waterfall(x=x, y=y, measure=measure, textposition="outside", showlegend=False,
                                  text=[f"{v:+.2f}" if abs(v) < 1 else f"{v:+.1f}" for v in y], connector={"line": {"color": "#999"}},
-                                 increasing={"marker": {"color": "#d62728"}},
-                                 decreasing={"marker": {"color": "#2ca02c"}},
-                                 totals={"marker": {"color": "#555"}}))
-    fig.update_layout(title="Where the whole-graph delta goes (B - A, us per call; up = B slower)",
-                      yaxis_title="us per graph call", margin={"t": 50, "b": 140}, showlegend=False)
+                                 increasing={"marker": {"color": colors["B slower (up)"]}},
+                                 decreasing={"marker": {"color": colors["B faster (down)"]}},
+                                 totals={"marker": {"color": colors["whole-graph delta"]}}))
+    for name, color in colors.items():  # a waterfall has no legend of its own colours: empty traces give one
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name,
+                                 marker={"color": color, "symbol": "square", "size": 12}))
+    fig.update_layout(title=f"Where the whole-graph delta goes (B - A, {unit} per call; up = B slower)",
+                      yaxis_title=f"{unit} per graph call", margin={"t": 50, "b": 140}, showlegend=True)
     return fig.to_plotly_json()
 
 
@@ -175,6 +182,8 @@ def _fig_timeline(doc, prof, top) -> dict | None:
 
     fig = go.Figure()
     drawn = False
+    named: set[int] = set()  # legend: one entry per unit colour
+    units = {r: view.unit_label(u) for r, u in enumerate(top)}
     for v in ("b", "a"):
         tl = prof[v]["timeline"]
         if not tl or not tl.get("kernels"):
@@ -197,9 +206,11 @@ def _fig_timeline(doc, prof, top) -> dict | None:
                 orientation="h", base=np.round(start / 1e3, 4), x=np.round(np.maximum(end - start, 1) / 1e3, 4),
                 y=[f"{name} s{k.get('stream')}" if len(streams) > 1 else name for k in members],
                 marker_color=palette[rank % len(palette)] if rank >= 0 else "#bbb",
-                name=name, hovertext=[k["kernel"] for k in members],
+                name=units.get(rank, "other units"), legendgroup=str(rank), showlegend=rank not in named,
+                hovertext=[k["kernel"] for k in members],
                 hovertemplate="%{hovertext}<br>%{x:.2f} us at %{base:.2f} us<extra></extra>",
                 marker_line_width=0.5 if len(ks) <= 400 else 0, marker_line_color="#333"))
+            named.add(rank)
         drawn = True
     if not drawn:
         return None
@@ -208,7 +219,8 @@ def _fig_timeline(doc, prof, top) -> dict | None:
     if ncu:
         title += "<br><sub>ncu records no timeline: its launches are laid back to back, gaps are not real</sub>"
     fig.update_layout(title=title,
-                      xaxis_title="us since the call's first launch", barmode="overlay", showlegend=False,
+                      xaxis_title="us since the call's first launch", barmode="overlay", showlegend=True,
+                      legend={"title": {"text": "unit (A → B)"}},
                       margin={"t": 50}, height=220 + 60 * len({y for t in fig.data for y in t.y}))
     return fig.to_plotly_json()
 
@@ -269,7 +281,6 @@ def _units(doc, units, top, other) -> str:
 
 
 def _resources(doc, units, prof, cats, devs) -> str:
-    head = ["variant", "kernel", *view.RESOURCE_COLUMNS]
     dev = view.devices_text(devs)
     out = []
     if dev is None:
@@ -282,13 +293,16 @@ def _resources(doc, units, prof, cats, devs) -> str:
             if err:
                 out.append(f"<p>{_na(f'{view.label(doc, v)}: {what} not available: {err}')}</p>")
     index = view.kernel_index(prof)
-    for u in units[:RESOURCE_UNITS]:
-        rows = view.resource_rows(u, index, cats, devs)
+    per_unit = [(u, view.resource_rows(u, index, cats, devs)) for u in units[:RESOURCE_UNITS]]
+    columns = view.resource_columns([r for _, rows in per_unit for r in rows])
+    head = ["variant", "kernel", *columns]
+    numeric = {i + 2 for i, c in enumerate(columns) if c not in ("schedule",)}
+    for u, rows in per_unit:
         body = [[esc(view.label(doc, r["variant"])), _kernel(r["kernel"]),
-                 *(esc(r["cells"][c]) for c in view.RESOURCE_COLUMNS)] for r in rows]
-        changed = [{i + 2 for i, c in enumerate(view.RESOURCE_COLUMNS) if c in r["changed"]} for r in rows]
+                 *(esc(r["cells"][c]) for c in columns)] for r in rows]
+        changed = [{i + 2 for i, c in enumerate(columns) if c in r["changed"]} for r in rows]
         out.append(f"<h3>Unit {esc(u['unit'])}: {esc(view.fmt_interval(u['delta_ns']))}</h3>")
-        out.append(_table(head, body, num=set(range(2, 10)), changed=changed,
+        out.append(_table(head, body, num=numeric, changed=changed,
                           cls=["dominant" if r["dominant"] else "" for r in rows]))
     return "".join(out)
 

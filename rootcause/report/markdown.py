@@ -20,7 +20,6 @@ BUDGET = 64000      # leave room for the truncation note and GitHub's own counti
 TOP_UNITS = 8
 RESOURCE_UNITS = 5
 RESOURCE_ROWS = 40   # kernel rows of the open resource table
-RIGHT = {3, 4, 5, 6, 7, 8, 9}  # numeric columns of the resource tables
 
 _PUNCT = re.compile(r"([\\`*_\[\]|<>~&])")
 # Every character a Markdown renderer or str.splitlines() may end a line at: one would break the row.
@@ -76,12 +75,12 @@ def _unit_head(doc) -> list[str]:
             "share", "significant", "aligned by"]
 
 
-def _resource_rows(doc, units, index, cats, devs):
+def _resource_rows(doc, units, index, cats, devs, columns):
     """Table rows, lazily: the full table is cut once the comment is full."""
     for u in units:
         for r in view.resource_rows(u, index, cats, devs):
-            cells = [text(r["cells"][c]) if r["cells"][c] != "n/a" else "n/a" for c in view.RESOURCE_COLUMNS]
-            cells = [f"**{c}**" if col in r["changed"] else c for c, col in zip(cells, view.RESOURCE_COLUMNS)]
+            cells = [text(r["cells"][c]) if r["cells"][c] != "n/a" else "n/a" for c in columns]
+            cells = [f"**{c}**" if col in r["changed"] else c for c, col in zip(cells, columns)]
             star = " (dominant)" if r["dominant"] else ""
             yield _row([str(u["unit"]), text(view.label(doc, r["variant"])), code(r["kernel"]) + star, *cells])
 
@@ -162,13 +161,15 @@ def render_markdown(attribution: dict[str, Any], device: str | None = None, titl
         lines += _table(list(view.HOST_COLUMNS), [[code(r[0]), *map(text, r[1:])] for r in host], right={1, 2, 3})
         lines += [""]
 
-    res_head = ["unit", "variant", "kernel", *view.RESOURCE_COLUMNS]
+    index = view.kernel_index(prof)
+    columns = view.resource_columns([r for u in units for r in view.resource_rows(u, index, cats, devs)])
+    res_head = ["unit", "variant", "kernel", *columns]
+    right = {i + 3 for i, c in enumerate(columns) if c != "schedule"}  # the numeric columns
     lines += ["**Resources of the top units**, A against B (bold: differs from the other variant's "
               "dominant kernel" + (f"; occupancy for the {dev}" if dev else "; occupancy n/a, no device named")
               + ")", ""]
-    index = view.kernel_index(prof)
-    res_rows = list(_resource_rows(doc, units[:RESOURCE_UNITS], index, cats, devs))
-    lines += _head(res_head, RIGHT) + res_rows[:RESOURCE_ROWS] + [""]
+    res_rows = list(_resource_rows(doc, units[:RESOURCE_UNITS], index, cats, devs, columns))
+    lines += _head(res_head, right) + res_rows[:RESOURCE_ROWS] + [""]
     if len(res_rows) > RESOURCE_ROWS:
         lines += [f"*{len(res_rows) - RESOURCE_ROWS} more kernels of these units in the full table below.*", ""]
     for vv in "ab":
@@ -200,8 +201,8 @@ def render_markdown(attribution: dict[str, Any], device: str | None = None, titl
     lines += ["", "</details>", ""]
     used = sum(len(x) + 1 for x in lines + footer) + 200
     n_rows = sum(len(u["kernels_a"]) + len(u["kernels_b"]) for u in units)
-    lines += _fit(["<details><summary>Resources of every unit's kernels</summary>", "", *_head(res_head, RIGHT)],
-                  _resource_rows(doc, units, index, cats, devs), used, "kernel rows", n_rows)
+    lines += _fit(["<details><summary>Resources of every unit's kernels</summary>", "", *_head(res_head, right)],
+                  _resource_rows(doc, units, index, cats, devs, columns), used, "kernel rows", n_rows)
     lines += ["", "</details>", ""]
     if later:
         used = sum(len(x) + 1 for x in lines + footer) + 200

@@ -126,7 +126,8 @@ document.querySelectorAll('th[data-col]').forEach(function (th) {
 
 _STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 2em; }
-table { border-collapse: collapse; } th, td { border: 1px solid #ccc; padding: 4px 8px; vertical-align: top; }
+table { border-collapse: collapse; max-width: 100%; }
+th, td { border: 1px solid #ccc; padding: 4px 8px; vertical-align: top; } td:not(.num), th { overflow-wrap: anywhere; }
 th { background: #f4f4f4; cursor: pointer; user-select: none; } th.up::after { content: ' \\25B2'; }
 th.down::after { content: ' \\25BC'; } tr.failed td { background: #fff0f0; } td.num { text-align: right; }
 """

@@ -145,14 +145,14 @@ def units_sorted(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def unit_label(u: dict[str, Any], limit: int = 28) -> str:
-    """'#1 fused_pool2d_add2 | pool2d+1': B side first (the candidate), then A; a model's unit
-    starts with the module it computes: '#3 layers.*.mlp.down: fused_matmul5_add4 | ...'."""
+    """'#1 pool2d+1 → fused_pool2d_add2': A's kernels, then B's, as the tables order them; a
+    model's unit starts with the module it computes: '#3 layers.*.mlp.down: ... → fused_matmul5_add4'."""
     def side(ks: list[str]) -> str:
         if not ks:
             return "-"
         head = re.sub(r"_kernel\d*$", "", ks[0])
         return short(head, limit) + (f"+{len(ks) - 1}" if len(ks) > 1 else "")
-    return f"#{u['unit']} {unit_module(u)}{side(u['kernels_b'])} | {side(u['kernels_a'])}"
+    return f"#{u['unit']} {unit_module(u)}{side(u['kernels_a'])} → {side(u['kernels_b'])}"
 
 
 def unit_module(u: dict[str, Any]) -> str:
@@ -415,6 +415,12 @@ def kernel_index(prof: dict) -> dict[str, dict[tuple[Any, str], dict[str, Any]]]
                     row[col] += k[col]
         out[v] = index
     return out
+
+
+def resource_columns(rows: list[dict[str, Any]]) -> tuple[str, ...]:
+    """The RESOURCE_COLUMNS some row has a value in: a CPU run has no registers, shared or local
+    memory, occupancy or limiter, and 13 columns of n/a hide the ones that say something."""
+    return tuple(c for c in RESOURCE_COLUMNS if any(r["cells"][c] != "n/a" for r in rows))
 
 
 def resource_rows(unit: dict[str, Any], index: dict, cats: dict, devs: dict[str, str | None]) -> list[dict[str, Any]]:
