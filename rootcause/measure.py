@@ -186,7 +186,8 @@ def _pairs(samples: dict[str, list[float]], pairs: list[tuple[str, str]] | None)
 
 def measure(callables: dict[str, Callable[[], float | None]], protocol: Protocol | None = None,
             clock: Callable[[], float] = time.perf_counter,
-            pairs: list[tuple[str, str]] | None = None) -> Measurement:
+            pairs: list[tuple[str, str]] | None = None,
+            on_block: Callable[[float], Any] | None = None) -> Measurement:
     """Run the interleaved protocol. Each callable runs the graph once (or a fixed batch) and
     returns its own seconds, or None to be timed with `clock` around the call."""
     protocol = protocol or Protocol()
@@ -226,6 +227,8 @@ def measure(callables: dict[str, Callable[[], float | None]], protocol: Protocol
         orders.append(order)
         for name in order:
             samples[name].extend(sample(name) for _ in range(protocol.repeats))
+        if on_block is not None:  # between blocks: nothing of it is inside a timed sample
+            on_block(clock() - start)
         if protocol.budget_seconds is not None and clock() - start >= protocol.budget_seconds:
             stopped = "budget"
             break
@@ -302,12 +305,21 @@ def measure_interleaved(timers: dict[str, Callable[[int], Callable[[], float]]],
                         protocol: Protocol | None = None, target_sample_s: float = 2e-3) -> dict[str, Any]:
     """The runners' entry point: `timers[name](number)` returns a sampler of seconds per call
     over `number` calls (rootcause.runners Session.timer). `number` is calibrated so a sample
-    lasts about target_sample_s; the result is Measurement.to_dict() plus calls_per_sample."""
+    lasts about target_sample_s; the result is Measurement.to_dict() plus calls_per_sample.
+    A progress bar shows the budget's seconds on a terminal (updated between blocks, never inside
+    one)."""
+    from rootcause.terminal import progress_bar
+
     protocol = protocol or Protocol(budget_seconds=budget_s)
     samplers, numbers = {}, {}
     for name, timer_for in timers.items():
         numbers[name], samplers[name] = _calibrate(timer_for, target_sample_s)
-    result = measure(samplers, protocol).to_dict()
+    bar = progress_bar(budget_s, f"timing {', '.join(timers)}")
+    try:
+        result = measure(samplers, protocol,
+                         on_block=lambda elapsed: bar.update(min(elapsed, budget_s) - bar.n)).to_dict()
+    finally:
+        bar.close()
     for name, number in numbers.items():
         result["variants"][name]["calls_per_sample"] = number
     result["budget_s"] = budget_s

@@ -4,6 +4,7 @@ or carriage return is acted on, and one-line messages stay one line."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
 
@@ -11,6 +12,20 @@ _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
 def printable(text: object) -> str:
     """str(text) with every control character but the tab written as an escape (\\n, \\x1b, ...)."""
     return _CONTROL.sub(_escape, str(text))
+
+
+def progress_bar(total: float, what: str, unit: str = "s") -> Any:
+    """A tqdm bar on stderr for a long step (a timing loop of seconds), where stderr is a
+    terminal: a log or a pipe gets the timestamped lines alone. ROOTCAUSE_PROGRESS=0 turns it off.
+    Update it with .update(n) and close it; disabled, both do nothing."""
+    import os
+    import sys
+
+    from tqdm import tqdm
+
+    off = not sys.stderr.isatty() or os.environ.get("ROOTCAUSE_PROGRESS") == "0"
+    return tqdm(total=total, desc=what, unit=unit, disable=off, leave=False, file=sys.stderr,
+                bar_format="{desc}: {bar} {n:.0f}/{total:.0f} {unit}")
 
 
 def _escape(match: re.Match[str]) -> str:

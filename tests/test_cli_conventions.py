@@ -79,3 +79,46 @@ def test_completion_offers_what_the_parsers_accept(tmp_path):
     assert "--device" not in _complete("analyze", "--dev") and "--device" in _complete("run", "--dev")
     (tmp_path / "spec.toml").write_text("")
     assert _complete("analyze", str(tmp_path / "sp")) == [str(tmp_path / "spec.toml")]
+
+
+_TIMING = ("import time\nfrom rootcause.measure import measure_interleaved\n"
+           "def timer(n):\n    return lambda: (time.sleep(0.002), 0.001)[1]\n"
+           "r = measure_interleaved({'a': timer, 'b': timer}, 1.5)\nprint(r['blocks_run'] > 0)\n")
+
+
+def _timing_stderr(terminal: bool) -> str:
+    """stderr of a 1.5 s interleaved timing loop, written to a terminal (a pty) or a pipe."""
+    if not terminal:
+        done = subprocess.run([sys.executable, "-c", _TIMING], capture_output=True, text=True, timeout=60, cwd=ROOT)
+        assert done.stdout.strip() == "True", done.stderr
+        return done.stderr
+    import fcntl
+    import struct
+    import termios
+
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # a terminal of 100 columns
+    try:
+        done = subprocess.run([sys.executable, "-c", _TIMING], stdout=subprocess.PIPE, stderr=follower, text=True,
+                              timeout=60, cwd=ROOT)
+        os.close(follower)
+        chunks = []
+        while True:
+            try:
+                data = os.read(leader, 65536)
+            except OSError:  # the pty's other end is closed: everything was read
+                break
+            if not data:
+                break
+            chunks.append(data)
+    finally:
+        os.close(leader)
+    assert done.stdout.strip() == "True"
+    return b"".join(chunks).decode(errors="replace")
+
+
+def test_timing_shows_a_progress_bar_on_a_terminal_only():
+    """The timing loop, the longest step of a run, draws a bar of its budget's seconds on a
+    terminal; a log or a pipe gets nothing of it."""
+    assert "timing a, b" in _timing_stderr(terminal=True)
+    assert _timing_stderr(terminal=False) == ""
