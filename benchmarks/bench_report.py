@@ -36,7 +36,7 @@ def real_attribution(out: Path) -> dict:
     subprocess.run([sys.executable, "-m", "rootcause", "compare", f"{CAPTURE}#1", f"{CAPTURE}#0",
                     "--catalog-a", "gallery/inputs/pool_fusion_off.manifest.json",
                     "--catalog-b", "gallery/inputs/pool_fusion_on.manifest.json",
-                    "--label-a", "OFF", "--label-b", "ON", "--device", "H200", "--out", str(out)],
+                    "--label-a", "OFF", "--label-b", "ON", "--gpu", "H200", "--out", str(out)],
                    check=True, cwd=ROOT, capture_output=True)
     return json.loads((out / "attribution.json").read_text())
 

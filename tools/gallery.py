@@ -144,7 +144,7 @@ def make(name: str, entry: dict[str, Any], out: Path) -> dict[str, Any]:
             "--out", str(rel)]
     device = entry.get("device", "H200")
     if device:
-        args += ["--device", device]
+        args += ["--gpu", device]
     if entry["measurement"]:
         args += ["--measurement", entry["measurement"]]  # `rootcause run`'s measurement.json as is
     summary = _rootcause(*args)

@@ -45,11 +45,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _argv(args: argparse.Namespace) -> list[str]:
     """The `rootcause compare` command line equivalent to args."""
     argv = ["rootcause", "compare", args.profile_a, args.profile_b]
+    flags = {"device": "--gpu"}  # the flag a renamed option is written with now
     for name in ("catalog_a", "catalog_b", "measurement", "label_a", "label_b", "entry_a", "entry_b",
                  "device", "device_id", "calls", "title", "out"):
         value = getattr(args, name, None)
         if value is not None:
-            argv += [f"--{name.replace('_', '-')}", str(value)]
+            argv += [flags.get(name, f"--{name.replace('_', '-')}"), str(value)]
     return argv
 
 
