@@ -4,6 +4,7 @@ Processes that have PLUGINS and the site folder on their path find it; no file o
 names it."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from rootcause import frontends
@@ -28,6 +29,15 @@ def install(site: Path) -> Path:
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: npgraph-frontend\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text(f"[{frontends.ENTRY_POINT_GROUP}]\nnpgraph = npgraph\n")
     return site
+
+
+def activate(site: Path, monkeypatch) -> None:
+    """npgraph found as an installed plug-in is found: on this process's path and on that of
+    every process it starts (measuring children, Ray nodes), through PYTHONPATH."""
+    for folder in (PLUGINS, site):
+        monkeypatch.syspath_prepend(str(folder))
+    paths = [str(PLUGINS), str(site), *filter(None, [os.environ.get("PYTHONPATH")])]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(paths))
 
 
 def spec_text(shape: tuple[int, int] = (256, 256), seed: int = 1) -> str:

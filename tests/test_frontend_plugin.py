@@ -11,14 +11,13 @@ provenance.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from plugin_site import PLUGINS, install, write_case
+from plugin_site import PLUGINS, activate, install, write_case
 from rootcause import cli, frontends
 
 ROOT = PLUGINS.parents[1]
@@ -26,13 +25,7 @@ ROOT = PLUGINS.parents[1]
 
 @pytest.fixture
 def registered(tmp_path, monkeypatch):
-    site = tmp_path / "site"
-    install(site)
-    for folder in (PLUGINS, site):
-        monkeypatch.syspath_prepend(str(folder))
-    # the measuring children find it as an installed plug-in would be found: on their sys.path
-    paths = [str(PLUGINS), str(site), *filter(None, [os.environ.get("PYTHONPATH")])]
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(paths))
+    activate(install(tmp_path / "site"), monkeypatch)
     monkeypatch.setenv("ROOTCAUSE_CACHE", str(tmp_path / "cache"))
     yield write_case(tmp_path / "case")
     sys.modules.pop("npgraph", None)

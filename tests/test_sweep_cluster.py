@@ -12,7 +12,6 @@ sequential run. Which node ran each stage comes from the stages' own records (ra
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -23,7 +22,7 @@ import pytest
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
 
-from plugin_site import PLUGINS, install, write_case  # noqa: E402
+from plugin_site import activate, install, write_case  # noqa: E402
 from rootcause import cli  # noqa: E402
 from rootcause.artifacts import sweep as records  # noqa: E402
 
@@ -44,11 +43,7 @@ def _sweep_file(root: Path, targets: list[str]) -> Path:
 @pytest.fixture
 def plugin_env(tmp_path, monkeypatch):
     """The plug-in on every process's path; the environment every node is started with."""
-    site = install(tmp_path / "site")
-    paths = [str(PLUGINS), str(site), *filter(None, [os.environ.get("PYTHONPATH")])]
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(paths))
-    for folder in (PLUGINS, site):
-        monkeypatch.syspath_prepend(str(folder))
+    activate(install(tmp_path / "site"), monkeypatch)
     monkeypatch.setenv("ROOTCAUSE_CACHE", str(tmp_path / "cache-driver"))
     return tmp_path
 

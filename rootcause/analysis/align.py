@@ -61,7 +61,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 import pandas as pd
 
@@ -150,15 +150,9 @@ def _lookup(index: dict[str, CatalogKernel], kernel: str) -> CatalogKernel | Non
     return index.get(kernel) or index.get(strip_kernel(kernel))
 
 
-def _hooks(name: str) -> list[Any]:
-    """The registered frontends' optional hook `name` (rootcause.frontends.base), registry order."""
-    found = (getattr(frontends.get(n), name, None) for n in frontends.names())
-    return [hook for hook in found if hook is not None]
-
-
 def frontend_tiers() -> list[AlignmentTier]:
     """The frontends' own name tiers, in registry order."""
-    return [tier for hook in _hooks("alignment_tiers") for tier in hook()]
+    return [tier for hook in frontends.hooks("alignment_tiers") for tier in hook()]
 
 
 def tiers(name_tiers: list[AlignmentTier] | None = None) -> tuple[str, ...]:
@@ -171,7 +165,7 @@ def tiers(name_tiers: list[AlignmentTier] | None = None) -> tuple[str, ...]:
 def op_normalizer() -> Callable[[str], str]:
     """A source-op id as the frontends compare it across builds (each frontend's normalize_op
     leaves other frontends' ids unchanged)."""
-    hooks = _hooks("normalize_op")
+    hooks = frontends.hooks("normalize_op")
 
     def normalize(op: str) -> str:
         for hook in hooks:

@@ -488,9 +488,8 @@ def parallelism(ctx: Context) -> list[dict[str, Any]]:
 def _thread_work(cat: CatalogKernel | None) -> dict[str, Any] | str:
     """Threads that own work in the slow kernel, as the frontend that tiled it reads them
     (its thread_work hook: IREE's TileAndFuse dispatches), or why that was not checked."""
-    for name in frontends.names() if cat is not None else ():
-        hook = getattr(frontends.get(name), "thread_work", None)
-        work = hook(cat) if hook else None
+    for hook in frontends.hooks("thread_work") if cat is not None else ():
+        work = hook(cat)
         if work is not None:
             return work
     return "not checked: the catalog gives no tiling of this kernel (TVM's TIR loops are not read)"
@@ -539,7 +538,7 @@ def shared_executable(ctx: Context) -> list[dict[str, Any]]:
 
 def _schedule_keys() -> tuple[str, ...]:
     """The catalog schedule keys every registered frontend names (rootcause.frontends.base)."""
-    return tuple(dict.fromkeys(k for name in frontends.names() for k in frontends.get(name).schedule_keys))
+    return tuple(dict.fromkeys(k for keys in frontends.hooks("schedule_keys") for k in keys))
 
 
 def schedule_rule(ctx: Context) -> list[dict[str, Any]]:

@@ -51,6 +51,13 @@ def get(name: str) -> Any:
     return importlib.import_module(module_of(name)).FRONTEND
 
 
+def hooks(name: str) -> list[Any]:
+    """The registered frontends' attribute `name` (an optional hook of rootcause.frontends.base),
+    in registry order, for those that have it: how the analysis asks frontends without importing one."""
+    found = (getattr(get(frontend), name, None) for frontend in names())
+    return [hook for hook in found if hook is not None]
+
+
 def default_device(target: str) -> str:
     """The device a target runs on: 'cuda', 'rocm' or 'cpu'."""
     kind = target.split(":", 1)[0]
