@@ -99,10 +99,14 @@ class RemoteSession:
         self.timer_includes = f"{hello['timer_includes']} (in a child process of {python})"
 
     def _request(self, request: dict[str, Any] | None) -> dict[str, Any]:
-        if request is not None:
-            self._proc.stdin.write(json.dumps(request) + "\n")
-            self._proc.stdin.flush()
-        line = self._proc.stdout.readline()
+        line = ""
+        try:
+            if request is not None:
+                self._proc.stdin.write(json.dumps(request) + "\n")
+                self._proc.stdin.flush()
+            line = self._proc.stdout.readline()
+        except BrokenPipeError:  # it ended before this request: the same failure as below
+            pass
         if not line:  # the runtime took the child down (a crash, an abort): the tool's failure
             self._log.seek(0)
             raise ToolFailed(f"{self.bundle.name}: the runtime child ({self.python}) ended: "
