@@ -101,7 +101,7 @@ def build_in(python: Path, spec: VariantSpec, out_dir: Path) -> BuildOutput:
     """frontend.build run by another environment's python; its BuildOutput read back."""
     out_dir.mkdir(parents=True, exist_ok=True)
     request = handoff.write_spec_request(out_dir, "toolchain", spec)
-    extra = {}
+    extra = {envs.USER_PYTHON_VAR: envs.user_python()}
     cuda = toolchain.cuda_root() if spec.target.startswith("cuda") else None
     if cuda is not None:
         extra[toolchain.CUDA_ROOT_VAR] = str(cuda)

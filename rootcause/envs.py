@@ -38,6 +38,15 @@ from rootcause.fileio import cache_dir, write_json
 
 ROOT = Path(__file__).resolve().parents[1]  # the checkout: rootcause/ and parsers/
 READY = "toolchain.json"
+# set for a toolchain environment's children: the python the user started rootcause with
+USER_PYTHON_VAR = "ROOTCAUSE_USER_PYTHON"
+
+
+def user_python() -> str:
+    """The python the user started rootcause with, also inside a toolchain environment's child: a
+    model's export runs there, where its framework (torch, jax) is installed; a toolchain
+    environment holds the compiler and runtime alone."""
+    return os.environ.get(USER_PYTHON_VAR) or sys.executable
 
 
 def checkout_env(extra: dict[str, str] | None = None) -> dict[str, str]:

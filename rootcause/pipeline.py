@@ -250,7 +250,7 @@ def build_variants(spec_a: VariantSpec, spec_b: VariantSpec, out: Path, no_confi
             progress(f"building hybrid {h.name}: {h.description}")
             try:
                 paths[h.name] = build_bundle(h.spec, bundles_dir / safe_name(h.name))
-            except UsageError as err:
+            except (UsageError, ToolFailed) as err:  # A and B built: a counterfactual the compiler refuses is recorded
                 failed[h.name] = f"build failed: {err}"
                 progress(f"hybrid {h.name} did not build: {err}")
                 kept.append(h)

@@ -4,6 +4,8 @@ user code, and torch or jax cost seconds to import), then compiled like any MLIR
 - torch: torch.export (rootcause.exporters.torch_export), imported to the torch dialect by the
   FX importer iree-base-compiler ships (iree.compiler.extras.fx_importer); each op's innermost
   location is its module path, so a dispatch's source_locs name the modules it computes.
+  Under another release's compiler (a `toolchain` variant) the importer is still the user's
+  iree-base-compiler: the torch dialect it writes is what that release is given to compile.
 - jax: jax.export's StableHLO (rootcause.exporters.jax_export), the module's own name kept.
 """
 from __future__ import annotations
@@ -13,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rootcause import child
+from rootcause import child, envs
 from rootcause.artifacts import handoff
 from rootcause.exporters import Exported
 from rootcause.fileio import write_atomic
@@ -28,7 +30,8 @@ def exported_spec(spec: VariantSpec, out_dir: Path) -> tuple[VariantSpec, Export
     model's, and its input type set; plus the export record."""
     assert spec.model is not None
     request = handoff.write_spec_request(out_dir, "export", spec)
-    proc = child.run([sys.executable, "-m", "rootcause.frontends.iree.model", str(request), str(out_dir)],
+    # the user's python, also when a toolchain environment builds: the framework is installed there
+    proc = child.run([envs.user_python(), "-m", "rootcause.frontends.iree.model", str(request), str(out_dir)],
                      env=child.python_env())
     log = write_atomic(handoff.log_file(out_dir, "export"), proc.stdout + proc.stderr)
     doc = child.result(proc, handoff.result_file(out_dir, "export"), f"{spec.spec_file.name}: the {spec.model.exporter} export of '{spec.name}'", log)
