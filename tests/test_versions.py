@@ -105,6 +105,30 @@ def test_each_bundle_runs_with_its_own_runtime(bundles: dict[str, Path]) -> None
             session.close()
 
 
+def test_the_runtime_childs_failures_come_back_typed(bundles: dict[str, Path]) -> None:
+    """A call the release's runtime refuses (an input of a shape the module was not compiled for)
+    comes back as bad input, one line naming the function and the dimension; a child that died
+    (what a crash of the runtime does) answers as a failed tool."""
+    from rootcause.artifacts.bundle import bundle_inputs, read_bundle
+    from rootcause.errors import ToolFailed, UsageError
+    from rootcause.sessions import load_session
+
+    bundle = read_bundle(bundles["v3_8_0"])
+    session = load_session(bundle)
+    try:
+        a, b = bundle_inputs(bundle)
+        session.set_inputs([np.ascontiguousarray(a[:, :7]), b])
+        with pytest.raises(UsageError, match=r"refused the bundle's inputs.*expected 512 but have 7") as refused:
+            session.call()
+        assert "\n" not in str(refused.value) and "Traceback" not in str(refused.value)
+        session._proc.kill()
+        session._proc.wait()
+        with pytest.raises(ToolFailed, match="the runtime child .* ended"):
+            session.call()
+    finally:
+        session.close()
+
+
 def test_run_measures_two_releases_interleaved(bundles: dict[str, Path], tmp_path: Path) -> None:
     proc = _cli("run", str(bundles["v3_7_1"]), str(bundles["v3_8_0"]), "--out", str(tmp_path / "run"),
                 "--profile", "none", "--budget-s", "2")
@@ -325,3 +349,36 @@ def test_two_tvm_releases_build_the_sort_with_other_launch_grids(cache: Path, tm
     said = view.launch_changes(cats, "A", "B")
     assert f"Launch of sort_kernel: grid {grids['v0_26_0'][0]}x{grids['v0_26_0'][1]}x1 block 1024x1x1 in A, grid " \
            f"{grids['v0_27_0'][0]}x{grids['v0_27_0'][1]}x1 block 1024x1x1 in B." in said
+
+
+JAX_MLP = ROOT / "fixtures" / "models" / "jax_mlp" / "variants.toml"
+
+
+@pytest.fixture(scope="module")
+def release_pair(cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """jax_mlp built by iree-base-compiler 3.8.0 against the installed release, for a GPU host."""
+    pytest.importorskip("jax")
+    out = tmp_path_factory.mktemp("release-pair")
+    proc = _cli("analyze", f"{JAX_MLP}#iree_3_8", f"{JAX_MLP}#iree", "--bundle-only", "--target", "cuda:sm_80",
+                "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def test_a_model_exported_here_builds_with_another_release(release_pair: Path) -> None:
+    """The 3.8.0 environment has no jax: the export runs in this python, 3.8.0's own iree-compile
+    compiles the StableHLO (before, the export ran in the environment: an internal error)."""
+    plan = json.loads((release_pair / "plan.json").read_text())
+    old = json.loads((release_pair / plan["bundles"]["jax_mlp_iree_3_8"] / "manifest.json").read_text())
+    assert old["toolchain"]["compiler"] == {"iree-base-compiler": "3.8.0"}
+    assert old["versions"]["iree-compiler"].startswith("3.8.0")
+    assert "jax" in old["versions"]
+
+
+def test_hybrids_another_release_refuses_are_recorded_not_fatal(release_pair: Path) -> None:
+    """3.13's executable configurations written into 3.8.0's build: the older iree-compile refuses
+    them; A and B are built, each refused hybrid is named with the compiler's failure."""
+    plan = json.loads((release_pair / "plan.json").read_text())
+    assert {"jax_mlp_iree_3_8", "jax_mlp_iree"} <= set(plan["bundles"])
+    assert plan["failed"], "no hybrid refused: 3.8.0 took 3.13's configuration attributes"
+    assert all("iree-compile failed" in why for why in plan["failed"].values())
