@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import gen_regressions as gen  # noqa: E402
 
-SAMPLE = [("null", 0), ("recompute", 0)]
+SAMPLE = [("null", 0), ("recompute", 0), ("unfuse", 0)]
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +55,17 @@ def test_the_blamed_unit_holds_the_fused_kernel(analyzed):
     top = max(att["units"], key=lambda u: abs(u["delta_ns"]["median"]))
     (fused,) = {k["kernel"] for k in att["kernels"] if k["variant"] == "b"}
     assert top["kernels_b"] == [fused]
+
+
+def test_unfuse_splits_the_chain_op_by_op_and_aligns_it_as_one_unit(analyzed):
+    """unfuse: A launches one fused kernel a call, B one kernel per op of the generated chain; the
+    unit that holds A's kernel holds every kernel of B."""
+    pair, att = analyzed["unfuse"]
+    launches = {v: sum(k["launches_per_call"] for k in att["kernels"] if k["variant"] == v) for v in "ab"}
+    assert launches == {"a": 1, "b": len(pair.truth["chain"])}
+    (fused,) = {k["kernel"] for k in att["kernels"] if k["variant"] == "a"}
+    unit = next(u for u in att["units"] if fused in u["kernels_a"])
+    assert set(unit["kernels_b"]) == {k["kernel"] for k in att["kernels"] if k["variant"] == "b"}
 
 
 def test_the_h200_batch_measures_its_nulls_alike():
