@@ -66,6 +66,27 @@ def test_wrong_reference_raises_with_numpy_error(bundles):
     assert row["max_rel"] == pytest.approx(1 / 3, rel=1e-5)  # |2r - 3r| / |3r|
 
 
+def test_variants_computing_nan_are_named_not_compared(bundles):
+    """A NaN in x gives NaN outputs in both compilers' builds: the error names the variants and
+    their NaN counts (read here from the outputs themselves), not a comparison of NaN with NaN."""
+    sessions = _sessions(bundles, "tvm", "iree")
+    x, w = common_inputs([s.bundle for s in sessions])
+    x = x.copy()
+    x[0, 0] = np.nan
+    with pytest.raises(OutputsDiffer) as err:
+        verify(sessions, [x, w])
+    counted = {}
+    for s in sessions:
+        s.set_inputs([x, w])
+        s.call()
+        counted[s.bundle.name] = [{"output": i, "nan": int(np.isnan(o).sum()), "size": o.size}
+                                  for i, o in enumerate(s.outputs()) if np.isnan(o).any()]
+    assert err.value.record["nan"] == counted and all(counted.values())
+    message = str(err.value)
+    assert message.startswith("NaN in the outputs of ") and "max abs" not in message
+    assert all(name in message for name in counted)
+
+
 def test_compare_rules():
     a = np.array([1.0, 2.0, np.nan], dtype="float32")
     assert not compare([a], [a], 1e-5, 1e-5)[0]["ok"]  # NaN never passes

@@ -10,10 +10,11 @@ measurement.json: {"bundles": {variant: path}, "devices": {variant: device}, "ve
 from __future__ import annotations
 
 import hashlib
+import math
 from pathlib import Path
 from typing import Any
 
-from rootcause.errors import UsageError
+from rootcause.errors import OutputsDiffer, UsageError
 from rootcause.artifacts import schema
 from rootcause.artifacts.schema import NUM, Map, Opt
 from rootcause.fileio import read_json, write_json
@@ -46,10 +47,47 @@ def read_measurement(run_dir: Path) -> dict[str, Any]:
     analysis reads."""
     path = Path(run_dir) / MEASUREMENT
     doc = read_json(path, f"no measurement here (is {run_dir} a `rootcause run` directory?)")
+    if isinstance(doc, dict) and isinstance(doc.get("verification"), dict) and doc["verification"].get("ok") is False:
+        raise OutputsDiffer(f"{path}: the run stopped at verification: {describe_verification(doc['verification'])}")
     if not isinstance(doc, dict) or not isinstance(doc.get("measurement"), dict):
-        raise UsageError(f"{path}: no \"measurement\" (the run stopped at verification?)")
+        raise UsageError(f"{path}: no \"measurement\" (the run stopped before it measured)")
     schema.check(doc, MEASUREMENT_SHAPE, str(path))
     return doc
+
+
+def describe_verification(record: dict[str, Any]) -> str:
+    """One line for a failed verification record (measurement.json's "verification"): the variants
+    that compute NaN, else each check that failed."""
+    nan = record.get("nan") or _nan_in_checks(record)
+    if nan:
+        # variants alike (the same NaN counts) are named together
+        groups: dict[str, list[str]] = {}
+        for name, rows in nan.items():
+            key = ", ".join(f"output {r['output']}: {r['nan']} of {r['size']} elements" for r in rows)
+            groups.setdefault(key, []).append(name)
+        return "NaN in the outputs of " + "; ".join(f"{', '.join(names)} ({key})" for key, names in groups.items()) \
+            + ": a variant that computes NaN is not compared or measured"
+    failed = [c for c in record.get("checks", []) if not all(r.get("ok") for r in c.get("outputs", []))]
+    return "; ".join(f"{c['variant']} vs {c['against']} (rtol {c['rtol']:g}, atol {c['atol']:g}): "
+                     + "; ".join(_output_problem(r) for r in c["outputs"] if not r.get("ok")) for c in failed)
+
+
+def _nan_in_checks(record: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """The NaN outputs a record written before it had "nan" shows in its checks (both sides')."""
+    found: dict[str, dict[int, dict[str, Any]]] = {}
+    for c in record.get("checks", []):
+        for r in c.get("outputs", []):
+            size = math.prod(r.get("shape") or [])
+            for name, count in ((c.get("variant"), r.get("nan")), (c.get("against"), r.get("ref_nan"))):
+                if name and count:
+                    found.setdefault(name, {})[r["output"]] = {"output": r["output"], "nan": count, "size": size}
+    return {name: list(rows.values()) for name, rows in found.items()}
+
+
+def _output_problem(row: dict[str, Any]) -> str:
+    return row.get("problem") or (f"output {row['output']}: max abs {row['max_abs']:.3g}, max rel {row['max_rel']:.3g}"
+                                  + (f", {row['nan']} NaN" if row.get("nan") else "")
+                                  + (f", {row['ref_nan']} NaN in what it is compared with" if row.get("ref_nan") else ""))
 
 
 def measurement_digest(run_dir: Path) -> str:

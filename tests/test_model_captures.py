@@ -1,0 +1,89 @@
+"""The model pairs of fixtures/models run on an H200 (fixtures/captures/h200-2026-12-05-models,
+PROVENANCE.md there): attributed here from the committed run directories with
+`rootcause analyze --from-run`, against what the construction decides and what the raw CUPTI
+records (read with json alone) say."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tarfile
+from fnmatch import fnmatchcase
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CAPTURE = ROOT / "fixtures" / "captures" / "h200-2026-12-05-models"
+MODELS = ROOT / "fixtures" / "models"
+
+
+@pytest.fixture(scope="module")
+def capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("models-capture")
+    for name in ("analyze.tar.gz", "results.tar.gz"):
+        with tarfile.open(CAPTURE / name) as tar:
+            tar.extractall(root / name.split(".")[0], filter="data")
+    return root
+
+
+def _analyze(capture: Path, case: str, model: str, a: str, b: str) -> subprocess.CompletedProcess:
+    spec = MODELS / model / "variants.toml"
+    return subprocess.run([sys.executable, "-m", "rootcause", "analyze", f"{spec}#{a}", f"{spec}#{b}",
+                           "--out", str(capture / "analyze" / case), "--from-run",
+                           str(capture / "results" / "results" / case)], capture_output=True, text=True)
+
+
+def _launches_per_call(capture: Path, case: str, variant: str) -> tuple[float, set[str]]:
+    run = capture / "results" / "results" / case
+    profile = json.loads((run / "measurement.json").read_text())["profiles"][variant]
+    records = json.loads((run / profile["file"]).read_text())
+    return len(records) / profile["calls"], {r["name"] for r in records}
+
+
+def test_convnet_without_fusion_is_slower_and_each_split_group_confirms_it(capture: Path) -> None:
+    """FuseOps/FuseTIR off: more launches a call in the raw records, each kernel one op; B slower;
+    the top unit is one of A's fused conv groups against its own ops; every dataflow-boundary
+    hybrid (one group split back) moves A towards B."""
+    fused, fused_names = _launches_per_call(capture, "convnet_tvm", "convnet_tvm_fused")
+    split, split_names = _launches_per_call(capture, "convnet_tvm", "convnet_tvm_unfused")
+    assert split > fused and not any(n.startswith("fused_") for n in split_names)
+    proc = _analyze(capture, "convnet_tvm", "convnet", "tvm_fused", "tvm_unfused")
+    assert proc.returncode == 0, proc.stderr
+    att = json.loads((capture / "analyze" / "convnet_tvm" / "attribution.json").read_text())
+    whole = att["whole_graph"]
+    assert whole["significant"] and whole["delta_ns"]["median"] > 0
+    top = max((u for u in att["units"] if u["significant"]), key=lambda u: abs(u["delta_ns"]["median"]))
+    (group,) = top["kernels_a"]
+    assert fnmatchcase(group, "fused_conv2d*_kernel") and group in fused_names
+    ops = [p for p in group.removeprefix("fused_").removesuffix("_kernel").split("_") if p]
+    assert all(any(k.startswith(op.rstrip("0123456789")) for op in ops) for k in top["kernels_b"])
+    hybrids = att["confirmation"]["hybrids"]
+    assert len(hybrids) == 4 and all(h["verdict"] == "confirmed" for h in hybrids)
+
+
+def test_a_pair_with_nothing_to_fuse_has_no_verdict(capture: Path) -> None:
+    """jax_mlp's contractions share no operand: the horizontal-fusion flag forms the same
+    dispatches (the same launches a call in the raw records), and nothing is blamed."""
+    assert _launches_per_call(capture, "jax_mlp", "jax_mlp_iree")[0] == \
+        _launches_per_call(capture, "jax_mlp", "jax_mlp_iree_hfuse")[0]
+    proc = _analyze(capture, "jax_mlp", "jax_mlp", "iree", "iree_hfuse")
+    assert proc.returncode == 0, proc.stderr
+    att = json.loads((capture / "analyze" / "jax_mlp" / "attribution.json").read_text())
+    assert not att["whole_graph"]["significant"] and not any(u["significant"] for u in att["units"])
+
+
+def test_a_run_whose_builds_compute_nan_is_named_not_attributed(capture: Path) -> None:
+    """TVM's CUDA build of the decoder computed NaN on the H200 in every variant (the run's own
+    verification record says so, read here with json): analyze stops as outputs differ (exit 1),
+    naming every variant and the count, and writes no attribution."""
+    run = capture / "results" / "results" / "llama_tvm"
+    checks = json.loads((run / "measurement.json").read_text())["verification"]["checks"]
+    variants = {c["variant"] for c in checks} | {c["against"] for c in checks}
+    assert all(r["nan"] == 32 * 64 for c in checks for r in c["outputs"])
+    proc = _analyze(capture, "llama_tvm", "llama", "tvm_fused", "tvm_unfused")
+    assert proc.returncode == 1, proc.stderr
+    line = proc.stderr.strip()
+    assert "\n" not in line and "NaN in the outputs of" in line and "2048 of 2048 elements" in line
+    assert all(v in line for v in variants) and len(variants) == 6
+    assert not (capture / "analyze" / "llama_tvm" / "attribution.json").exists()
