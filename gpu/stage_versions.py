@@ -84,11 +84,13 @@ def main(argv: list[str]) -> int:
                 bundle = out / rel
                 dest = stage / "bundles" / name / bundle.name
                 shutil.copytree(bundle, dest)
-                runtime = json.loads((bundle / "manifest.json").read_text())["toolchain"]["runtime"]
-                (dest / "toolchain").mkdir(exist_ok=True)
-                for dist, version in runtime.items():
+                record = json.loads((bundle / "manifest.json").read_text())["toolchain"]
+                # a bundle of the installed compiler runs in the host's python: its runtime goes
+                # with the host's wheels; a registry release's in its own toolchain/
+                where = _mkdir(stage / "whl") if record["source"] == "installed" else _mkdir(dest / "toolchain")
+                for dist, version in record["runtime"].items():
                     wheel = cp312_wheel(f"{dist}=={version}", wheels / variant)
-                    shutil.copy2(wheel, dest / "toolchain" / wheel.name)
+                    shutil.copy2(wheel, where / wheel.name)
         for req in HOST_TOOLS:
             shutil.copy2(cp312_wheel(req, wheels / "host"), _mkdir(stage / "whl"))
         ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
