@@ -88,3 +88,34 @@ def test_the_h200_batch_measures_its_nulls_alike():
     for case in nulls:
         med = [v["median_s"] for v in runs[case]["measurement"]["variants"].values()]
         assert max(med) / min(med) < 1.05, case
+
+
+def test_the_h200_tvm_batch_against_its_construction(tmp_path):
+    """The committed unfuse batch (fixtures/captures/h200-2026-12-05-gen-tvm): in the raw CUPTI
+    records B launches one kernel per op of the generated chain and A one; attributed here from
+    the run directories, every pair says B slower, blames A's fused kernel against B's op kernels,
+    with no finding the construction rules out."""
+    import json
+    import subprocess
+    import tarfile
+
+    folder = ROOT / "fixtures/captures/h200-2026-12-05-gen-tvm"
+    for part, dest in (("results-call1.tar.gz", "runs"), ("analyze-call1.tar.gz", "analyses")):
+        with tarfile.open(folder / part) as tar:
+            tar.extractall(tmp_path / dest, filter="data")
+    cases = sorted(p.name for p in (tmp_path / "runs" / "results").iterdir())
+    assert len(cases) == 11
+    for case in cases:
+        seed = int(case.split("-")[1])
+        pair = gen.generate(seed, "unfuse", tmp_path / "pairs", "cuda:sm_90")
+        run = tmp_path / "runs" / "results" / case
+        profiles = json.loads((run / "measurement.json").read_text())["profiles"]
+        per_call = {}
+        for v in "ab":
+            p = profiles[f"gen_unfuse_{seed}-{v}"]
+            per_call[v] = len(json.loads((run / p["file"]).read_text())) / p["calls"]
+        assert per_call == {"a": 1, "b": len(pair.truth["chain"])}, case
+        att, err = gen.analyze(pair, tmp_path / "analyses" / case, from_run=run)
+        assert att is not None, f"{case}: {err}"
+        row = gen.score(pair, att)
+        assert row["slower"] and row["top"] and row["false"] == 0, (case, row)
