@@ -87,3 +87,28 @@ def test_a_run_whose_builds_compute_nan_is_named_not_attributed(capture: Path) -
     assert "\n" not in line and "NaN in the outputs of" in line and "2048 of 2048 elements" in line
     assert all(v in line for v in variants) and len(variants) == 6
     assert not (capture / "analyze" / "llama_tvm" / "attribution.json").exists()
+
+
+def test_the_release_pair_blames_the_time_outside_the_kernels(tmp_path: Path) -> None:
+    """jax_mlp by IREE 3.8.0 against 3.13.0 on an H100 (h100-versions-*): the headline's direction
+    and ratio are the run's own medians (read with json), and with the same launches a call on both
+    sides and no kernel moving, the residual carries the delta."""
+    for name, dest in (("h100-versions-run.tar.gz", "runs"), ("h100-versions-analyze.tar.gz", "analyze")):
+        with tarfile.open(CAPTURE / name) as tar:
+            tar.extractall(tmp_path / dest, filter="data")
+    run = tmp_path / "runs" / "run" / "jax_mlp_rel"
+    medians = {k: v["median_s"] for k, v in
+               json.loads((run / "measurement.json").read_text())["measurement"]["variants"].items()}
+    spec = MODELS / "jax_mlp" / "variants.toml"
+    proc = subprocess.run([sys.executable, "-m", "rootcause", "analyze", f"{spec}#iree_3_8", f"{spec}#iree",
+                           "--out", str(tmp_path / "analyze" / "jax_mlp_rel"), "--from-run", str(run)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    att = json.loads((tmp_path / "analyze" / "jax_mlp_rel" / "attribution.json").read_text())
+    whole = att["whole_graph"]
+    ratio = medians["jax_mlp_iree"] / medians["jax_mlp_iree_3_8"]
+    assert whole["significant"] and whole["delta_ns"]["median"] > 0 and ratio > 5
+    assert f"{ratio:.2f}x slower" in proc.stdout.splitlines()[0]
+    assert not any(u["significant"] for u in att["units"])
+    residual = att["residual"]["delta_ns"]["median"]
+    assert 0.9 < residual / whole["delta_ns"]["median"] < 1.1
