@@ -9,7 +9,8 @@ writes attribution.json, report.html and report.md), run from the repository roo
 recorded in each attribution.json are relative and the gallery can be moved with the repository.
 Entries of kind 'analyze' run the split `rootcause analyze` instead: `--bundle-only` rebuilds A,
 B and the hybrids from fixtures/cases/ into the entry's bundles/ (TVM and nvcc, or iree-compile
-and ptxas; cached builds take seconds), then `--from-run` analyzes the committed GPU run against them.
+and ptxas; cached builds take seconds), then `--from-run` analyzes the committed GPU run against them;
+a run committed as a tarball (`run_archive`: file, folder inside it) is unpacked under build/ first.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import argparse
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,7 @@ POOL_SPECS = "fixtures/cases/pool_fusion/variants.toml"
 PREFILL_SPECS = "fixtures/cases/prefill_dedup/variants.toml"
 SHARED = "fixtures/captures/h200-2026-12-02/tvm_pool_fusion.cupti.json"
 INPUTS = "gallery/inputs"
+MODELS_CAPTURE = "fixtures/captures/h200-2026-12-05-models"
 POOL_CATALOGS = (f"{INPUTS}/pool_fusion_off.manifest.json", f"{INPUTS}/pool_fusion_on.manifest.json")
 POOL_LABELS = ("pool_fusion_off", "pool_fusion_on")
 
@@ -66,6 +69,21 @@ ENTRIES: dict[str, dict[str, Any]] = {
         "specs": ("fixtures/zoo/iree_reduction_pair/variants.toml#legacy",
                   "fixtures/zoo/iree_reduction_pair/variants.toml#vector_distribute"),
         "run": "fixtures/zoo/iree_reduction_pair/capture/run",
+    },
+    "convnet_fusion_off_h200_analyze": {
+        "kind": "analyze", "target": "cuda:sm_90",
+        "specs": ("fixtures/models/convnet/variants.toml#tvm_fused", "fixtures/models/convnet/variants.toml#tvm_unfused"),
+        "run_archive": (f"{MODELS_CAPTURE}/results.tar.gz", "results/convnet_tvm"),
+    },
+    "llama_iree_hfuse_h200_analyze": {
+        "kind": "analyze", "target": "cuda:sm_80",
+        "specs": ("fixtures/models/llama/variants.toml#iree", "fixtures/models/llama/variants.toml#iree_hfuse"),
+        "run_archive": (f"{MODELS_CAPTURE}/results.tar.gz", "results/llama_iree"),
+    },
+    "jax_mlp_iree_release_h100_analyze": {
+        "kind": "analyze", "target": "cuda:sm_80", "no_confirm": True,  # 3.8.0 refuses 3.13's configurations
+        "specs": ("fixtures/models/jax_mlp/variants.toml#iree_3_8", "fixtures/models/jax_mlp/variants.toml#iree"),
+        "run_archive": (f"{MODELS_CAPTURE}/h100-versions-run.tar.gz", "run/jax_mlp_rel"),
     },
     "prefill_dedup_h200_cupti": _seed_run(
         "seed 001, IREE prefill_bs8 compiled alone against deduplicated with prefill_bs2, on the H200 (CUPTI, "
@@ -126,11 +144,23 @@ def make_analyze(entry: dict[str, Any], folder: Path, rel: Path | str) -> dict[s
     """The split analyze: bundles of A, B and the hybrids built here, the GPU run from fixtures/."""
     a, b = entry["specs"]
     _rootcause("analyze", a, b, "--bundle-only", "--target", entry["target"], "--out", str(rel),
-               *(["--hybrids", str(entry["hybrids"])] if "hybrids" in entry else []))
-    args = ["analyze", a, b, "--out", str(rel), "--from-run", entry["run"]]
+               *(["--hybrids", str(entry["hybrids"])] if "hybrids" in entry else []),
+               *(["--no-confirm"] if entry.get("no_confirm") else []))
+    run = entry.get("run") or _unpack_run(folder.name, *entry["run_archive"])
+    args = ["analyze", a, b, "--out", str(rel), "--from-run", run]
     summary = _rootcause(*args)
     (folder / "analyze.txt").write_text(f"$ {command_line(['rootcause', *args])}\n{summary}")
     return {"name": folder.name, "args": args, "summary": summary.splitlines()[0]}
+
+
+def _unpack_run(name: str, archive: str, member: str) -> str:
+    """The run folder `member` of a committed tarball, unpacked under build/ (relative to ROOT)."""
+    dest = ROOT / "build" / "gallery-runs" / name
+    shutil.rmtree(dest, ignore_errors=True)
+    with tarfile.open(ROOT / archive) as tar:
+        tar.extractall(dest, members=[m for m in tar.getmembers() if m.name.lstrip("./").startswith(member)],
+                       filter="data")
+    return str((dest / member).relative_to(ROOT))
 
 
 def make(name: str, entry: dict[str, Any], out: Path) -> dict[str, Any]:
