@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -382,3 +384,19 @@ def test_hybrids_another_release_refuses_are_recorded_not_fatal(release_pair: Pa
     assert {"jax_mlp_iree_3_8", "jax_mlp_iree"} <= set(plan["bundles"])
     assert plan["failed"], "no hybrid refused: 3.8.0 took 3.13's configuration attributes"
     assert all("iree-compile failed" in why for why in plan["failed"].values())
+
+
+def test_a_pytorch_model_under_another_tvm_release_asks_for_torch(cache: Path, tmp_path: Path) -> None:
+    """TVM imports a torch.export program in its own process: apache-tvm 0.26.0's environment
+    (fixtures/cases/tvm_versions' pins) has no torch, so a model built there is refused in one line
+    that says what to add (before: the build failed inside TVM's importer, exit 3)."""
+    pytest.importorskip("torch")
+    folder = ROOT / "fixtures" / "models" / "llama"
+    shutil.copy(folder / "model.py", tmp_path / "model.py")
+    pins = tomllib.loads((TVM_CASE / "variants.toml").read_text())["variants"]["v0_26_0"]["toolchain"]
+    (tmp_path / "variants.toml").write_text((folder / "variants.toml").read_text()
+                                            + f'\n[variants.old]\nname = "llama_tvm_old"\ntoolchain = {json.dumps(pins)}\n')
+    proc = _cli("build", f"{tmp_path / 'variants.toml'}#old", "--out", str(tmp_path / "b"))
+    assert proc.returncode == 2, proc.stderr
+    line = proc.stderr.strip()
+    assert "\n" not in line and "[variants.old].toolchain" in line and "no torch" in line

@@ -1,6 +1,8 @@
 """Source loading: the IRModule of a spec's TVMScript or Python file."""
 from __future__ import annotations
 
+import importlib.util
+
 import re
 from pathlib import Path
 from typing import Any
@@ -75,6 +77,11 @@ def from_model(spec: VariantSpec) -> tuple[Any, Exported]:
                          f"(torch.export into Relax); build a {spec.model.exporter} model with the iree frontend")
     if spec.entry != "main":
         raise UsageError(f"{spec.where('', 'entry')}: an exported PyTorch model's function is 'main'")
+    if spec.toolchain and importlib.util.find_spec("torch") is None:
+        # TVM's importer reads the torch.export program in its own process (IREE's reads text)
+        raise UsageError(f"{spec.where('', 'toolchain')}: TVM imports the PyTorch export in the build's own "
+                         f"python, and this toolchain's environment has no torch: add the torch release "
+                         f"you export with (e.g. \"torch==2.13.0\") to the variant's toolchain")
     import tvm
     from tvm.relax.frontend.torch.exported_program_translator import ExportedProgramImporter
 
