@@ -112,3 +112,26 @@ def test_the_release_pair_blames_the_time_outside_the_kernels(tmp_path: Path) ->
     assert not any(u["significant"] for u in att["units"])
     residual = att["residual"]["delta_ns"]["median"]
     assert 0.9 < residual / whole["delta_ns"]["median"] < 1.1
+
+
+def test_a_release_pair_names_only_the_schedule_keys_that_differ(tmp_path: Path) -> None:
+    """The two releases' catalogs of jax_mlp (the manifests, read with json): the pipelines were
+    renamed (3.8.0's LLVMGPU* names), the workgroup sizes are the same, and 3.8.0's launch grids
+    were not read. The changes name the pipeline alone and no launch difference."""
+    from rootcause.report import view
+
+    with tarfile.open(CAPTURE / "h100-versions-analyze.tar.gz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    plan = json.loads((tmp_path / "jax_mlp_rel" / "plan.json").read_text())
+    cats = {}
+    for v, name in (("a", "jax_mlp_iree_3_8"), ("b", "jax_mlp_iree")):
+        manifest = json.loads((tmp_path / "jax_mlp_rel" / plan["bundles"][name] / "manifest.json").read_text())
+        cats[v] = {"kernels": {k["name"]: k for k in manifest["kernels"]}}
+    pipelines = {v: {k["schedule"]["pipeline"] for k in cats[v]["kernels"].values()} for v in "ab"}
+    assert all(p.startswith("LLVMGPU") for p in pipelines["a"]) and pipelines["b"] == {p[7:] for p in pipelines["a"]}
+    workgroups = {v: sorted(str(k["schedule"]["workgroup_size"]) for k in cats[v]["kernels"].values()) for v in "ab"}
+    assert workgroups["a"] == workgroups["b"]
+    assert not any(isinstance((k.get("launch") or {}).get("grid"), list) for k in cats["a"]["kernels"].values())
+    differ = view.schedule_differences(cats["a"]["kernels"], cats["b"]["kernels"])
+    assert [key for key, _, _ in differ] == ["pipeline"]
+    assert view.launch_changes(cats, "A", "B") == []

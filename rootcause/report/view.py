@@ -306,12 +306,31 @@ def catalog_changes(doc: dict[str, Any], cats: dict) -> list[str]:
             out.append(f"Only in {tag}: {shown}.")
     out += launch_changes(cats, A, B)
     for u in units_sorted(doc)[:6]:
-        sched = {v: sorted({t for k in u[f"kernels_{v}"] if (t := schedule_text(cats[v]["kernels"].get(k)))})
-                 for v in "ab"}
-        if sched["a"] and sched["b"] and sched["a"] != sched["b"]:
-            out.append(f"Unit {u['unit']} ({unit_label(u)}): schedule {'; '.join(sched['a'])} in {A}, "
-                       f"{'; '.join(sched['b'])} in {B}.")
+        differ = schedule_differences(*({k: cats[v]["kernels"].get(k) for k in u[f"kernels_{v}"]} for v in "ab"))
+        if differ:
+            out.append(f"Unit {u['unit']} ({unit_label(u)}): " + "; ".join(
+                f"{key} {' / '.join(a)} in {A}, {' / '.join(b)} in {B}" for key, a, b in differ) + ".")
     return out or ["The catalogs show the same kernels and schedules on both sides."]
+
+
+def schedule_differences(a: dict[str, Any], b: dict[str, Any]) -> list[tuple[str, list[str], list[str]]]:
+    """The schedule keys whose values differ between two sides' kernels ({name: catalog row}):
+    (key, A's values, B's values); keys equal on both sides, or unknown on one, are left out."""
+    out = []
+    for key in SCHEDULE_KEYS:
+        values = [sorted({_schedule_value(key, cat) for cat in side.values()} - {None}) for side in (a, b)]
+        if values[0] and values[1] and values[0] != values[1]:
+            out.append((key, *values))
+    return out
+
+
+def _schedule_value(key: str, cat: dict[str, Any] | None) -> str | None:
+    value = ((cat or {}).get("schedule") or {}).get(key)
+    if value in (None, [], {}):
+        return None
+    if key == "lowering_config" and isinstance(value, dict):
+        return ", ".join(f"{k}={v}" for k, v in value.items())
+    return str(value) if key == "rule" else fmt_value(value)
 
 
 def launch_changes(cats: dict, a_label: str, b_label: str, most: int = 4) -> list[str]:
@@ -321,7 +340,9 @@ def launch_changes(cats: dict, a_label: str, b_label: str, most: int = 4) -> lis
     kernels = {v: cats[v]["kernels"] for v in "ab"}  # catalog_section keys them by name
     for name in sorted(set(kernels["a"]) & set(kernels["b"])):
         la, lb = ((kernels[v][name].get("launch") or {}) for v in "ab")
-        if la and lb and (la.get("grid"), la.get("block")) != (lb.get("grid"), lb.get("block")):
+        # a dimension unknown on one side (not read from that release's binary) is no difference
+        known = [d for d in ("grid", "block") if isinstance(la.get(d), list) and isinstance(lb.get(d), list)]
+        if any(la[d] != lb[d] for d in known):
             out.append(f"Launch of {short(name, 40)}: grid {_dims(la.get('grid'))} block {_dims(la.get('block'))} "
                        f"in {a_label}, grid {_dims(lb.get('grid'))} block {_dims(lb.get('block'))} in {b_label}.")
     return out[:most] + ([f"{len(out) - most} more kernels launch differently."] if len(out) > most else [])
@@ -334,18 +355,13 @@ def _dims(dims: Any) -> str:
     return "x".join(str(d) if isinstance(d, int) else "symbolic" for d in dims)
 
 
+SCHEDULE_KEYS = ("rule", "pipeline", "workgroup_size", "subgroup_size", "lowering_config")
+
+
 def schedule_text(cat: dict[str, Any] | None) -> str | None:
     """TVM rule, or IREE pipeline / workgroup / subgroup / lowering_config, in one line."""
-    sched = (cat or {}).get("schedule") or {}
-    parts = []
-    for key in ("rule", "pipeline", "workgroup_size", "subgroup_size"):
-        if sched.get(key) not in (None, [], {}):
-            parts.append(f"{key} {fmt_value(sched[key])}" if key != "rule" else str(sched[key]))
-    lc = sched.get("lowering_config")
-    if isinstance(lc, dict) and lc:
-        parts.append("lowering_config " + ", ".join(f"{k}={v}" for k, v in lc.items()))
-    elif lc:
-        parts.append(f"lowering_config {lc}")
+    parts = [value if key == "rule" else f"{key} {value}"
+             for key in SCHEDULE_KEYS if (value := _schedule_value(key, cat)) is not None]
     return "; ".join(parts) or None
 
 
