@@ -135,3 +135,45 @@ def test_a_release_pair_names_only_the_schedule_keys_that_differ(tmp_path: Path)
     differ = view.schedule_differences(cats["a"]["kernels"], cats["b"]["kernels"])
     assert [key for key, _, _ in differ] == ["pipeline"]
     assert view.launch_changes(cats, "A", "B") == []
+
+
+def _idle_before_by_kernel(run: Path, variant: str) -> dict[str, float]:
+    """From the raw CUPTI records: per kernel name, the median over profiled calls of the device's
+    idle time just before its launches (start less the latest end of the call's earlier launches)."""
+    import statistics
+
+    profile = json.loads((run / "measurement.json").read_text())["profiles"][variant]
+    records = sorted(json.loads((run / profile["file"]).read_text()), key=lambda r: r["start"])
+    bounds = profile["call_starts_ns"] + [profile["end_ns"]]
+    sums: dict[str, list[float]] = {}
+    for lo, hi in zip(bounds, bounds[1:]):
+        latest, per_call = None, {}
+        for r in (r for r in records if lo <= r["start"] < hi):
+            idle = max(0, r["start"] - latest) if latest is not None else 0
+            per_call[r["name"]] = per_call.get(r["name"], 0) + idle
+            latest = r["end"] if latest is None else max(latest, r["end"])
+        for name, idle in per_call.items():
+            sums.setdefault(name, []).append(idle)
+    return {name: statistics.median(v) for name, v in sums.items()}
+
+
+def test_the_release_pair_says_where_the_calls_wait(tmp_path: Path) -> None:
+    """The same 17 launches on both sides: the residual's finding says it is not more launches and
+    names the unit whose launches the device waits for, the kernel that waits longest in 3.13.0's
+    raw records (computed here from them)."""
+    for name, dest in (("h100-versions-run.tar.gz", "runs"), ("h100-versions-analyze.tar.gz", "analyze")):
+        with tarfile.open(CAPTURE / name) as tar:
+            tar.extractall(tmp_path / dest, filter="data")
+    run = tmp_path / "runs" / "run" / "jax_mlp_rel"
+    idle = _idle_before_by_kernel(run, "jax_mlp_iree")
+    longest = max(idle, key=idle.get)
+    spec = MODELS / "jax_mlp" / "variants.toml"
+    proc = subprocess.run([sys.executable, "-m", "rootcause", "analyze", f"{spec}#iree_3_8", f"{spec}#iree",
+                           "--out", str(tmp_path / "analyze" / "jax_mlp_rel"), "--from-run", str(run)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    att = json.loads((tmp_path / "analyze" / "jax_mlp_rel" / "attribution.json").read_text())
+    (finding,) = [f for f in att["findings"] if f["rule"] == "launch-overhead"]
+    assert "not more launches" in finding["sentence"]
+    named = next(u for u in att["units"] if f"before the launches of unit {u['unit']} " in finding["sentence"])
+    assert longest in named["kernels_b"], (longest, named["kernels_b"])

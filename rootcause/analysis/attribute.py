@@ -159,6 +159,17 @@ def _busy_per_call(ev: pd.DataFrame) -> pd.Series:
     return pd.Series(covered, index=ev.index).groupby(ev["call"]).sum()
 
 
+def _idle_before(ev: pd.DataFrame) -> np.ndarray:
+    """Per launch, in the events' order: the device's idle time before it within its call (its start
+    less the latest end of the call's earlier launches; 0 for a call's first launch or a launch
+    that overlaps one before it). What the host did between two launches shows here."""
+    order = ev.sort_values(["call", "start_ns"], kind="stable")
+    prev_end = (order.groupby("call")["end_ns"].cummax().astype("int64")
+                .groupby(order["call"]).shift(fill_value=np.iinfo(np.int64).max))
+    idle = np.clip(order["start_ns"].to_numpy(dtype="int64") - prev_end.to_numpy(dtype="int64"), 0, None)
+    return pd.Series(idle.astype("float64"), index=order.index).reindex(ev.index).to_numpy()
+
+
 def _span_per_call(ev: pd.DataFrame) -> pd.Series:
     g = ev.groupby("call")
     return (g["end_ns"].max() - g["start_ns"].min()).astype("float64")
@@ -305,8 +316,9 @@ def attribute(events_a: pd.DataFrame, events_b: pd.DataFrame, alignment: Alignme
         times = np.bincount(flat, weights=ev["duration_ns"].to_numpy(dtype="float64"), minlength=n * k)
         launches = np.bincount(flat, minlength=n * k)
         ev = ev.assign(call=call_idx)
+        idle = np.bincount(flat, weights=_idle_before(ev), minlength=n * k)
         per[v] = {
-            "times": times.reshape(n, k), "launches": launches.reshape(n, k),
+            "times": times.reshape(n, k), "launches": launches.reshape(n, k), "idle": idle.reshape(n, k),
             "busy": _busy_per_call(ev).reindex(range(n)).to_numpy(dtype="float64"),
             "span": _span_per_call(ev).reindex(range(n)).to_numpy(dtype="float64"),
             "count": np.bincount(call_idx, minlength=n),
@@ -539,6 +551,7 @@ def _assemble(per, alignment, whole_a, whole_b, labels, notes, environment, whol
         return enough and x.excludes_zero() and abs(x.median) >= floor
 
     launches_med = {v: np.median(per[v]["launches"], axis=0) for v in "ab"}
+    idle_med = {v: np.median(per[v]["idle"], axis=0) for v in "ab"}
     unit_rows = []
     for j, row in enumerate(alignment.units.itertuples(index=False)):
         d = idelta[j]
@@ -547,6 +560,8 @@ def _assemble(per, alignment, whole_a, whole_b, labels, notes, environment, whol
             "source_ops": list(row.source_ops), "method": row.method, "flagged": bool(row.flagged),
             "time_a_ns": _ival(ia[j]), "time_b_ns": _ival(ib[j]),
             "launches_a": float(launches_med["a"][j]), "launches_b": float(launches_med["b"][j]),
+            # median per profiled call: the device's idle time just before the unit's launches
+            "idle_before_a_ns": float(idle_med["a"][j]), "idle_before_b_ns": float(idle_med["b"][j]),
             "delta_ns": _ival(d), "significant": significant(d),
             "share": d.median / whole_delta.median if whole_delta.median else None,
             "findings": [],

@@ -631,9 +631,34 @@ def launch_overhead(att: Attribution) -> list[dict[str, Any]]:
                 f"with {_n(lb)} launches per call vs {_n(la)}")
     if wd:
         sentence += f"; that is {d / wd:+.0%} of the whole-graph delta"
+    if la == lb:  # the same launches: what changed is the host's work between them or around the call
+        sentence += (f". With the same launches a side, that is not more launches: {_us(abs(d) / la)} a launch "
+                     "if it were the launch path, else host work (a synchronisation, a copy, an allocation) "
+                     "between launches or around the call") if la else ""
+    idle = _largest_idle_change(att, d)
+    if idle:
+        sentence += ". " + idle
     return [_finding(None, "launch-overhead", sentence + ".", source=att.whole_graph["source"],
                      residual_a_ns=r["a"], residual_b_ns=r["b"], delta_ns=r["delta_ns"],
                      launches_per_call={"a": la, "b": lb}, profiler_excess_ns=excess)]
+
+
+def _largest_idle_change(att: Attribution, residual_delta: float) -> str | None:
+    """Where inside the profiled calls the device's idle time moved most, when that unit's change
+    carries a quarter of the residual's, in the residual's direction: a sentence naming the unit
+    whose launches wait (what the host does just before them), or None."""
+    rows = [u for u in att.units if u.get("idle_before_a_ns") is not None and u.get("idle_before_b_ns") is not None]
+    if not rows or not residual_delta:
+        return None
+    sign = math.copysign(1.0, residual_delta)
+    u = max(rows, key=lambda u: (u["idle_before_b_ns"] - u["idle_before_a_ns"]) * sign)
+    if (u["idle_before_b_ns"] - u["idle_before_a_ns"]) * sign < 0.25 * abs(residual_delta):
+        return None
+    A, B = att.variants["a"]["label"], att.variants["b"]["label"]
+    kernel = (u["kernels_b"] or u["kernels_a"])[0]
+    return (f"In the profiled calls the device waits {_us(u['idle_before_b_ns'])} a call before the launches of "
+            f"unit {u['unit']} (`{short(kernel, 48)}`) in {B} against {_us(u['idle_before_a_ns'])} in {A}: the host's "
+            "work just before those launches is where the time goes")
 
 
 def _device(device: str | None) -> tuple[str | None, int | None]:
