@@ -366,6 +366,23 @@ def _resolve_loc(body: str, aliases: dict[str, str], depth: int = 0) -> list[str
     return list(dict.fromkeys(out))
 
 
+_DISPATCH_CALL = re.compile(r"\bflow\.dispatch\s+(" + _SYM + r")::(" + _SYM + r")")
+
+
+def call_site_locations(text: str) -> dict[str, list[str]]:
+    """Per dispatch function: the locations of the flow.dispatch ops that call it, in the order
+    they call it. A deduplicated executable is called from every site whose executable it
+    replaced, each op keeping its own site's location, where its body keeps the first one's."""
+    aliases = _loc_aliases(text)
+    out: dict[str, list[str]] = {}
+    for line in text.split("\n"):
+        call, loc = _DISPATCH_CALL.search(line), _TRAILING_LOC.search(line)
+        if call and loc:
+            found = out.setdefault(_sym(call.group(2)), [])
+            found += [x for x in _resolve_loc(loc.group(1), aliases) if x not in found]
+    return out
+
+
 def dispatch_locations(text: str, file: str = "<text>") -> dict[str, list[str]]:
     """Per dispatch function of a flow-phase dump printed with --mlir-print-debuginfo: the input
     locations ('file:line:col', file by base name) of the linalg / linalg_ext ops in its body.

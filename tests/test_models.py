@@ -69,9 +69,7 @@ def test_weights_are_the_models_parameters_drawn_from_the_seed(built: dict, vari
     np.testing.assert_allclose(stored, drawn, rtol=1e-6)
 
 
-@pytest.mark.parametrize("variant", ["tvm_fused", pytest.param("iree", marks=pytest.mark.xfail(
-    strict=True, reason="IREE reads a dispatch's locations from its executable after deduplication, so an "
-    "executable serving attn.k and attn.v names only its first call site's module"))])
+@pytest.mark.parametrize("variant", ["tvm_fused", "iree"])
 def test_kernels_name_the_modules_they_compute(built: dict, variant: str) -> None:
     linears = {pattern(n) for n, m in _decoder().named_modules() if isinstance(m, torch.nn.Linear)}
     kernels = built[variant]["kernels"]
@@ -168,9 +166,7 @@ def test_convnet_computes_what_torch_computes_with_both_compilers(tmp_path: Path
         bundle = read_bundle(tmp_path / variant)
         named = {p for k in json.loads((tmp_path / variant / "manifest.json").read_text())["kernels"]
                  for p in k["module_paths"]}
-        # IREE names a deduplicated executable's first call site only (the xfail above): the
-        # convolutions of one shape in both blocks read blocks.0
-        assert (convs if variant == "tvm_fused" else {"stem", "down", "blocks.0.conv1"}) <= named, named
+        assert convs <= named, named  # IREE: a deduplicated executable names every site that calls it
         arrays = bundle_inputs(bundle)
         with torch.no_grad():
             for (name, param), value in zip(net.named_parameters(), arrays):

@@ -103,8 +103,11 @@ def build(spec: Any, out_dir: Path) -> BuildOutput:
     versions = {"iree-compiler": compiler_version(), "python": sys.version.split()[0]}
     if exported is not None:
         known = set(exported.module_paths.values())
+        # a deduplicated executable's body keeps its first site's locations; its calls keep each site's
+        located = ir / LOCATED_FLOW
+        sites = iree_ir.call_site_locations(located.read_text()) if located.is_file() else {}
         for kernel in kernels:
-            kernel.module_paths = module_paths(kernel.source_locs, known)
+            kernel.module_paths = module_paths(kernel.source_locs + sites.get(kernel.function, []), known)
         versions.update(exported.versions)
     if any(k.resources.get("format") == "vmfb/ptx->ptxas" for k in kernels):
         from rootcause import ptxas
