@@ -89,26 +89,33 @@ def test_a_run_whose_builds_compute_nan_is_named_not_attributed(capture: Path) -
     assert not (capture / "analyze" / "llama_tvm" / "attribution.json").exists()
 
 
-def test_the_release_pair_blames_the_time_outside_the_kernels(tmp_path: Path) -> None:
-    """jax_mlp by IREE 3.8.0 against 3.13.0 on an H100 (h100-versions-*): the headline's direction
-    and ratio are the run's own medians (read with json), and with the same launches a call on both
-    sides and no kernel moving, the residual carries the delta."""
+@pytest.fixture(scope="module")
+def release_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, str]:
+    """jax_mlp by IREE 3.8.0 against 3.13.0 on an H100 (h100-versions-*), attributed here: the run
+    folder, attribution.json and what analyze printed."""
+    root = tmp_path_factory.mktemp("release-pair")
     for name, dest in (("h100-versions-run.tar.gz", "runs"), ("h100-versions-analyze.tar.gz", "analyze")):
         with tarfile.open(CAPTURE / name) as tar:
-            tar.extractall(tmp_path / dest, filter="data")
-    run = tmp_path / "runs" / "run" / "jax_mlp_rel"
-    medians = {k: v["median_s"] for k, v in
-               json.loads((run / "measurement.json").read_text())["measurement"]["variants"].items()}
+            tar.extractall(root / dest, filter="data")
+    run = root / "runs" / "run" / "jax_mlp_rel"
     spec = MODELS / "jax_mlp" / "variants.toml"
     proc = subprocess.run([sys.executable, "-m", "rootcause", "analyze", f"{spec}#iree_3_8", f"{spec}#iree",
-                           "--out", str(tmp_path / "analyze" / "jax_mlp_rel"), "--from-run", str(run)],
+                           "--out", str(root / "analyze" / "jax_mlp_rel"), "--from-run", str(run)],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    att = json.loads((tmp_path / "analyze" / "jax_mlp_rel" / "attribution.json").read_text())
+    return run, json.loads((root / "analyze" / "jax_mlp_rel" / "attribution.json").read_text()), proc.stdout
+
+
+def test_the_release_pair_blames_the_time_outside_the_kernels(release_pair: tuple[Path, dict, str]) -> None:
+    """The headline's direction and ratio are the run's own medians (read with json), and with the
+    same launches a call on both sides and no kernel moving, the residual carries the delta."""
+    run, att, stdout = release_pair
+    medians = {k: v["median_s"] for k, v in
+               json.loads((run / "measurement.json").read_text())["measurement"]["variants"].items()}
     whole = att["whole_graph"]
     ratio = medians["jax_mlp_iree"] / medians["jax_mlp_iree_3_8"]
     assert whole["significant"] and whole["delta_ns"]["median"] > 0 and ratio > 5
-    assert f"{ratio:.2f}x slower" in proc.stdout.splitlines()[0]
+    assert f"{ratio:.2f}x slower" in stdout.splitlines()[0]
     assert not any(u["significant"] for u in att["units"])
     residual = att["residual"]["delta_ns"]["median"]
     assert 0.9 < residual / whole["delta_ns"]["median"] < 1.1
@@ -157,22 +164,13 @@ def _idle_before_by_kernel(run: Path, variant: str) -> dict[str, float]:
     return {name: statistics.median(v) for name, v in sums.items()}
 
 
-def test_the_release_pair_says_where_the_calls_wait(tmp_path: Path) -> None:
+def test_the_release_pair_says_where_the_calls_wait(release_pair: tuple[Path, dict, str]) -> None:
     """The same 17 launches on both sides: the residual's finding says it is not more launches and
     names the unit whose launches the device waits for, the kernel that waits longest in 3.13.0's
     raw records (computed here from them)."""
-    for name, dest in (("h100-versions-run.tar.gz", "runs"), ("h100-versions-analyze.tar.gz", "analyze")):
-        with tarfile.open(CAPTURE / name) as tar:
-            tar.extractall(tmp_path / dest, filter="data")
-    run = tmp_path / "runs" / "run" / "jax_mlp_rel"
+    run, att, _ = release_pair
     idle = _idle_before_by_kernel(run, "jax_mlp_iree")
     longest = max(idle, key=idle.get)
-    spec = MODELS / "jax_mlp" / "variants.toml"
-    proc = subprocess.run([sys.executable, "-m", "rootcause", "analyze", f"{spec}#iree_3_8", f"{spec}#iree",
-                           "--out", str(tmp_path / "analyze" / "jax_mlp_rel"), "--from-run", str(run)],
-                          capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    att = json.loads((tmp_path / "analyze" / "jax_mlp_rel" / "attribution.json").read_text())
     (finding,) = [f for f in att["findings"] if f["rule"] == "launch-overhead"]
     assert "not more launches" in finding["sentence"]
     named = next(u for u in att["units"] if f"before the launches of unit {u['unit']} " in finding["sentence"])
