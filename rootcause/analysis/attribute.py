@@ -147,26 +147,30 @@ def _interval(point: np.ndarray, boot: np.ndarray) -> list[Interval]:
     return [Interval(float(p), float(a), float(b)) for p, a, b in zip(point, lo, hi)]
 
 
+def _earlier_end(ev: pd.DataFrame, first: int) -> tuple[pd.DataFrame, np.ndarray]:
+    """The events sorted by call and start, and per launch the latest end of its call's earlier
+    launches (`first` for a call's first launch). int64 throughout: epoch-ns timestamps (~1.8e18)
+    lose ~256 ns as float64."""
+    order = ev.sort_values(["call", "start_ns"], kind="stable")
+    prev_end = (order.groupby("call")["end_ns"].cummax().astype("int64")
+                .groupby(order["call"]).shift(fill_value=first))
+    return order, prev_end.to_numpy(dtype="int64")
+
+
 def _busy_per_call(ev: pd.DataFrame) -> pd.Series:
     """Union of kernel intervals per call (concurrent kernels are not double-counted)."""
-    ev = ev.sort_values(["call", "start_ns"], kind="stable")
-    # int64 throughout: epoch-ns timestamps (~1.8e18) lose ~256 ns as float64.
-    lowest = np.iinfo(np.int64).min
-    prev_end = (ev.groupby("call")["end_ns"].cummax().astype("int64")
-                  .groupby(ev["call"]).shift(fill_value=lowest))
-    begin = np.maximum(ev["start_ns"].to_numpy(dtype="int64"), prev_end.to_numpy(dtype="int64"))
-    covered = np.clip(ev["end_ns"].to_numpy() - begin, 0, None)
-    return pd.Series(covered, index=ev.index).groupby(ev["call"]).sum()
+    order, prev_end = _earlier_end(ev, np.iinfo(np.int64).min)
+    begin = np.maximum(order["start_ns"].to_numpy(dtype="int64"), prev_end)
+    covered = np.clip(order["end_ns"].to_numpy() - begin, 0, None)
+    return pd.Series(covered, index=order.index).groupby(order["call"]).sum()
 
 
 def _idle_before(ev: pd.DataFrame) -> np.ndarray:
     """Per launch, in the events' order: the device's idle time before it within its call (its start
     less the latest end of the call's earlier launches; 0 for a call's first launch or a launch
     that overlaps one before it). What the host did between two launches shows here."""
-    order = ev.sort_values(["call", "start_ns"], kind="stable")
-    prev_end = (order.groupby("call")["end_ns"].cummax().astype("int64")
-                .groupby(order["call"]).shift(fill_value=np.iinfo(np.int64).max))
-    idle = np.clip(order["start_ns"].to_numpy(dtype="int64") - prev_end.to_numpy(dtype="int64"), 0, None)
+    order, prev_end = _earlier_end(ev, np.iinfo(np.int64).max)
+    idle = np.clip(order["start_ns"].to_numpy(dtype="int64") - prev_end, 0, None)
     return pd.Series(idle.astype("float64"), index=order.index).reindex(ev.index).to_numpy()
 
 

@@ -631,10 +631,10 @@ def launch_overhead(att: Attribution) -> list[dict[str, Any]]:
                 f"with {_n(lb)} launches per call vs {_n(la)}")
     if wd:
         sentence += f"; that is {d / wd:+.0%} of the whole-graph delta"
-    if la == lb:  # the same launches: what changed is the host's work between them or around the call
+    if la and la == lb:  # the same launches: what changed is the host's work between them or around the call
         sentence += (f". With the same launches a side, that is not more launches: {_us(abs(d) / la)} a launch "
                      "if it were the launch path, else host work (a synchronisation, a copy, an allocation) "
-                     "between launches or around the call") if la else ""
+                     "between launches or around the call")
     idle = _largest_idle_change(att, d)
     if idle:
         sentence += ". " + idle
