@@ -336,6 +336,7 @@ _FILE_LOC = re.compile(r'"([^"]*)":(\d+):(\d+)')
 # A bare name location, loc("chain"): a quoted string followed neither by ':line' (a file
 # location) nor by '(' (a name with a child location, as importers write op kinds: "aten::mm").
 _NAME_LOC = re.compile(r'"([^"]+)"(?![:(])')
+_SCOPE_LOC = re.compile(r'"([^"]+)"\(')  # a name with a child location
 _ALIAS_REF = re.compile(r"#loc\d*")
 _DISPATCH_FUNC = re.compile(r"^\s+func\.func\s+(" + _SYM + r")\(", re.M)
 # The ops that carry an input op's work into a dispatch. Fills, yields and index ops are cloned
@@ -350,42 +351,49 @@ def _loc_aliases(text: str) -> dict[str, str]:
     return {m.group(1): m.group(2) for m in _LOC_ALIAS.finditer(text)}
 
 
-def _resolve_loc(body: str, aliases: dict[str, str], depth: int = 0) -> list[str]:
+def _resolve_loc(body: str, aliases: dict[str, str], depth: int = 0, scopes: bool = False) -> list[str]:
     """'file:line:col' of the input ops a location names, and 'name:NAME' for each bare name location
     (names an input gives its ops, which identify an op across two source files): aliases followed,
-    a callsite's callee (the part before ' at ') taken, every member of a fused location kept."""
+    a callsite's callee (the part before ' at ') taken, every member of a fused location kept.
+    scopes: instead, the name stacks among its named locations ('jit(model)/blocks.0/mlp/dot_general',
+    as jax.export names each op), whole."""
     if depth > 32:  # an alias chain this long is a cycle
         return []
-    if body.startswith("callsite(") and " at " in body:
-        body = body[len("callsite("):].split(" at ", 1)[0]
-    out = [f"{PurePosixPath(f).name}:{line}:{col}" for f, line, col in _FILE_LOC.findall(body)]
-    out += [f"name:{n}" for n in _NAME_LOC.findall(_FILE_LOC.sub("", body))]
+    if scopes:  # a callsite's caller may hold the stack: callsite("gt" at "jit(f)/blocks.0/jit(_var)"(...))
+        out = [n for n in _SCOPE_LOC.findall(body) if "/" in n]
+    else:
+        if body.startswith("callsite(") and " at " in body:
+            body = body[len("callsite("):].split(" at ", 1)[0]
+        out = [f"{PurePosixPath(f).name}:{line}:{col}" for f, line, col in _FILE_LOC.findall(body)]
+        out += [f"name:{n}" for n in _NAME_LOC.findall(_FILE_LOC.sub("", body))]
     for ref in _ALIAS_REF.findall(body):
         if ref in aliases:
-            out += _resolve_loc(aliases[ref], aliases, depth + 1)
+            out += _resolve_loc(aliases[ref], aliases, depth + 1, scopes)
     return list(dict.fromkeys(out))
 
 
 _DISPATCH_CALL = re.compile(r"\bflow\.dispatch\s+(" + _SYM + r")::(" + _SYM + r")")
 
 
-def call_site_locations(text: str) -> dict[str, list[str]]:
+def call_site_locations(text: str, scopes: bool = False) -> dict[str, list[str]]:
     """Per dispatch function: the locations of the flow.dispatch ops that call it, in the order
     they call it. A deduplicated executable is called from every site whose executable it
-    replaced, each op keeping its own site's location, where its body keeps the first one's."""
+    replaced, each op keeping its own site's location, where its body keeps the first one's.
+    scopes: their name stacks instead (_resolve_loc)."""
     aliases = _loc_aliases(text)
     out: dict[str, list[str]] = {}
     for line in text.split("\n"):
         call, loc = _DISPATCH_CALL.search(line), _TRAILING_LOC.search(line)
         if call and loc:
             found = out.setdefault(_sym(call.group(2)), [])
-            found += [x for x in _resolve_loc(loc.group(1), aliases) if x not in found]
+            found += [x for x in _resolve_loc(loc.group(1), aliases, scopes=scopes) if x not in found]
     return out
 
 
-def dispatch_locations(text: str, file: str = "<text>") -> dict[str, list[str]]:
+def dispatch_locations(text: str, file: str = "<text>", scopes: bool = False) -> dict[str, list[str]]:
     """Per dispatch function of a flow-phase dump printed with --mlir-print-debuginfo: the input
-    locations ('file:line:col', file by base name) of the linalg / linalg_ext ops in its body.
+    locations ('file:line:col', file by base name) of the linalg / linalg_ext ops in its body
+    (scopes: their name stacks instead, _resolve_loc).
 
     A region op (linalg.generic) carries its location on the line that closes its region; the
     op's own line carries it otherwise. ParseError when the text holds no location at all (the
@@ -422,6 +430,6 @@ def dispatch_locations(text: str, file: str = "<text>") -> dict[str, list[str]]:
             m = _TRAILING_LOC.search(where)
             if m is None:
                 raise ParseError(file, f"line {i + 1}", f"{op.group(1)} without a location")
-            found += _resolve_loc(m.group(1), aliases)
+            found += _resolve_loc(m.group(1), aliases, scopes=scopes)
         out[current] = list(dict.fromkeys(out[current] + found))
     return out

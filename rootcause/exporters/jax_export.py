@@ -3,9 +3,15 @@
 The factory returns (function, params, example_inputs) with function(params, *inputs); the exported
 function takes the params' leaves first (role 'weight', named by their pytree path), then the
 inputs. jax.export keeps the MLIR module's name (`module @jit_<function>`).
+
+Module paths come from JAX's name stack, which jax.export writes into each op's location
+(`loc("jit(model)/blocks.0/mlp/dot_general")`): the scopes a model opens with jax.named_scope, or
+that Flax opens per module, joined with '.' ('blocks.0.mlp'); the transformations (`jit(model)`)
+and the primitive are not part of it. A function that opens no scope has no module paths.
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +43,24 @@ def to_stablehlo(source: Path, factory: str) -> Exported:
         text = jax.export.export(jax.jit(flat))(*shapes).mlir_module()
     except Exception as err:  # noqa: BLE001  jax's own diagnosis of the function
         raise failure(source, "jax.export", err) from None
-    return Exported(arguments, text=text, versions={"jax": jax.__version__})
+    return Exported(arguments, name_stack_paths(text), text=text, versions={"jax": jax.__version__})
+
+
+_QUOTED = re.compile(r'"([^"\\]+)"')
+_TRANSFORM = re.compile(r"^[\w.-]+\(.*\)$")  # jit(model), vmap(f), transpose(jvp(f))
+
+
+def name_stack_paths(text: str) -> dict[str, str]:
+    """Each name-stack location in the exported text -> the module path it names (module doc)."""
+    out = {}
+    for name in set(_QUOTED.findall(text)):
+        parts = name.split("/")
+        if len(parts) < 2 or not _TRANSFORM.match(parts[0]):
+            continue  # an argument's or a file's location, not an op's name stack
+        scopes = [p for p in parts[1:-1] if not _TRANSFORM.match(p)]
+        if scopes:
+            out[name] = ".".join(scopes)
+    return out
 
 
 def _row(name: str, value: Any, role: str) -> dict[str, Any]:

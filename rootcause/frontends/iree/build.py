@@ -102,12 +102,18 @@ def build(spec: Any, out_dir: Path) -> BuildOutput:
     kernels = catalog(out_dir, spec.target, notes)
     versions = {"iree-compiler": compiler_version(), "python": sys.version.split()[0]}
     if exported is not None:
-        known = set(exported.module_paths.values())
         # a deduplicated executable's body keeps its first site's locations; its calls keep each site's
         located = ir / LOCATED_FLOW
-        sites = iree_ir.call_site_locations(located.read_text()) if located.is_file() else {}
+        text = located.read_text() if located.is_file() else ""
+        sites = iree_ir.call_site_locations(text) if text else {}
+        if text and spec.model and spec.model.exporter == "jax":  # module paths are in the name stacks
+            bodies = iree_ir.dispatch_locations(text, str(located), scopes=True)
+            sites = iree_ir.call_site_locations(text, scopes=True)
+        else:
+            bodies = {k.function: k.source_locs for k in kernels}
         for kernel in kernels:
-            kernel.module_paths = module_paths(kernel.source_locs + sites.get(kernel.function, []), known)
+            locs = bodies.get(kernel.function, []) + sites.get(kernel.function, [])
+            kernel.module_paths = module_paths(locs, exported.module_paths)
         versions.update(exported.versions)
     if any(k.resources.get("format") == "vmfb/ptx->ptxas" for k in kernels):
         from rootcause import ptxas

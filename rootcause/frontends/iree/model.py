@@ -41,10 +41,12 @@ def exported_spec(spec: VariantSpec, out_dir: Path) -> tuple[VariantSpec, Export
                                inputs=model_inputs(spec, exported.arguments)), exported
 
 
-def module_paths(source_locs: list[str], known: set[str]) -> list[str]:
-    """The module paths among a dispatch's source_locs ('layers.0.mlp.gate:0:0', written by
-    torch_export.located), in order."""
-    paths = (loc.rsplit(":", 2)[0] for loc in source_locs if loc.endswith(":0:0"))
+def module_paths(locs: list[str], exported: dict[str, str]) -> list[str]:
+    """The module paths a dispatch's locations name, in order: 'layers.0.mlp.gate:0:0' (torch,
+    written by torch_export.located) or a name stack 'jit(model)/blocks.0/mlp/dot_general' (jax);
+    exported is the export's op name -> module path."""
+    known = set(exported.values())
+    paths = (exported.get(loc) or (loc.rsplit(":", 2)[0] if loc.endswith(":0:0") else "") for loc in locs)
     return list(dict.fromkeys(p for p in paths if p in known))
 
 
