@@ -33,7 +33,7 @@ MLIR_NAMES = {"f16": "float16", "f32": "float32", "f64": "float64", "bf16": "bfl
               "ui8": "uint8", "ui16": "uint16", "ui32": "uint32", "ui64": "uint64"}
 _MLIR_OF = {v: k for k, v in MLIR_NAMES.items() if not k.startswith("si")}
 _DEFAULTS = {"dtype": "float32", "distribution": "uniform", "low": 0.0, "high": 1.0, "mean": 0.0, "std": 1.0,
-             "seed": 0, "file": None, "source_file": None}
+             "seed": 0, "file": None, "source_file": None, "sha256": None}
 
 
 def dtype_name(name: Any) -> str | None:
@@ -231,7 +231,8 @@ def nbytes(spec: Any, bundle_dir: Path | None = None, where: str = "inputs") -> 
 def make_input(spec: Any, bundle_dir: Path | None = None, where: str = "inputs") -> np.ndarray:
     """One input array: its .npy file when it has one (relative to bundle_dir for a manifest row),
     else the original .npy it came from (source_file: inputs too big to store), else drawn
-    from its distribution. A stored ml_dtypes array is viewed as the dtype its row records."""
+    from its distribution, and checked against the sha256 the row records (a bundle's drawn input).
+    A stored ml_dtypes array is viewed as the dtype its row records."""
     file = _field(spec, "file")
     if file:
         return _open(_path(file, bundle_dir), where, _recorded_dtype(spec, where), mmap=False)
@@ -241,6 +242,18 @@ def make_input(spec: Any, bundle_dir: Path | None = None, where: str = "inputs")
                      _recorded_dtype(spec, where), mmap=False)
     if _field(spec, "shape") is None:
         raise UsageError(f"{where}: needs a shape (and dtype) or a file")
-    return generate(_field(spec, "shape"), _field(spec, "dtype"), _field(spec, "distribution"),
-                    _field(spec, "low"), _field(spec, "high"), _field(spec, "mean"), _field(spec, "std"),
-                    _field(spec, "seed"), where)
+    array = generate(_field(spec, "shape"), _field(spec, "dtype"), _field(spec, "distribution"),
+                     _field(spec, "low"), _field(spec, "high"), _field(spec, "mean"), _field(spec, "std"),
+                     _field(spec, "seed"), where)
+    expected = _field(spec, "sha256")
+    if expected and digest(array) != expected:
+        raise UsageError(f"{where}: drawn again from seed {_field(spec, 'seed')} it is not the array the build "
+                         f"drew (sha256 differs; NumPy {np.__version__} here): rebuild the bundle on this host")
+    return array
+
+
+def digest(array: np.ndarray) -> str:
+    """sha256 of an array's bytes in C order: what a bundle records of an input it regenerates."""
+    import hashlib
+
+    return hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()

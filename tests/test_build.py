@@ -1,4 +1,5 @@
 """`rootcause build`: bundles, the build cache, and reference outputs against the TVM VM on CPU."""
+import hashlib
 import importlib.util
 import json
 import os
@@ -9,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+from rootcause.inputs import make_input
 
 ROOT = Path(__file__).resolve().parent.parent
 CASE = ROOT / "fixtures" / "cases" / "pool_fusion"
@@ -65,12 +68,31 @@ def test_manifest_follows_the_bundle_contract(llvm_bundles):
 def test_inputs_are_drawn_as_the_seed_draws_them(llvm_bundles):
     path = llvm_bundles["on"]
     m = json.loads((path / "manifest.json").read_text())
-    x = np.load(path / m["inputs"][0]["file"])
     want = np.random.default_rng(0).uniform(-.5, .5, (1, 16, 64, 64)).astype("float32")  # the pool_fusion case's inputs()
+    row = m["inputs"][0]
+    # drawn from the seed: not stored, its digest recorded and the array regenerated from the row
+    assert row["file"] is None and not (path / "inputs").exists()
+    assert row["sha256"] == hashlib.sha256(want.tobytes()).hexdigest()
+    x = make_input(row, path)
     np.testing.assert_array_equal(x, want)
     ref = [np.load(path / r["file"]) for r in m["reference"]]
     for got, expected in zip(ref, seed_reference()(want)):
         np.testing.assert_array_equal(got, expected)
+
+
+def test_a_drawn_input_that_regenerates_differently_is_refused(llvm_bundles, tmp_path):
+    """A bundle whose recorded digest does not match the draw (another NumPy, an edited seed) is
+    refused in one line before anything runs: exit 2, the input named."""
+    bundle = tmp_path / "bundle"
+    shutil.copytree(llvm_bundles["on"], bundle)
+    m = json.loads((bundle / "manifest.json").read_text())
+    m["inputs"][0]["seed"] += 1
+    (bundle / "manifest.json").write_text(json.dumps(m))
+    proc = subprocess.run([sys.executable, "-m", "rootcause", "run", str(bundle), str(llvm_bundles["off"]),
+                           "--out", str(tmp_path / "run"), "--profile", "none", "--budget-s", "1"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2, proc.stderr
+    assert "inputs[0]: drawn again from seed 1" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize("variant", ["off", "partial", "on"])
@@ -81,7 +103,7 @@ def test_reference_matches_the_cpu_vm(llvm_bundles, variant):
     path = llvm_bundles[variant]
     m = json.loads((path / "manifest.json").read_text())
     vm = relax.VirtualMachine(tvm.runtime.load_module(str(path / "module.so")), tvm.cpu())
-    x = np.load(path / m["inputs"][0]["file"])
+    x = make_input(m["inputs"][0], path)
     outs = vm["main"](tvm.runtime.tensor(x, device=tvm.cpu()))
     ref = [np.load(path / r["file"]) for r in m["reference"]]
     assert len(outs) == len(ref) == 2

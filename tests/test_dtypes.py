@@ -201,13 +201,14 @@ def test_low_precision_model_built_run_verified(env, tmp_path, variant, dtypes, 
     check, = json.loads((run / "measurement.json").read_text())["verification"]["checks"]
     assert check["against"] == "reference" and check["outputs"][0]["dtype"] == out_dtype
     assert all(o["ok"] for o in check["outputs"])
-    # independently: the stored inputs, widened by ml_dtypes, multiplied in float32 by NumPy,
+    # independently: the inputs (drawn again from the rows, digests checked), widened by ml_dtypes, multiplied in float32 by NumPy,
     # against the model's output read back through the runner
     from rootcause.artifacts.bundle import bundle_inputs
+    from rootcause.inputs import make_input
     from rootcause.sessions import load_session
 
-    stored = [np.load(bundle / row["file"]).view(np.dtype(getattr(ml_dtypes, row["dtype"], row["dtype"])))
-              for row in manifest["inputs"]]
+    stored = [make_input(row, bundle) for row in manifest["inputs"]]
+    assert [a.dtype.name for a in stored] == dtypes
     want = stored[0].astype(np.float32) @ stored[1].astype(np.float32)
     session = load_session(bundle, "cpu")
     session.set_inputs(bundle_inputs(session.bundle))

@@ -2,12 +2,14 @@
 
 Layout: manifest.json, module.so | module.vmfb, inputs/N.npy, reference/N.npy, ir/...,
 binaries/... . manifest.json is written last: its presence means the bundle is complete.
-Inputs over 64 MB (by shape x dtype) are neither made nor stored (file: null); the runner
-regenerates them from the input spec with numpy default_rng(seed), as `make_input` does.
-Without all inputs the reference is not computed.
+An input drawn from the spec's seed is not stored (file: null): its row keeps the recipe and the
+sha256 of the array the build drew, and every reader regenerates it with numpy default_rng(seed),
+as `make_input` does, and checks the digest. Only inputs read from the user's .npy files are
+stored (inputs/N.npy). Inputs over 64 MB (by shape x dtype) are not even drawn at build (no
+digest); without all inputs the reference is not computed.
 
 Manifest keys: name, frontend, target, entry, module, inputs (rows of shape, dtype,
-distribution, low, high, mean, std, seed, source_file, file), reference (rows of file, shape,
+distribution, low, high, mean, std, seed, source_file, file, sha256), reference (rows of file, shape,
 dtype, or null), rtol, atol, kernels (CatalogKernel dicts), binaries, ir, versions, spec,
 cache_key, notes, rootcause_version, toolchain (source: installed | registry | wheel | python,
 requirements, python, compiler and runtime as {distribution: version}). This module is the only reader and writer of them; a GPU
@@ -28,7 +30,7 @@ from rootcause.artifacts import schema
 from rootcause.artifacts.schema import NUM, Map, Opt
 from rootcause.errors import UsageError
 from rootcause.fileio import read_json, write_atomic, write_json
-from rootcause.inputs import make_input, nbytes, shape_dtype
+from rootcause.inputs import digest, make_input, nbytes, shape_dtype
 from rootcause.model import BuildOutput, CatalogKernel
 from rootcause.spec import VariantSpec
 
@@ -230,7 +232,10 @@ def write_bundle(spec: VariantSpec, built: BuildOutput, build_dir: Path, bundle_
         # regenerates it on the GPU host), so a 1.25 GiB weight costs the build nothing
         if nbytes(ispec, where=where) <= MAX_STORED_BYTES:
             arrays.append(make_input(ispec, where=where))
-            row["file"] = _save(bundle_dir / "inputs" / f"{n}.npy", arrays[-1])
+            if ispec.file:  # the user's data: stored, since nothing regenerates it
+                row["file"] = _save(bundle_dir / "inputs" / f"{n}.npy", arrays[-1])
+            else:  # drawn from the seed: regenerated where it runs, and checked against this digest
+                row["sha256"] = digest(arrays[-1])
         else:
             unstored.append(f"inputs[{n}] {'x'.join(map(str, shape))} {dtype}")
         inputs.append(row)
