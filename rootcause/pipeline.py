@@ -32,7 +32,7 @@ from rootcause.analysis.diagnose import diagnose
 from rootcause.analysis.host import host_units
 from rootcause.artifacts import attribution, bundle as bundles, cpu_profiles as cpu, plan as plans, rundir
 from rootcause.errors import OutputsDiffer, ToolFailed, UsageError
-from rootcause.exporters import collapse
+from rootcause.exporters import collapse, pattern
 from rootcause.fileio import safe_name, write_set
 from rootcause.model import CatalogKernel, Hybrid, WholeGraph
 from rootcause.profilers.selection import profile_events
@@ -122,12 +122,14 @@ def _attribute_pair(a: Side, b: Side, ctx: Context, repeat: tuple[Side, Side] | 
 
 def _unit_modules(doc: dict[str, Any]) -> None:
     """Each unit's module_paths: the model modules its kernels compute (a [model] source's
-    catalogs), repeats collapsed ('layers.*.mlp.down'); absent where the catalogs name none."""
+    catalogs), repeats collapsed ('layers.*.mlp.down'), and `repeats`: how many instances of the
+    first it computes (8 for a kernel every layer of 8 calls); absent where the catalogs name none."""
     for unit in doc["units"]:
         paths = [p for v in "ab" for k in unit[f"kernels_{v}"]
                  for p in doc["catalogs"][v]["kernels"].get(k, {}).get("module_paths", [])]
         if paths:
             unit["module_paths"] = collapse(paths)
+            unit["repeats"] = len({p for p in paths if pattern(p) == unit["module_paths"][0]})
 
 
 def _attribute(a: Side, b: Side, alignment: Any, ctx: Context) -> Attribution:

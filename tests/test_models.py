@@ -172,6 +172,10 @@ def test_horizontal_fusion_pair_blames_the_fused_projections(tmp_path: Path) -> 
         paths = set(unit["module_paths"])
         assert paths & {"layers.*.mlp.gate", "layers.*.mlp.up", "layers.*.attn.q", "layers.*.attn.k",
                         "layers.*.attn.v"}, paths
+        # one executable every layer calls: it computes the module in each of the decoder's layers
+        assert unit["repeats"] == len(_decoder().layers), unit
+    markdown = fused[0]["module_paths"][0].replace("*", "\\*").replace("_", "\\_")
+    assert f"{markdown} x{len(_decoder().layers)}" in (tmp_path / "out" / "report.md").read_text()
     closure = doc.get("closure")
     assert (closure is not None and 0.95 <= closure <= 1.05) or any("closure" in c for c in doc["cannot_conclude"])
 

@@ -5,13 +5,15 @@ the rest into 'other', every chart has a legend and no table outgrows its column
 The document is a real one made large: the H200 CUPTI attribution of pool_fusion
 (gallery/pool_fusion_h200_cupti) with its 3 units replicated 100 times under new kernel names (each replica a hundredth of the real
 unit's time, so the units still add up to the real delta), each given the module path of a model
-layer ('layers.N.blockK'), as a model's units carry them.
+layer ('layers.*.blockK', 8 layers: one unit a layer, as a compiler that gives each layer its own
+kernels makes them), so the report shows each module's 8 units as one 'x8' row.
 report_300_units.png beside this file is the first screen as this test draws it (made with
 `python tests/test_report_300_units.py`)."""
 from __future__ import annotations
 
 import copy
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -24,6 +26,7 @@ from test_report_layout import MEASURE
 
 ROOT = Path(__file__).resolve().parents[1]
 SHOT = Path(__file__).with_name("report_300_units.png")
+LAYERS = 8
 VERDICT_BOX = """<script>
 window.addEventListener('load', () => setTimeout(() => {
   const v = document.querySelector('.verdict').getBoundingClientRect();
@@ -38,8 +41,8 @@ def page(out: Path) -> Path:
     real = json.loads((ROOT / "gallery/pool_fusion_h200_cupti/attribution.json").read_text())
     doc = many_units(real, 300)
     scale = len(real["units"]) / 300  # the replicas share the real units' time: the sums stay the real ones
-    for u in doc["units"]:
-        u["module_paths"] = [f"layers.{u['unit'] // 8}.block{u['unit'] % 8}"]
+    for u in doc["units"]:  # as the pipeline writes them: layer i's own kernels, the path collapsed
+        u["module_paths"], u["repeats"] = [f"layers.*.block{u['unit'] // LAYERS}"], 1
         for key in ("time_a_ns", "time_b_ns", "delta_ns"):
             u[key] = {k: v * scale if k in ("median", "low", "high") else v for k, v in u[key].items()}
         u["share"] *= scale
@@ -61,7 +64,9 @@ def _read(stdout: str, tag: str) -> dict:
 def test_300_units_answer_on_the_first_screen(tmp_path):
     report = page(tmp_path)
     text = report.read_text()
-    assert f"other ({300 - TOP_UNITS} units)" in text and "layers.0.block0" in text
+    # a module every layer repeats is one row: 'layers.*.block0 x8', its 8 units summed
+    assert re.search(r"layers\.\*\.block\d+ x8", text) and not re.search(r"layers\.\d+\.block", text)
+    assert f"other ({300 - TOP_UNITS * LAYERS} units)" in text
     r = chromium(report, "--dump-dom", "--window-size=1400,900")
     verdict, layout = _read(r.stdout, "rootcause-verdict"), _read(r.stdout, "rootcause-layout")
     assert 0 <= verdict["top"] and verdict["bottom"] <= 900, verdict  # the answer without scrolling

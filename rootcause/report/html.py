@@ -155,7 +155,7 @@ def _launch_ranks(doc, top) -> dict[tuple[str, str], list[int]]:
     launches in a call, in launch order. A kernel in several units (the alignment split one launched
     once per source op) gives its i-th launch to the unit that lists the i-th op of its catalog entry;
     without a catalog that says, its launches take the units in turn."""
-    rank = {u["unit"]: r for r, u in enumerate(top)}
+    rank = {m["unit"]: r for r, u in enumerate(top) for m in view.members([u])}
     cats = view.catalogs(doc)
     listed: dict[tuple[str, str], list[dict]] = {}
     for u in doc.get("units") or []:
@@ -254,12 +254,12 @@ def _verdict(doc, v) -> str:
 
 
 def _unit_row(u) -> list[str]:
-    return [esc(u["unit"]), _kernels(u["kernels_a"]), _kernels(u["kernels_b"]),
+    return [esc(view.unit_cell(u)), _kernels(u["kernels_a"]), _kernels(u["kernels_b"]),
             esc(view.fmt_interval(u["time_a_ns"], False)), esc(view.fmt_interval(u["time_b_ns"], False)),
             esc(view.fmt_interval(u["delta_ns"])), esc(view.fmt_share(u.get("share"))),
             esc("yes" if u.get("significant") else "no" if "significant" in u else "n/a"),
             esc(u.get("method", "n/a")) + (" (flagged)" if u.get("flagged") else ""),
-            esc(len(u.get("findings") or []))]
+            esc(len([f for m in view.members([u]) for f in m.get("findings") or []]))]
 
 
 _UNIT_HEAD = ["unit", "kernels A", "kernels B", "A per call", "B per call", "delta (B - A)", "share",
@@ -275,7 +275,7 @@ def _units(doc, units, top, other) -> str:
         rows = [_unit_row(u) for u in rest[:FOLDED_ROWS]]
         more = (f'<p class="muted">{len(rest) - FOLDED_ROWS} more units are not listed here; '
                 f"attribution.json holds all of them.</p>" if len(rest) > FOLDED_ROWS else "")
-        out.append(f"<details><summary>{len(rest)} more units (together {esc(view.fmt_time(other['delta_ns']['median'], True))}"
+        out.append(f"<details><summary>{other['count']} more units (together {esc(view.fmt_time(other['delta_ns']['median'], True))}"
                    f" of the delta)</summary>{_table(head, rows, num={3, 4, 5, 6, 9})}{more}</details>")
     return "".join(out)
 
@@ -317,7 +317,7 @@ def _findings(doc, units, top) -> str:
         out.append(f"<h3>Unit {esc(u['unit'])} ({esc(view.fmt_interval(u['delta_ns']))})</h3><ul>")
         out.extend(_finding(f) for f in fs)
         out.append("</ul>")
-    later = [(u["unit"], f) for u in units[len(top):] for f in (u.get("findings") or []) if isinstance(f, dict)]
+    later = [(u["unit"], f) for u in units if u not in top for f in (u.get("findings") or []) if isinstance(f, dict)]
     if later:
         items = "".join(f"<li>unit {esc(unit)}, <strong>{esc(f.get('rule', 'finding'))}</strong>: "
                         f"{esc(f.get('sentence', ''))}</li>" for unit, f in later[:FOLDED_ROWS])
@@ -417,7 +417,8 @@ def render_html(attribution: dict[str, Any], device: str | None = None, title: s
     doc = attribution
     check(doc)
     units = view.units_sorted(doc)
-    top, other = view.fold(units, TOP_UNITS)
+    rows = view.group_repeats(units)
+    top, other = view.fold(rows, TOP_UNITS)
     prof = view.profiles(doc)
     cats = view.catalogs(doc)
     env = view.environment(doc, cats)
@@ -439,10 +440,10 @@ def render_html(attribution: dict[str, Any], device: str | None = None, title: s
         f"(candidate); {esc(doc.get('delta_convention', 'deltas are B - A'))}.</p>",
         _verdict(doc, v), _toolchains(doc, view.toolchains(doc, cats)),
         "<h2>Where the time goes</h2>", *plots,
-        f"<h2>Units ({len(units)})</h2>", _units(doc, units, top, other),
+        f"<h2>Units ({len(units)})</h2>", _units(doc, rows, top, other),
         *(["<h2>Host, per step</h2>", _host(doc)] if view.host_rows(doc) else []),
         "<h2>Resources per unit, A against B</h2>", _resources(doc, units, prof, cats, devs),
-        "<h2>Findings and evidence</h2>", _findings(doc, units, top),
+        "<h2>Findings and evidence</h2>", _findings(doc, units, view.members(top)),
         *(["<h2>Counterfactual hybrids</h2>", _confirmation(conf)] if conf is not None else []),
         "<h2>Environment and how to reproduce</h2>", _environment(doc, env),
         "<h2>How to read this</h2>", "<dl>" + "".join(f"<dt>{esc(t)}</dt><dd>{esc(w)}</dd>"

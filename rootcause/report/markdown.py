@@ -62,7 +62,7 @@ def _side(names: list[str], limit: int = 2, width: int = 60) -> str:
 
 def _unit_cells(u: dict[str, Any], full: bool = False) -> list[str]:
     limit, width = (len(u["kernels_a"]) + len(u["kernels_b"]), 10**6) if full else (2, 60)
-    return [str(u["unit"]), _side(u["kernels_a"], limit, width), _side(u["kernels_b"], limit, width),
+    return [text(view.unit_cell(u)), _side(u["kernels_a"], limit, width), _side(u["kernels_b"], limit, width),
             text(view.fmt_interval(u["time_a_ns"], False)), text(view.fmt_interval(u["time_b_ns"], False)),
             text(view.fmt_interval(u["delta_ns"])), text(view.fmt_share(u.get("share"))),
             "yes" if u.get("significant") else ("no" if "significant" in u else "n/a"),
@@ -136,7 +136,8 @@ def render_markdown(attribution: dict[str, Any], device: str | None = None, titl
     devs = view.devices(doc, device)
     dev = view.devices_text(devs)
     v = view.verdict(doc)
-    top, other = view.fold(units, TOP_UNITS)
+    top, other = view.fold(view.group_repeats(units), TOP_UNITS)
+    top_units = view.members(top)
 
     lines = []
     if title:
@@ -178,9 +179,9 @@ def render_markdown(attribution: dict[str, Any], device: str | None = None, titl
                 lines.append(f"- {text(view.label(doc, vv))}: {what} not available: {text(err)}")
     lines.append("")
 
-    findings = [(u["unit"], f) for u in top for f in (u.get("findings") or [])]
+    findings = [(u["unit"], f) for u in top_units for f in (u.get("findings") or [])]
     findings += [(None, f) for f in doc.get("findings") or [] if isinstance(f, dict) and f.get("unit") is None]
-    later = [(u["unit"], f) for u in units[len(top):] for f in (u.get("findings") or [])]
+    later = [(u["unit"], f) for u in units if u not in top_units for f in (u.get("findings") or [])]
     lines += ["**Findings**" + (f" (of the top {len(top)} units; the rest below)" if later else ""), ""]
     if findings:
         lines += [_finding_line(unit, f) for unit, f in findings]

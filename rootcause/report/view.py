@@ -152,23 +152,67 @@ def unit_label(u: dict[str, Any], limit: int = 28) -> str:
             return "-"
         head = re.sub(r"_kernel\d*$", "", ks[0])
         return short(head, limit) + (f"+{len(ks) - 1}" if len(ks) > 1 else "")
+    if u.get("members"):  # a repeated module's units (group_repeats): the module says it
+        return f"{unit_module(u)[:-2]} ({len(u['members'])} units)"
     return f"#{u['unit']} {unit_module(u)}{side(u['kernels_a'])} → {side(u['kernels_b'])}"
 
 
 def unit_module(u: dict[str, Any]) -> str:
-    """'layers.*.mlp.down: ' (the unit's innermost common module, its first when several), or ''."""
+    """'layers.*.mlp.down x8: ' (the unit's innermost common module, its first when several, and how
+    many of the model's repeats it computes), or ''."""
     paths = u.get("module_paths") or []
     if not paths:
         return ""
-    return f"{paths[0]}{f' +{len(paths) - 1}' if len(paths) > 1 else ''}: "
+    repeats = u.get("repeats") or 1
+    return (f"{paths[0]}{f' x{repeats}' if repeats > 1 else ''}"
+            f"{f' +{len(paths) - 1}' if len(paths) > 1 else ''}: ")
+
+
+def unit_cell(u: dict[str, Any]) -> str:
+    """A table's unit cell: its number, then its module ('4 layers.*.mlp.down x8')."""
+    return f"{u['unit']} {unit_module(u)[:-2]}".rstrip()
+
+
+def group_repeats(units: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows the report lists: each unit, except that the units of one repeated module (the same
+    module_paths, a '*' in them: a compiler that gives each layer its own kernels makes one unit a
+    layer) become one row. A group row sums its members' medians (no interval: the members' own
+    intervals and significance stay in their rows of attribution.json); 'members' holds them."""
+    by_module: dict[Any, list[dict[str, Any]]] = {}
+    for u in units:
+        paths = tuple(u.get("module_paths") or ())
+        by_module.setdefault(paths if any("*" in p for p in paths) else id(u), []).append(u)
+    rows = [group[0] if len(group) == 1 else _group(group) for group in by_module.values()]
+    return sorted(rows, key=lambda r: -abs(r["delta_ns"]["median"]))
+
+
+def _group(members: list[dict[str, Any]]) -> dict[str, Any]:
+    def total(key: str) -> dict[str, float]:
+        return {"median": sum(m[key]["median"] for m in members)}
+
+    shares = [m.get("share") for m in members]
+    significant = sum(1 for m in members if m.get("significant"))
+    return {"unit": f"{members[0]['unit']} +{len(members) - 1}", "members": members,
+            "module_paths": members[0]["module_paths"], "repeats": sum(m.get("repeats") or 1 for m in members),
+            "kernels_a": [k for m in members for k in m["kernels_a"]],
+            "kernels_b": [k for m in members for k in m["kernels_b"]],
+            "time_a_ns": total("time_a_ns"), "time_b_ns": total("time_b_ns"), "delta_ns": total("delta_ns"),
+            "share": None if None in shares else sum(shares),
+            "method": f"{len(members)} units of one module, {significant} significant"}
+
+
+def members(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The units behind report rows (group_repeats), in row order."""
+    return [m for r in rows for m in (r.get("members") or [r])]
 
 
 def fold(units: list[dict[str, Any]], top: int) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-    """The top units and one 'other' row summing the rest (None when nothing is folded)."""
+    """The top rows (units or group_repeats' groups) and one 'other' row summing the rest, its
+    count in units (None when nothing is folded)."""
     if len(units) <= top:
         return units, None
     rest = units[top:]
-    other = {"unit": None, "count": len(rest),
+    other = {"unit": None, "count": len(members(rest)),
              "time_a_ns": {"median": sum(u["time_a_ns"]["median"] for u in rest)},
              "time_b_ns": {"median": sum(u["time_b_ns"]["median"] for u in rest)},
              "delta_ns": {"median": sum(u["delta_ns"]["median"] for u in rest)},
