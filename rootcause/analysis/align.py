@@ -424,19 +424,24 @@ def _absorbed(v: str, free: list[str], events: dict[str, pd.DataFrame], uf: _Uni
     calls = {s: _one_call(events[s]) for s in "ab"}
     if len(calls[v]) <= len(calls[other]):
         return []
-    settled = {n for n in calls[v] if n not in pending()[v]}
-    out = []
+    unplaced = set(pending()[v])
+    settled = {n for n in calls[v] if n not in unplaced}
+    members: dict[str, list[str]] = {}  # root -> its nodes; nothing below unites nodes
+    for node in info:
+        members.setdefault(uf.find(node), []).append(node)
+    out, taken = [], set()
     for i, kernel in enumerate(calls[v][:-1]):
         after = calls[v][i + 1]
-        if kernel not in free or after not in settled or any(n == f"{v}:{kernel}" for n, _ in out):
+        if kernel not in free or after not in settled or f"{v}:{kernel}" in taken:
             continue
-        root = uf.find(f"{v}:{after}")
-        unit = {s: [n for n in info if n[0] == s and uf.find(n) == root] for s in "ab"}
+        nodes = members[uf.find(f"{v}:{after}")]
+        unit = {s: [n for n in nodes if n[0] == s] for s in "ab"}
         mine = [info[n]["flops"] for n in unit[v]] + [info[f"{v}:{kernel}"]["flops"]]
         theirs = [info[n]["flops"] for n in unit[other]]
         if None in mine or None in theirs or sum(theirs) < sum(mine):
             continue
         out.append((f"{v}:{kernel}", f"{v}:{after}"))
+        taken.add(f"{v}:{kernel}")
     return out
 
 
