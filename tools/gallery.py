@@ -72,7 +72,7 @@ ENTRIES: dict[str, dict[str, Any]] = {
     },
     "convnet_fusion_off_h200_analyze": {
         "kind": "analyze", "target": "cuda:sm_90",
-        "specs": ("fixtures/models/convnet/variants.toml#tvm_fused", "fixtures/models/convnet/variants.toml#tvm_unfused"),
+        "specs": (f"{MODELS_CAPTURE}/convnet/variants.toml#tvm_fused", f"{MODELS_CAPTURE}/convnet/variants.toml#tvm_unfused"),
         "run_archive": (f"{MODELS_CAPTURE}/results.tar.gz", "results/convnet_tvm"),
     },
     "llama_iree_hfuse_h200_analyze": {
