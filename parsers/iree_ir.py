@@ -333,9 +333,10 @@ def substitution_report(log: str) -> tuple[set[str], set[str]]:
 
 _LOC_ALIAS = re.compile(r"^(#loc\d*)\s*=\s*loc\((.*)\)\s*$", re.M)
 _FILE_LOC = re.compile(r'"([^"]*)":(\d+):(\d+)')
-# A bare name location, loc("chain"): a quoted string followed neither by ':line' (a file
-# location) nor by '(' (a name with a child location, as importers write op kinds: "aten::mm").
-_NAME_LOC = re.compile(r'"([^"]+)"(?![:(])')
+# A quoted string and what follows it: a bare name location, loc("chain"), is one followed neither
+# by ':line' (a file location) nor by '(' (a name with a child location, as importers write op
+# kinds: "aten::mm"). Matched whole, so that the quote closing one name never opens another.
+_QUOTED = re.compile(r'"([^"]*)"([:(]?)')
 _SCOPE_LOC = re.compile(r'"([^"]+)"\(')  # a name with a child location
 _ALIAS_REF = re.compile(r"#loc\d*")
 _DISPATCH_FUNC = re.compile(r"^\s+func\.func\s+(" + _SYM + r")\(", re.M)
@@ -351,10 +352,48 @@ def _loc_aliases(text: str) -> dict[str, str]:
     return {m.group(1): m.group(2) for m in _LOC_ALIAS.finditer(text)}
 
 
+def _callees(body: str) -> str:
+    """A location with every callsite(CALLEE at CALLER) replaced by its callee: the callers are the
+    frames that called the op's line (an exporter's own, the model's wrappers), shared by every op
+    of the module, so they identify none; also where the callsite sits inside a name,
+    loc("jit(f)/blocks.0/dot_general"(callsite(... at ...)))."""
+    out, i = [], 0
+    while (start := body.find("callsite(", i)) >= 0:
+        out.append(body[i:start])
+        at = end = _scan(body, start + len("callsite("), " at ")
+        if end < len(body) and body.startswith(" at ", end):
+            end = _scan(body, end, ")")
+        out.append(_callees(body[start + len("callsite("):at]))
+        i = end + 1
+    return "".join(out) + body[i:]
+
+
+def _scan(text: str, i: int, stop: str) -> int:
+    """The index of `stop` at bracket depth 0 from i, outside quoted strings (len(text) if none);
+    a ')' that closes the enclosing bracket also stops."""
+    depth, quoted = 0, False
+    while i < len(text):
+        c = text[i]
+        if quoted:
+            quoted = c != '"' or text[i - 1] == "\\"
+        elif c == '"':
+            quoted = True
+        elif depth == 0 and text.startswith(stop, i):
+            return i
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            if depth == 0:
+                return i
+            depth -= 1
+        i += 1
+    return i
+
+
 def _resolve_loc(body: str, aliases: dict[str, str], depth: int = 0, scopes: bool = False) -> list[str]:
     """'file:line:col' of the input ops a location names, and 'name:NAME' for each bare name location
     (names an input gives its ops, which identify an op across two source files): aliases followed,
-    a callsite's callee (the part before ' at ') taken, every member of a fused location kept.
+    each callsite's callee taken (_callees), every member of a fused location kept.
     scopes: instead, the name stacks among its named locations ('jit(model)/blocks.0/mlp/dot_general',
     as jax.export names each op), whole."""
     if depth > 32:  # an alias chain this long is a cycle
@@ -362,10 +401,9 @@ def _resolve_loc(body: str, aliases: dict[str, str], depth: int = 0, scopes: boo
     if scopes:  # a callsite's caller may hold the stack: callsite("gt" at "jit(f)/blocks.0/jit(_var)"(...))
         out = [n for n in _SCOPE_LOC.findall(body) if "/" in n]
     else:
-        if body.startswith("callsite(") and " at " in body:
-            body = body[len("callsite("):].split(" at ", 1)[0]
+        body = _callees(body)
         out = [f"{PurePosixPath(f).name}:{line}:{col}" for f, line, col in _FILE_LOC.findall(body)]
-        out += [f"name:{n}" for n in _NAME_LOC.findall(_FILE_LOC.sub("", body))]
+        out += [f"name:{n}" for n, follows in _QUOTED.findall(_FILE_LOC.sub("", body)) if n and not follows]
     for ref in _ALIAS_REF.findall(body):
         if ref in aliases:
             out += _resolve_loc(aliases[ref], aliases, depth + 1, scopes)

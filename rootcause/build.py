@@ -51,8 +51,14 @@ def cache_key(spec: VariantSpec) -> str:
     h.update(rootcause.__version__.encode())
     origin = Path(importlib.util.find_spec(frontends.module_of(spec.frontend)).origin)
     sources = sorted(origin.parent.rglob("*.py")) if origin.name == "__init__.py" else [origin]
-    for path in sources:  # a frontend change invalidates its builds
-        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    # a change to the frontend, or to what writes a bundle's catalog and inputs (the readers of
+    # compiler output, the exporters, the bundle writer), invalidates the builds
+    here = Path(__file__).parent
+    sources += sorted((here.parent / "parsers").glob("*.py")) + sorted((here / "exporters").glob("*.py"))
+    sources += [here / "artifacts" / "bundle.py", here / "inputs.py"]
+    for path in sources:
+        if path.is_file():
+            h.update(path.name.encode() + b"\0" + path.read_bytes())
     return h.hexdigest()[:16]
 
 

@@ -132,6 +132,25 @@ def test_jax_dispatches_name_the_scopes_of_their_ops(tmp_path: Path) -> None:
     assert {p for k in norms for p in k["module_paths"]} == scopes["reduce_sum"]
 
 
+def test_jax_pair_from_two_functions_blames_the_changed_module(tmp_path: Path) -> None:
+    """B's model comes from another function of the file (exact GELU, make_model_exact_gelu): the
+    change is in blocks.*.mlp only (the construction). The catalog's locations are the model's
+    own lines (never the frames of the export that called it, which every op shares), so the
+    normalisation dispatches stay out of the MLP's unit, and that unit is the largest delta."""
+    spec = JAX_MLP / "variants.toml"
+    proc = _rootcause("analyze", f"{spec}#iree", f"{spec}#iree_erf", "--out", str(tmp_path / "out"),
+                      "--budget-s", "4", "--no-confirm")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((tmp_path / "out" / "attribution.json").read_text())
+    for v in "ab":
+        for name, kernel in doc["catalogs"][v]["kernels"].items():
+            files = {loc.rsplit(":", 2)[0] for loc in kernel["source_locs"] if not loc.startswith("name:")}
+            assert files <= {"model.py"}, (name, kernel["source_locs"])
+    top = max(doc["units"], key=lambda u: abs(u["delta_ns"]["median"]))
+    assert top["module_paths"] == ["blocks.*.mlp"] and top["delta_ns"]["median"] > 0, top
+    assert not any("reduction" in k for k in top["kernels_a"] + top["kernels_b"]), top
+
+
 def _jax_params():
     sys.path.insert(0, str(JAX_MLP))
     try:
