@@ -199,6 +199,21 @@ def test_horizontal_fusion_pair_blames_the_fused_projections(tmp_path: Path) -> 
     assert (closure is not None and 0.95 <= closure <= 1.05) or any("closure" in c for c in doc["cannot_conclude"])
 
 
+def test_tvm_decoder_pair_is_analyzed_on_the_cpu(tmp_path: Path) -> None:
+    """The decoder's TVM fusion pair through `analyze` on llvm: every unit names the modules its
+    kernels compute (all of them are the decoder's), and closure is in 95-105% or a line says why."""
+    spec = LLAMA / "variants.toml"
+    proc = _rootcause("analyze", f"{spec}#tvm_fused", f"{spec}#tvm_unfused", "--out", str(tmp_path / "out"),
+                      "--budget-s", "4", "--no-confirm")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((tmp_path / "out" / "attribution.json").read_text())
+    modules = {pattern(n) for n, _ in _decoder().named_modules() if n}
+    assert doc["units"] and all(set(u["module_paths"]) <= modules for u in doc["units"]), modules
+    assert sum(u["repeats"] for u in doc["units"] if u["module_paths"][0].startswith("layers.*")) >= 8
+    closure = doc.get("closure")
+    assert (closure is not None and 0.95 <= closure <= 1.05) or any("closure" in c for c in doc["cannot_conclude"])
+
+
 def test_convnet_computes_what_torch_computes_with_both_compilers(tmp_path: Path) -> None:
     """The convnet built by TVM and by IREE on the CPU: each kernel set names the convolutions it
     computes, and the bundle's outputs are torch's own forward with the drawn weights."""
