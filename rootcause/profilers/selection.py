@@ -102,6 +102,22 @@ def steps_as_calls(events: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     return events.assign(call=idx.astype("int64"))
 
 
+def _without_cut_steps(events: pd.DataFrame, steps: pd.DataFrame, notes: list[str], label: str) -> pd.DataFrame:
+    """steps less the last ones in which no GPU row starts, where earlier steps have some: the
+    profiler stopped in them (a ProfilerStep a few us long, cut by the trace's end), so they are
+    no step's time."""
+    calls = steps_as_calls(events, steps)["call"]
+    busy = set(calls[calls >= 0].tolist())
+    keep = len(steps)
+    while keep > 1 and (keep - 1) not in busy and busy:
+        keep -= 1
+    if keep < len(steps):
+        cut = steps.iloc[keep:]
+        notes.append(f"variant {label}: {', '.join(cut['name'])} left out ({', '.join(f'{d / 1e3:.1f} us' for d in cut['duration_ns'])}): "
+                     "no GPU work starts in it, the trace ends inside it")
+    return steps.iloc[:keep]
+
+
 def steps_whole_graph(steps: pd.DataFrame) -> WholeGraph:
     from rootcause.stats import median_ci
 
@@ -162,6 +178,7 @@ def read_profile(path: str, calls: int | None, notes: list[str], label: str,
                  f"{len(steps)} ProfilerStep span(s) ({steps['name'].iloc[0]} to {steps['name'].iloc[-1]})")
         notes.append(f"variant {label}: {len(events)} GPU rows split into the trace's {spans}; the whole-graph time "
                      "is the steps' wall time, host included")
+        steps = _without_cut_steps(events, steps, notes, label)
         return Profile(steps_as_calls(events, steps), steps_whole_graph(steps), devices, len(steps), steps, host)
     if calls is None:
         whole = launch_interval_whole_graph(events)

@@ -1,0 +1,133 @@
+"""Published traces of 2021-2025 (fixtures/captures/published-traces and kineto-2021-tb-plugin,
+PROVENANCE.md in each) through `rootcause compare`, against what the traces themselves say, read
+here with gzip and json alone: their ProfilerStep spans (the whole-graph truth), their kernel
+rows (the largest change by kernel name), their devices and their host spans.
+
+Right means: every step read as a call; the per-step medians' ratio within 5% of the steps' own
+median ratio; a significant headline only in the direction the steps go; the device of each
+side its own; where a side's kernels or host moved by more than the noise, the unit or host row
+that says so."""
+from __future__ import annotations
+
+import gzip
+import json
+import statistics
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PUB = ROOT / "fixtures" / "captures" / "published-traces"
+TB = ROOT / "fixtures" / "captures" / "kineto-2021-tb-plugin"
+PAIRS = {
+    "kineto-2021-02-workers": (PUB / "kineto/resnet50_num_workers_0.worker0.2021-02.pt.trace.json.gz",
+                               PUB / "kineto/resnet50_num_workers_4.worker0.2021-02.pt.trace.json.gz"),
+    "kineto-2021-06-windows": (TB / "resnet50_num_workers_4.worker0.1623212756351.pt.trace.json.gz",
+                               PUB / "kineto/resnet50_num_workers_4.worker0.1623213129365.pt.trace.json.gz"),
+    "hta-trace-diff": (PUB / "hta/trace_diff.control.json.gz", PUB / "hta/trace_diff.test.json.gz"),
+    "hta-ranks": (PUB / "hta/trace_filter.sampled_rank-0.json.gz", PUB / "hta/trace_filter.sampled_rank-1.json.gz"),
+    "hta-nccl-self": (PUB / "hta/nccl_parser_config.nccl_data.json.gz",) * 2,
+    "hta-amd-self": (PUB / "hta/amd_trace.mi250_minitoy_train_ROCm6_2_kineto.json.gz",) * 2,
+    "hta-trace-compare": (PUB / "hta/trace_compare.base.json.gz", PUB / "hta/trace_compare.test.json.gz"),
+}
+
+
+def _events(path: Path) -> dict:
+    return json.loads(gzip.open(path).read())
+
+
+GPU_CATS = ("kernel", "gpu_memcpy", "memcpy", "gpu_memset", "memset")
+
+
+def _steps(doc: dict) -> list[tuple[float, float]]:
+    """(start, end) in us of each host ProfilerStep#N span, in order, up to the last one in which
+    GPU work starts (a step the trace ends inside, with no GPU work, is no step's time)."""
+    spans = sorted({(e["ts"], e["ts"] + e["dur"]) for e in doc["traceEvents"]
+                    if str(e.get("name", "")).startswith("ProfilerStep#") and e.get("ph") == "X"
+                    and e.get("cat") not in ("gpu_user_annotation",)})
+    gpu = [e["ts"] for e in doc["traceEvents"] if str(e.get("cat", "")).lower() in GPU_CATS and e.get("ph") == "X"]
+    while len(spans) > 1 and not any(spans[-1][0] <= t for t in gpu):
+        spans.pop()
+    return spans
+
+
+def _kernel_time_per_step(doc: dict) -> dict[str, float]:
+    """Kernel and copy time (us) per step by name, over the steps' span."""
+    steps = _steps(doc)
+    first, last = steps[0][0], steps[-1][1]
+    total: dict[str, float] = defaultdict(float)
+    for e in doc["traceEvents"]:
+        if str(e.get("cat", "")).lower() in GPU_CATS and e.get("ph") == "X" and first <= e["ts"] < last:
+            total[e["name"]] += e["dur"] / len(steps)
+    return total
+
+
+@pytest.fixture(scope="module")
+def compared(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    out = {}
+    for name, (a, b) in PAIRS.items():
+        folder = tmp_path_factory.mktemp(name)
+        proc = subprocess.run([sys.executable, "-m", "rootcause", "compare", str(a), str(b), "--out", str(folder)],
+                              capture_output=True, text=True)
+        assert proc.returncode == 0, (name, proc.stderr)
+        out[name] = {"doc": json.loads((folder / "attribution.json").read_text()), "text": proc.stdout,
+                     "a": _events(a), "b": _events(b)}
+    return out
+
+
+@pytest.mark.parametrize("name", list(PAIRS))
+def test_each_step_is_a_call_and_the_ratio_is_the_steps_own(compared: dict, name: str) -> None:
+    pair = compared[name]
+    doc, w = pair["doc"], pair["doc"]["whole_graph"]
+    durations = {v: [end - start for start, end in _steps(pair[v])] for v in "ab"}
+    assert w["source"] == "profiler-steps"
+    assert [doc["variants"][v]["calls"] for v in "ab"] == [len(durations["a"]), len(durations["b"])]
+    truth = statistics.median(durations["b"]) / statistics.median(durations["a"])
+    assert w["b"]["median"] / w["a"]["median"] == pytest.approx(truth, rel=0.05), (w, truth)
+    if w["significant"]:  # a headline only in the steps' direction
+        assert (w["delta_ns"]["median"] > 0) == (truth > 1), (w, truth)
+
+
+def test_the_a100_against_the_v100_pair_names_each_gpu_and_what_moved(compared: dict) -> None:
+    """HTA's own TraceDiff pair: an A100 rank against a V100 rank. Each side's device is its own;
+    the headline says B is slower (the steps: 1.49x); the kernel name whose time per step grew
+    most in the raw rows (device-to-device copies, 3 -> 768 a step) is in the top unit; the host
+    row that moved most is the one the steps' host spans say."""
+    pair = compared["hta-trace-diff"]
+    doc = pair["doc"]
+    assert (doc["device"], doc["device_b"]) == ("A100", "V100")
+    assert doc["whole_graph"]["significant"] and doc["whole_graph"]["delta_ns"]["median"] > 0
+    per = {v: _kernel_time_per_step(pair[v]) for v in "ab"}
+    moved = max(set(per["a"]) | set(per["b"]), key=lambda k: abs(per["b"].get(k, 0) - per["a"].get(k, 0)))
+    top = max(doc["units"], key=lambda u: abs(u["delta_ns"]["median"]))
+    assert moved in top["kernels_b"], (moved, top["kernels_b"][:5])
+    assert "the V100" in pair["text"] and "the A100" in pair["text"]
+
+
+def test_a_data_loader_change_of_2021_is_named_on_the_host(compared: dict) -> None:
+    """workers 0 -> 4 (February 2021 format): the steps go 155 -> 121 ms and the host's data
+    loader fetches, read from the raw spans, shrink by the most of any host op; rootcause's host
+    row for the fetch has that sign and is significant."""
+    pair = compared["kineto-2021-02-workers"]
+    fetch = {}
+    for v in "ab":
+        steps = _steps(pair[v])
+        spans = [e["dur"] for e in pair[v]["traceEvents"] if e.get("ph") == "X"
+                 and str(e.get("name", "")).startswith("enumerate(DataLoader)#")
+                 and steps[0][0] <= e["ts"] < steps[-1][1]]
+        fetch[v] = sum(spans) / len(steps)
+    assert fetch["b"] < fetch["a"] / 4  # the construction of the pair: the fetch left the step
+    row = next(r for r in pair["doc"]["host"]["units"] if r["name"].startswith("enumerate(DataLoader)#"))
+    assert row["significant"] and row["delta_ns"]["median"] < 0
+    assert row["delta_ns"]["median"] / 1e3 == pytest.approx(fetch["b"] - fetch["a"], rel=0.25)
+
+
+@pytest.mark.parametrize("name", ["hta-nccl-self", "hta-amd-self"])
+def test_a_trace_against_itself_blames_nothing(compared: dict, name: str) -> None:
+    doc = compared[name]["doc"]
+    assert not doc["whole_graph"]["significant"] and not any(u["significant"] for u in doc["units"])
+    kernels = sum(1 for e in compared[name]["a"]["traceEvents"] if str(e.get("cat", "")).lower() == "kernel")
+    assert kernels and doc["variants"]["a"]["launches_per_call"] > 0
