@@ -155,6 +155,7 @@ class WholeGraph:
     low_ns: float
     high_ns: float
     source: str  # 'measured' | 'profiled-span' | 'profiler-steps' | 'loader-iterations' | 'launch-interval'
+    # | 'call-interval'
     samples: int | None = None
 
     def interval(self) -> Interval:

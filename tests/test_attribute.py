@@ -1,6 +1,7 @@
 """Attribution on the real H200 CUPTI capture of the pool_fusion case, checked against the capture's own
 records (plain json + statistics, not the code under test)."""
 import json
+import re
 import shlex
 import shutil
 import statistics
@@ -168,7 +169,9 @@ def test_compare_writes_versioned_attribution(tmp_path, raw_calls):
         assert key in doc
     assert doc["variants"]["a"]["calls"] == 20 and doc["variants"]["b"]["calls"] == 20
     assert doc["units"][0]["kernels_b"][0] == "fused_pool2d_add2_kernel"
-    assert r.stdout.startswith("ON is 1.4") and "fused_pool2d_add2_kernel" in r.stdout
+    # no measurement: a call's time is the call-to-call interval of the profile (~1.4x, CUPTI's cost included)
+    assert re.match(r"ON is 1\.[34]\dx slower", r.stdout) and "fused_pool2d_add2_kernel" in r.stdout
+    assert doc["whole_graph"]["source"] == "call-interval"
     assert "Closure:" in r.stdout and "Cannot conclude: without both catalogs" in r.stdout
 
 

@@ -20,19 +20,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PUB = ROOT / "fixtures" / "captures" / "published-traces"
-TB = ROOT / "fixtures" / "captures" / "kineto-2021-tb-plugin"
-PAIRS = {
-    "kineto-2021-02-workers": (PUB / "kineto/resnet50_num_workers_0.worker0.2021-02.pt.trace.json.gz",
-                               PUB / "kineto/resnet50_num_workers_4.worker0.2021-02.pt.trace.json.gz"),
-    "kineto-2021-06-windows": (TB / "resnet50_num_workers_4.worker0.1623212756351.pt.trace.json.gz",
-                               PUB / "kineto/resnet50_num_workers_4.worker0.1623213129365.pt.trace.json.gz"),
-    "hta-trace-diff": (PUB / "hta/trace_diff.control.json.gz", PUB / "hta/trace_diff.test.json.gz"),
-    "hta-ranks": (PUB / "hta/trace_filter.sampled_rank-0.json.gz", PUB / "hta/trace_filter.sampled_rank-1.json.gz"),
-    "hta-nccl-self": (PUB / "hta/nccl_parser_config.nccl_data.json.gz",) * 2,
-    "hta-amd-self": (PUB / "hta/amd_trace.mi250_minitoy_train_ROCm6_2_kineto.json.gz",) * 2,
-    "hta-trace-compare": (PUB / "hta/trace_compare.base.json.gz", PUB / "hta/trace_compare.test.json.gz"),
-}
+CAPTURES = ROOT / "fixtures" / "captures"
+PAIRS = {name: tuple(CAPTURES / f for f in files) for name, files in
+         json.loads((CAPTURES / "published-traces" / "pairs.json").read_text())["pairs"].items()}
 
 
 def _events(path: Path) -> dict:

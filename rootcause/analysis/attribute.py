@@ -379,6 +379,8 @@ WHOLE_NOTES = {
                          "each one's wall time, host included",
     "launch-interval": "one launch a call (no call markers): the interval from one launch's start to the next, "
                        "host included",
+    "call-interval": "calls found in the profile (no call markers): the interval from one call's first GPU row "
+                     "to the next call's, host included",
 }
 
 

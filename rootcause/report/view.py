@@ -116,7 +116,8 @@ def verdict_sentence(v: dict[str, Any]) -> str:
     source = {"measured": "measured", "profiled-span": "profiled span",
               "profiler-steps": "ProfilerStep wall time",
               "loader-iterations": "iteration wall time, data-loader fetch to fetch",
-              "launch-interval": "launch-to-launch interval, host included"}.get(v["source"], str(v["source"]))
+              "launch-interval": "launch-to-launch interval, host included",
+              "call-interval": "call-to-call interval, host included"}.get(v["source"], str(v["source"]))
     if v.get("undetermined"):
         text = f"No whole-graph verdict: {v['undetermined']}. {v['b']} against {v['a']}: {times}"
     elif v["significant"] is False or v["ratio"] is None:

@@ -1,0 +1,100 @@
+"""The trace corpus table (docs/TRACE_CORPUS.md): `rootcause compare` on every committed trace pair,
+beside the pair's own truth.
+
+    python tools/trace_corpus.py > /tmp/table.md
+
+Pairs: the published traces (fixtures/captures/published-traces/pairs.json; truth: the median of
+each trace's ProfilerStep spans, read here with json) and the H200 Kineto captures (each
+capture's truth.json `pairs`: the step or call times its capture script measured). Each pair runs
+through the installed command in its own process, as a user runs it; the row says what the
+headline said, whether its ratio is within 5% of the truth's, whether a significant headline
+goes the truth's way, and the top kernel unit and host row.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CAPTURES = ROOT / "fixtures" / "captures"
+KINETO = ("h200-2026-12-03-kineto", "h200-2026-12-03-kineto2", "h200-2026-12-04-kineto3", "h200-2026-12-05-kineto4")
+
+
+def step_median_ms(path: Path) -> float | None:
+    """Median host ProfilerStep span (ms), up to the last step in which GPU work starts."""
+    events = json.loads(gzip.open(path).read())["traceEvents"]
+    spans = sorted({(e["ts"], e["dur"]) for e in events if e.get("ph") == "X"
+                    and str(e.get("name", "")).startswith("ProfilerStep#") and e.get("cat") != "gpu_user_annotation"})
+    gpu = [e["ts"] for e in events if e.get("ph") == "X"
+           and str(e.get("cat", "")).lower() in ("kernel", "gpu_memcpy", "memcpy", "gpu_memset", "memset")]
+    while len(spans) > 1 and not any(t >= spans[-1][0] for t in gpu):
+        spans.pop()
+    return statistics.median(d for _, d in spans) / 1e3 if spans else None
+
+
+def pairs() -> list[tuple[str, Path, Path, float | None]]:
+    """(name, A, B, truth B/A) of every pair."""
+    out = []
+    published = json.loads((CAPTURES / "published-traces" / "pairs.json").read_text())["pairs"]
+    for name, (a, b) in published.items():
+        ma, mb = step_median_ms(CAPTURES / a), step_median_ms(CAPTURES / b)
+        out.append((name, CAPTURES / a, CAPTURES / b, mb / ma if ma and mb else None))
+    for capture in KINETO:
+        truth = json.loads((CAPTURES / capture / "truth.json").read_text())
+        for name, p in truth["pairs"].items():
+            out.append((f"{capture.removeprefix('h200-')}/{name}", CAPTURES / capture / f"{p['a']}.json.gz",
+                        CAPTURES / capture / f"{p['b']}.json.gz", p.get("ratio_b_over_a")))
+    return out
+
+
+def row(name: str, a: Path, b: Path, truth: float | None) -> str:
+    with tempfile.TemporaryDirectory() as tmp:
+        proc = subprocess.run([sys.executable, "-m", "rootcause", "compare", str(a), str(b), "--out", tmp],
+                              capture_output=True, text=True, cwd=ROOT)
+        if proc.returncode != 0:
+            line = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+            return f"| {name} | {_fmt(truth)} | exit {proc.returncode}: {line[:160]} | - | - | - | - |"
+        doc = json.loads((Path(tmp) / "attribution.json").read_text())
+    w = doc["whole_graph"]
+    ratio = w["b"]["median"] / w["a"]["median"] if w.get("a") and w.get("b") and w["a"]["median"] else None
+    verdict = ("undetermined" if w.get("undetermined") else
+               ("significant" if w.get("significant") else "not significant"))
+    within = "yes" if ratio and truth and abs(ratio / truth - 1) <= 0.05 else "no"
+    direction = ("-" if not w.get("significant") or truth is None else
+                 "yes" if (w["delta_ns"]["median"] > 0) == (truth > 1) else "**no**")
+    top = max(doc["units"], key=lambda u: abs(u["delta_ns"]["median"]), default=None)
+    unit = (f"{_short((top['kernels_b'] or top['kernels_a'])[0])} {top['delta_ns']['median'] / 1e3:+.1f} us"
+            f"{'' if top.get('significant') else ' (n.s.)'}" if top else "-")
+    host = (doc.get("host") or {}).get("units") or []
+    moved = max(host, key=lambda r: abs(r["delta_ns"]["median"]), default=None)
+    host_cell = (f"{_short(moved['name'])} {moved['delta_ns']['median'] / 1e6:+.1f} ms"
+                 f"{'' if moved.get('significant') else ' (n.s.)'}" if moved else "-")
+    devices = " / ".join(dict.fromkeys(str(d) for d in (doc.get("device"), doc.get("device_b")) if d)) or "-"
+    return (f"| {name} | {_fmt(truth)} | {_fmt(ratio)} {verdict} ({devices}) | {within} | {direction} | "
+            f"{unit} | {host_cell} |")
+
+
+def _fmt(x: float | None) -> str:
+    return f"{x:.3f}" if isinstance(x, (int, float)) else "n/a"
+
+
+def _short(name: str, limit: int = 48) -> str:
+    name = name.replace("|", "/")
+    return f"`{name[:limit]}{'...' if len(name) > limit else ''}`"
+
+
+def main() -> int:
+    print("| pair | truth B/A | rootcause B/A, headline (GPUs) | ratio within 5% | direction | top kernel unit | host row that moved most |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for p in pairs():
+        print(row(*p), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
