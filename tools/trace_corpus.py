@@ -37,34 +37,43 @@ def step_median_ms(path: Path) -> float | None:
     return statistics.median(d for _, d in spans) / 1e3 if spans else None
 
 
-def pairs() -> list[tuple[str, Path, Path, float | None]]:
-    """(name, A, B, truth B/A) of every pair."""
+def pairs() -> list[tuple[str, Path, Path, float | None, str]]:
+    """(name, A, B, truth B/A, what the truth is) of every pair: the traces' own steps where they
+    have ProfilerSteps, else the capture script's own timing of each call (truth.json)."""
     out = []
     published = json.loads((CAPTURES / "published-traces" / "pairs.json").read_text())["pairs"]
     for name, (a, b) in published.items():
-        ma, mb = step_median_ms(CAPTURES / a), step_median_ms(CAPTURES / b)
-        out.append((name, CAPTURES / a, CAPTURES / b, mb / ma if ma and mb else None))
+        out.append((name, CAPTURES / a, CAPTURES / b, *_steps_truth(CAPTURES / a, CAPTURES / b)))
     for capture in KINETO:
         truth = json.loads((CAPTURES / capture / "truth.json").read_text())
         for name, p in truth["pairs"].items():
-            out.append((f"{capture.removeprefix('h200-')}/{name}", CAPTURES / capture / f"{p['a']}.json.gz",
-                        CAPTURES / capture / f"{p['b']}.json.gz", p.get("ratio_b_over_a")))
+            a, b = CAPTURES / capture / f"{p['a']}.json.gz", CAPTURES / capture / f"{p['b']}.json.gz"
+            ratio, what = _steps_truth(a, b)
+            if ratio is None:
+                ratio, what = p.get("ratio_b_over_a"), f"script's {p.get('unit', 'call')} timing"
+            out.append((f"{capture.removeprefix('h200-')}/{name}", a, b, ratio, what))
     return out
 
 
-def row(name: str, a: Path, b: Path, truth: float | None) -> str:
+def _steps_truth(a: Path, b: Path) -> tuple[float | None, str]:
+    ma, mb = step_median_ms(a), step_median_ms(b)
+    return (mb / ma, "steps") if ma and mb else (None, "no steps")
+
+
+def row(name: str, a: Path, b: Path, truth: float | None, what: str) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         proc = subprocess.run([sys.executable, "-m", "rootcause", "compare", str(a), str(b), "--out", tmp],
                               capture_output=True, text=True, cwd=ROOT)
         if proc.returncode != 0:
             line = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-            return f"| {name} | {_fmt(truth)} | exit {proc.returncode}: {line[:160]} | - | - | - | - |"
+            return f"| {name} | {_fmt(truth)} ({what}) | exit {proc.returncode}: {line[:160]} | - | - | - | - |"
         doc = json.loads((Path(tmp) / "attribution.json").read_text())
     w = doc["whole_graph"]
     ratio = w["b"]["median"] / w["a"]["median"] if w.get("a") and w.get("b") and w["a"]["median"] else None
     verdict = ("undetermined" if w.get("undetermined") else
                ("significant" if w.get("significant") else "not significant"))
-    within = "yes" if ratio and truth and abs(ratio / truth - 1) <= 0.05 else "no"
+    within = ("no headline" if w.get("undetermined") else
+              "yes" if ratio and truth and abs(ratio / truth - 1) <= 0.05 else "no")
     direction = ("-" if not w.get("significant") or truth is None else
                  "yes" if (w["delta_ns"]["median"] > 0) == (truth > 1) else "**no**")
     top = max(doc["units"], key=lambda u: abs(u["delta_ns"]["median"]), default=None)
@@ -75,7 +84,7 @@ def row(name: str, a: Path, b: Path, truth: float | None) -> str:
     host_cell = (f"{_short(moved['name'])} {moved['delta_ns']['median'] / 1e6:+.1f} ms"
                  f"{'' if moved.get('significant') else ' (n.s.)'}" if moved else "-")
     devices = " / ".join(dict.fromkeys(str(d) for d in (doc.get("device"), doc.get("device_b")) if d)) or "-"
-    return (f"| {name} | {_fmt(truth)} | {_fmt(ratio)} {verdict} ({devices}) | {within} | {direction} | "
+    return (f"| {name} | {_fmt(truth)} ({what}) | {_fmt(ratio)} {verdict} ({devices}) | {within} | {direction} | "
             f"{unit} | {host_cell} |")
 
 
@@ -89,7 +98,7 @@ def _short(name: str, limit: int = 48) -> str:
 
 
 def main() -> int:
-    print("| pair | truth B/A | rootcause B/A, headline (GPUs) | ratio within 5% | direction | top kernel unit | host row that moved most |")
+    print("| pair | truth B/A (from) | rootcause B/A, headline (GPUs) | ratio within 5% | direction | top kernel unit | host row that moved most |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for p in pairs():
         print(row(*p), flush=True)
