@@ -410,6 +410,25 @@ def _resolve_loc(body: str, aliases: dict[str, str], depth: int = 0, scopes: boo
     return list(dict.fromkeys(out))
 
 
+_OP_AT = re.compile(r'\s*(?:%[\w#:.$-]+(?:\s*,\s*%[\w#:.$-]+)*\s*=\s*)?"?([a-z_][\w$]*\.[\w.$]+)')
+
+
+def ops_at(text: str, file: str, locs: list[str]) -> list[str]:
+    """For each 'file:line:col' location into `text` (the source file named `file`, by base name):
+    the op that starts there ('math.tanh', 'linalg.generic'); '' for another file's location, a
+    name location, or a place where no op starts."""
+    lines = text.split("\n")
+    out = []
+    for loc in locs:
+        where, _, rest = loc.rpartition(":")
+        name, _, line = where.rpartition(":")
+        found = None
+        if name == file and line.isdigit() and rest.isdigit() and 0 < int(line) <= len(lines):
+            found = _OP_AT.match(lines[int(line) - 1], max(int(rest) - 1, 0))
+        out.append(found.group(1) if found else "")
+    return out
+
+
 _DISPATCH_CALL = re.compile(r"\bflow\.dispatch\s+(" + _SYM + r")::(" + _SYM + r")")
 
 

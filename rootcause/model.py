@@ -63,6 +63,9 @@ class CatalogKernel:
       computes, where the compiler carries them (IREE's MLIR locations: a fused dispatch keeps its
       producers' locations, a split reduction's dispatches share one). Kernels of two variants
       built from one source that share a location compute (part of) the same input op.
+    - source_op_kinds: the op each source_loc names, read from the source text ('math.tanh',
+      'linalg.generic'; '' where not known), in source_locs order: what lets kernels of two
+      variants built from two source files be compared by what they compute.
     - bytes_moved: bytes the kernel must read + write at minimum (from buffer shapes), or None.
     - flops: arithmetic work estimate, or None.
     - module_paths: for a model source ([model]), the modules of the model whose ops the kernel
@@ -77,6 +80,7 @@ class CatalogKernel:
     resources: dict[str, Any] = field(default_factory=dict)
     schedule: dict[str, Any] = field(default_factory=dict)
     source_locs: list[str] = field(default_factory=list)
+    source_op_kinds: list[str] = field(default_factory=list)
     bytes_moved: int | None = None
     flops: int | None = None
     module_paths: list[str] = field(default_factory=list)

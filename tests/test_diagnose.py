@@ -164,7 +164,9 @@ def einsum_runs(tmp_path_factory):
     import subprocess
 
     from rootcause import spec as spec_mod
+    from rootcause.artifacts.bundle import bundle_inputs, read_bundle
     from rootcause.build import build_bundle
+    from rootcause.frontends.iree.runtime import tool_input
 
     base = tmp_path_factory.mktemp("einsum")
     old = os.environ.get("ROOTCAUSE_CACHE")
@@ -175,7 +177,8 @@ def einsum_runs(tmp_path_factory):
             d = base / v
             build_bundle(spec_mod.load(f"{EINSUM / 'variants.toml'}#{v}"), d)
             manifest = json.loads((d / "manifest.json").read_text())
-            inputs = [f"--input=@{d / i['file']}" for i in manifest["inputs"]]
+            # drawn inputs are not stored: drawn again from the bundle, written for the tool
+            inputs = [f"--input={tool_input(a, base / f'{v}_input{i}')}" for i, a in enumerate(bundle_inputs(read_bundle(d)))]
             prof = base / f"{v}.ireeprof"
             subprocess.run([str(_iree_tool("iree-benchmark-module")), f"--module={d / manifest['module']}",
                             "--device=local-task", f"--function={manifest['entry']}", *inputs,

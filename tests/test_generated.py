@@ -119,3 +119,29 @@ def test_the_h200_tvm_batch_against_its_construction(tmp_path):
         assert att is not None, f"{case}: {err}"
         row = gen.score(pair, att)
         assert row["slower"] and row["top"] and row["false"] == 0, (case, row)
+
+
+def test_kernels_of_two_source_files_say_which_ops_they_compute(analyzed):
+    """A and B are two MLIR files (the chain in its own dispatch in a.mlir, fused into the
+    contraction in b.mlir): their locations share no file, so each kernel's catalog reads the op
+    at each of its locations. The truth is the generated chain: A's elementwise kernel holds a
+    linalg.generic and the chain's math ops in order; B's one kernel holds those and the
+    contraction's multiply and add."""
+    pair, att = analyzed["recompute"]
+    chain = [f"math.{op}" for op in pair.truth["chain"]]
+    kinds = {(v, name): k["source_op_kinds"] for v in "ab" for name, k in att["catalogs"][v]["kernels"].items()}
+    (elementwise,) = [k for (v, name), k in kinds.items() if v == "a" and "elementwise" in name]
+    assert elementwise == ["linalg.generic", *chain]
+    (fused,) = [k for (v, _), k in kinds.items() if v == "b"]
+    assert sorted(fused) == sorted(["linalg.generic", *chain, "arith.mulf", "arith.addf"])
+
+
+def test_recomputation_is_named_across_two_source_files(analyzed):
+    """Where the construction makes B slower (each chain value recomputed for every output column)
+    and the headline says so, the blamed unit's finding is the recomputation."""
+    pair, att = analyzed["recompute"]
+    whole = att["whole_graph"]
+    if pair.truth["cause_rule"] != "recomputation" or not whole["significant"] or whole["delta_ns"]["median"] < 0:
+        pytest.skip("this seed's construction or this machine's measurement decides no slower B")
+    top = max(att["units"], key=lambda u: abs(u["delta_ns"]["median"]))
+    assert "recomputation" in {f["rule"] for f in top["findings"]}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -23,7 +24,7 @@ from rootcause.analysis.attribute import Attribution
 from rootcause.model import COUNTER_COLUMNS, CatalogKernel, strip_kernel
 
 # A fused kernel doing this many times the replaced kernels' work recomputes its producers.
-RECOMPUTE_FACTOR = 4.0
+RECOMPUTE_FACTOR = 1.5
 # The other side launching this many times the threads for the same ops makes a starved launch a cause.
 PARALLELISM_FACTOR = 8
 # A hardware-counter ratio (L2 sectors, sectors per request, wavefronts per shared instruction)
@@ -356,6 +357,29 @@ def _ops(side: Side, kernel: str) -> set[str]:
     return set(cat.source_locs) or set(cat.source_ops)
 
 
+def _fused_parts(fused: Side, kernel: str, other: Side, by_location: bool = True) -> list[str]:
+    """The other side's kernels whose ops `kernel` computes, each a strict part of them: by input
+    locations (one source file), else, where the two sides' sources are different files, by the
+    kinds of op those locations name (a multiset: the fused kernel holds every op of each part)."""
+    covered = _ops(fused, kernel)
+    if by_location:
+        parts = [k for k in other.kernels.kernel if _ops(other, k) and _ops(other, k) < covered]
+        if parts or _files(covered) & _files(set().union(*(_ops(other, k) for k in other.kernels.kernel))):
+            return parts
+    kinds = _op_kinds(fused, kernel)
+    return [k for k in other.kernels.kernel
+            if _op_kinds(other, k) and not _op_kinds(other, k) - kinds and _op_kinds(other, k) != kinds]
+
+
+def _files(locs: set[str]) -> set[str]:
+    return {loc.rsplit(":", 2)[0] for loc in locs if loc.count(":") >= 2 and not loc.startswith("name:")}
+
+
+def _op_kinds(side: Side, kernel: str) -> Counter:
+    cat = side.cat(kernel)
+    return Counter(k for k in (cat.source_op_kinds if cat else []) if k)
+
+
 def _work(side: Side, metric: str) -> float | None:
     """Per call: the side's kernels' flops or bytes moved (catalog value x launches), None if any is unknown."""
     total = 0.0
@@ -375,7 +399,9 @@ def recomputation(ctx: Context) -> list[dict[str, Any]]:
     with more launches, never on the faster side, never across a pairing that is not by ops
     (shape, remainder)."""
     la, lb = ctx.unit["launches_a"], ctx.unit["launches_b"]
-    if ctx.unit.get("method") not in op_evidence_tiers():
+    # 'absorbed' (a producer joined to the consumer launched after it, the catalogs' work
+    # permitting) is checked below by what the kernels compute, as read from their sources
+    if ctx.unit.get("method") not in (*op_evidence_tiers(), "absorbed"):
         if la != lb:
             ctx.attribution.cannot_conclude.append(
                 f"unit {ctx.unit['unit']}: joined by {ctx.unit.get('method')}, not by the ops its kernels compute: "
@@ -389,8 +415,7 @@ def recomputation(ctx: Context) -> list[dict[str, Any]]:
     top = fused.dominant()
     if top is None or other.kernels.empty:
         return []
-    covered = _ops(fused, top["kernel"])
-    parts = [k for k in other.kernels.kernel if _ops(other, k) and _ops(other, k) < covered]
+    parts = _fused_parts(fused, top["kernel"], other, by_location=ctx.unit.get("method") != "absorbed")
     if len(parts) < 2:
         return []  # not a fusion of the other side's kernels (the same op split, or unrelated kernels)
     for metric in ("flops", "bytes_moved"):
@@ -406,7 +431,7 @@ def recomputation(ctx: Context) -> list[dict[str, Any]]:
                     f"kernel recomputes its producers.")
         return [_finding(ctx, "recomputation", sentence, source=f"static {metric}, catalog source ops",
                          metric=metric, ratio=ratio, fused_kernel=top["kernel"], replaced=parts,
-                         covered_ops=sorted(covered), **{fused.label: wf, other.label: wo})]
+                         covered_ops=sorted(_ops(fused, top["kernel"])), **{fused.label: wf, other.label: wo})]
     ctx.attribution.cannot_conclude.append(
         f"unit {ctx.unit['unit']}: `{top['kernel']}` fuses the ops of {len(parts)} kernels, but the catalogs "
         "give neither flops nor bytes moved for all of them: recomputation was not checked")

@@ -100,6 +100,9 @@ def build(spec: Any, out_dir: Path) -> BuildOutput:
                      + (located.stderr.strip().splitlines() or ["no output"])[-1])
 
     kernels = catalog(out_dir, spec.target, notes)
+    source_text = spec.source.read_text(errors="replace")
+    for kernel in kernels:
+        kernel.source_op_kinds = iree_ir.ops_at(source_text, spec.source.name, kernel.source_locs)
     versions = {"iree-compiler": compiler_version(), "python": sys.version.split()[0]}
     if exported is not None:
         # a deduplicated executable's body keeps its first site's locations; its calls keep each site's
