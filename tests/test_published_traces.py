@@ -20,6 +20,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+import trace_corpus  # noqa: E402  (the corpus's truth: the traces' own steps, read with json)
+
 CAPTURES = ROOT / "fixtures" / "captures"
 PAIRS = {name: tuple(CAPTURES / f for f in files) for name, files in
          json.loads((CAPTURES / "published-traces" / "pairs.json").read_text())["pairs"].items()}
@@ -29,19 +32,8 @@ def _events(path: Path) -> dict:
     return json.loads(gzip.open(path).read())
 
 
-GPU_CATS = ("kernel", "gpu_memcpy", "memcpy", "gpu_memset", "memset")
-
-
 def _steps(doc: dict) -> list[tuple[float, float]]:
-    """(start, end) in us of each host ProfilerStep#N span, in order, up to the last one in which
-    GPU work starts (a step the trace ends inside, with no GPU work, is no step's time)."""
-    spans = sorted({(e["ts"], e["ts"] + e["dur"]) for e in doc["traceEvents"]
-                    if str(e.get("name", "")).startswith("ProfilerStep#") and e.get("ph") == "X"
-                    and e.get("cat") not in ("gpu_user_annotation",)})
-    gpu = [e["ts"] for e in doc["traceEvents"] if str(e.get("cat", "")).lower() in GPU_CATS and e.get("ph") == "X"]
-    while len(spans) > 1 and not any(spans[-1][0] <= t for t in gpu):
-        spans.pop()
-    return spans
+    return trace_corpus.profiler_steps(doc["traceEvents"])
 
 
 def _kernel_time_per_step(doc: dict) -> dict[str, float]:
@@ -50,7 +42,7 @@ def _kernel_time_per_step(doc: dict) -> dict[str, float]:
     first, last = steps[0][0], steps[-1][1]
     total: dict[str, float] = defaultdict(float)
     for e in doc["traceEvents"]:
-        if str(e.get("cat", "")).lower() in GPU_CATS and e.get("ph") == "X" and first <= e["ts"] < last:
+        if str(e.get("cat", "")).lower() in trace_corpus.GPU_CATS and e.get("ph") == "X" and first <= e["ts"] < last:
             total[e["name"]] += e["dur"] / len(steps)
     return total
 

@@ -25,16 +25,25 @@ CAPTURES = ROOT / "fixtures" / "captures"
 KINETO = ("h200-2026-12-03-kineto", "h200-2026-12-03-kineto2", "h200-2026-12-04-kineto3", "h200-2026-12-05-kineto4")
 
 
-def step_median_ms(path: Path) -> float | None:
-    """Median host ProfilerStep span (ms), up to the last step in which GPU work starts."""
-    events = json.loads(gzip.open(path).read())["traceEvents"]
-    spans = sorted({(e["ts"], e["dur"]) for e in events if e.get("ph") == "X"
+GPU_CATS = ("kernel", "gpu_memcpy", "memcpy", "gpu_memset", "memset")
+
+
+def profiler_steps(events: list[dict]) -> list[tuple[float, float]]:
+    """(start, end) in us of each host ProfilerStep#N span of a trace's events, in order, up to the
+    last one in which GPU work starts (a step the trace ends inside, with no GPU work, is no
+    step's time). Plain json rows, no rootcause reader: the corpus's truth."""
+    spans = sorted({(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("ph") == "X"
                     and str(e.get("name", "")).startswith("ProfilerStep#") and e.get("cat") != "gpu_user_annotation"})
-    gpu = [e["ts"] for e in events if e.get("ph") == "X"
-           and str(e.get("cat", "")).lower() in ("kernel", "gpu_memcpy", "memcpy", "gpu_memset", "memset")]
+    gpu = [e["ts"] for e in events if e.get("ph") == "X" and str(e.get("cat", "")).lower() in GPU_CATS]
     while len(spans) > 1 and not any(t >= spans[-1][0] for t in gpu):
         spans.pop()
-    return statistics.median(d for _, d in spans) / 1e3 if spans else None
+    return spans
+
+
+def step_median_ms(path: Path) -> float | None:
+    """Median profiler_steps span of a .json.gz trace (ms), None without steps."""
+    spans = profiler_steps(json.loads(gzip.open(path).read())["traceEvents"])
+    return statistics.median(end - start for start, end in spans) / 1e3 if spans else None
 
 
 def pairs() -> list[tuple[str, Path, Path, float | None, str]]:
