@@ -132,6 +132,12 @@ def _reference(chain: list[str]) -> str:
             f"def reference(x, w):\n    return ({v} @ w.astype(np.float64)).astype(np.float32)\n")
 
 
+# IREE's CPU code lowers math.exp and math.tanh to polynomial approximations: a drawn chain of
+# them drifts from NumPy's by up to about 0.5% (seed 106: max rel 0.0055 on both sides of an A
+# against A pair), so 1e-3 refused pairs whose variants agree with each other
+IREE_TOLERANCE = (1e-2, 1e-2)
+
+
 def _reference_and_variants(name: str, rtol: float, atol: float) -> str:
     """The spec's tail: the NumPy reference with its tolerances, variants a and b (b's table open)."""
     return f"""[base.reference]
@@ -169,7 +175,7 @@ distribution = "uniform"
 low = -1.0
 high = 1.0
 seed = 1
-""" + _reference_and_variants(name, 1e-3, 1e-3) + f"""source = "{b_source}"
+""" + _reference_and_variants(name, *IREE_TOLERANCE) + f"""source = "{b_source}"
 """
 
 
