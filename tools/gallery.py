@@ -99,7 +99,7 @@ ENTRIES: dict[str, dict[str, Any]] = {
         "seed 000, TVM pool fusion on the H200: FuseOps ON against OFF (ncu, one profiled call, measured)",
         f"{RUN}/ncu", "ncu.csv"),
     "pool_fusion_h200_shared_capture": {
-        "title": "seed 000, TVM pool fusion on the H200: ON against OFF in one process (CUPTI, profiled span)",
+        "title": "seed 000, TVM pool fusion on the H200: ON against OFF in one process (CUPTI, no measurement: call-to-call intervals)",
         "profiles": (f"{SHARED}#1", f"{SHARED}#0"), "measurement": None, "catalogs": POOL_CATALOGS,
         "labels": ("OFF", "ON"),
     },

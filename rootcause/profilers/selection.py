@@ -113,8 +113,9 @@ def _without_cut_steps(events: pd.DataFrame, steps: pd.DataFrame, notes: list[st
         keep -= 1
     if keep < len(steps):
         cut = steps.iloc[keep:]
-        notes.append(f"variant {label}: {', '.join(cut['name'])} left out ({', '.join(f'{d / 1e3:.1f} us' for d in cut['duration_ns'])}): "
-                     "no GPU work starts in it, the trace ends inside it")
+        spans = ", ".join(f"{d / 1e3:.1f} us" for d in cut["duration_ns"])
+        notes.append(f"variant {label}: {', '.join(cut['name'])} left out ({spans}): no GPU work starts in it, "
+                     "the trace ends inside it")
     return steps.iloc[:keep]
 
 

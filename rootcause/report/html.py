@@ -273,9 +273,10 @@ def _units(doc, units, top, other) -> str:
     if other:
         rest = units[len(top):]
         rows = [_unit_row(u) for u in rest[:FOLDED_ROWS]]
-        more = (f'<p class="muted">{len(rest) - FOLDED_ROWS} more units are not listed here; '
+        more = (f'<p class="muted">{len(rest) - FOLDED_ROWS} more rows are not listed here; '
                 f"attribution.json holds all of them.</p>" if len(rest) > FOLDED_ROWS else "")
-        out.append(f"<details><summary>{other['count']} more units (together {esc(view.fmt_time(other['delta_ns']['median'], True))}"
+        together = esc(view.fmt_time(other["delta_ns"]["median"], True))
+        out.append(f"<details><summary>{other['count']} more units (together {together}"
                    f" of the delta)</summary>{_table(head, rows, num={3, 4, 5, 6, 9})}{more}</details>")
     return "".join(out)
 
