@@ -312,6 +312,28 @@ def export_layouts(text: str, file: str = "<text>") -> list[str]:
 
 # -- the log --------------------------------------------------------------------------------------
 
+_ASSUME_ROWS = re.compile(r"(%[\w.$-]+)\[((?:\s*<[^<>\[\]]*>\s*,?)+)\]")
+_ASSUME_FIELD = re.compile(r"(umin|umax|udiv)\s*=\s*(-?\d+)")
+
+
+def joined_assumptions(text: str) -> str:
+    """text with each util.assume.int operand's rows (one per call site of a deduplicated
+    executable: `%2[<umin = 0, umax = 0>, <umin = 8192, umax = 8192, udiv = 8192>, ...]`) replaced
+    by what they allow together: the least umin, the largest umax, the gcd of the divisors (a
+    constant row divides by its value). Two executables whose call sites list other offsets in
+    another order, but allow the same, then read the same."""
+    def joined(m: re.Match) -> str:
+        rows = [dict((k, int(v)) for k, v in _ASSUME_FIELD.findall(r)) for r in re.findall(r"<[^<>]*>", m.group(2))]
+        if not rows or any("umin" not in r or "umax" not in r for r in rows):
+            return m.group(0)
+        divisor = 0
+        for r in rows:
+            divisor = math.gcd(divisor, r.get("udiv", r["umin"] if r["umin"] == r["umax"] else 1))
+        return (f"{m.group(1)}[<umin = {min(r['umin'] for r in rows)}, umax = {max(r['umax'] for r in rows)}, "
+                f"udiv = {divisor}>]")
+    return _ASSUME_ROWS.sub(joined, text)
+
+
 def ir_before(log: str, pass_name: str) -> tuple[str, str]:
     """Split iree-compile's stderr into (the module printed before pass_name, everything else);
     ('', log) when no such dump is in it."""
@@ -410,9 +432,6 @@ def _resolve_loc(body: str, aliases: dict[str, str], depth: int = 0, scopes: boo
     return list(dict.fromkeys(out))
 
 
-_OP_AT = re.compile(r'\s*(?:%[\w#:.$-]+(?:\s*,\s*%[\w#:.$-]+)*\s*=\s*)?"?([a-z_][\w$]*\.[\w.$]+)')
-
-
 def ops_at(text: str, file: str, locs: list[str]) -> list[str]:
     """For each 'file:line:col' location into `text` (the source file named `file`, by base name):
     the op that starts there ('math.tanh', 'linalg.generic'); '' for another file's location, a
@@ -424,7 +443,7 @@ def ops_at(text: str, file: str, locs: list[str]) -> list[str]:
         name, _, line = where.rpartition(":")
         found = None
         if name == file and line.isdigit() and rest.isdigit() and 0 < int(line) <= len(lines):
-            found = _OP_AT.match(lines[int(line) - 1], max(int(rest) - 1, 0))
+            found = _OP_AT_LINE_START.match(lines[int(line) - 1][max(int(rest) - 1, 0):])
         out.append(found.group(1) if found else "")
     return out
 

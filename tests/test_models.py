@@ -214,6 +214,28 @@ def test_tvm_decoder_pair_is_analyzed_on_the_cpu(tmp_path: Path) -> None:
     assert (closure is not None and 0.95 <= closure <= 1.05) or any("closure" in c for c in doc["cannot_conclude"])
 
 
+def test_no_hybrid_swaps_executables_that_differ_only_in_their_call_sites_offsets(tmp_path: Path) -> None:
+    """Horizontal fusion changes how B lays out its buffers, so the deduplicated executables both
+    sides share (the layers' RMSNorm and its neighbour) assume other binding offsets at their call
+    sites: every line that differs between the two builds' executables is a util.assume.int row
+    (read with difflib here), and they compute alike. No hybrid swaps them (before: three executable
+    hybrids, none touching the fused projections)."""
+    import difflib
+
+    spec = LLAMA / "variants.toml"
+    proc = _rootcause("analyze", f"{spec}#iree", f"{spec}#iree_hfuse", "--bundle-only", "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    swapped = {exe for h in plan["hybrids"] for exe in h["change"].get("substitute_configurations", {})}
+    for exe in ("main$async_dispatch_0", "main$async_dispatch_1"):
+        a, b = (tmp_path / "bundles" / name / "ir" / f"configured_module_{exe}.mlir"
+                for name in ("llama_iree", "llama_iree_hfuse"))
+        changed = [line for line in difflib.ndiff(a.read_text().splitlines(), b.read_text().splitlines())
+                   if line.startswith(("- ", "+ "))]
+        assert changed and all("umin =" in line for line in changed), changed[:4]
+        assert exe not in swapped, plan["hybrids"]
+
+
 def test_convnet_computes_what_torch_computes_with_both_compilers(tmp_path: Path) -> None:
     """The convnet built by TVM and by IREE on the CPU: each kernel set names the convolutions it
     computes, and the bundle's outputs are torch's own forward with the drawn weights."""

@@ -116,7 +116,8 @@ def executable_hybrids(base: str, spec: VariantSpec, catalog: list[CatalogKernel
     dispatch, body included. A configuration hybrid keeps base's body; when the bodies differ too
     (a deduplicated executable specialized for another call's value ranges: its tiles, its
     util.assume divisibility), only the whole executable can recover what the body holds. Planned
-    only where the bodies differ beyond the configuration, and only between executables with the
+    only where the bodies differ beyond the configuration and beyond the order of the offsets their
+    call sites assume (parsers.iree_ir.joined_assumptions), and only between executables with the
     same pipeline layouts (base's call sites bind base's layout)."""
     from rootcause.frontends.iree.configs import transplant_configuration
 
@@ -139,8 +140,11 @@ def executable_hybrids(base: str, spec: VariantSpec, catalog: list[CatalogKernel
                          "stand in for it: no executable hybrid")
             continue
         try:
-            if transplant_configuration(mine, whole, files[0], files[1]) == whole:
-                continue  # the bodies agree: the configuration hybrid is this hybrid
+            configured = transplant_configuration(mine, whole, files[0], files[1])
+            if iree_ir.joined_assumptions(configured) == iree_ir.joined_assumptions(whole):
+                # the bodies agree (but for the order of their call sites' offsets): the
+                # configuration hybrid, if any, is this hybrid
+                continue
         except UsageError:
             pass  # configured ops differ: the bodies differ
         path = _hybrid_file(work_dir, f"{spec.name}~{exe}~is~{theirs}", whole)
