@@ -44,6 +44,15 @@ def raw_calls() -> tuple[list[list[dict]], list[list[dict]]]:
     return [off[i:i + 19] for i in range(0, 380, 19)], [on[i:i + 3] for i in range(0, 60, 3)]
 
 
+def call_interval(calls: list[list[dict]]) -> float:
+    """Median time from one call's first record to the next call's: what a call costs a loop,
+    host included (how compare times calls it finds itself)."""
+    import statistics
+
+    starts = [min(x["start"] for x in c) for c in calls]
+    return statistics.median(b - a for a, b in zip(starts, starts[1:]))
+
+
 def rootcause_cli(*args: Any) -> subprocess.CompletedProcess:
     """`python -m rootcause ARGS` from the repository root, output captured."""
     return subprocess.run([sys.executable, "-m", "rootcause", *map(str, args)],

@@ -28,23 +28,24 @@ PAIRS = {name: tuple(CAPTURES / f for f in files) for name, files in
          json.loads((CAPTURES / "published-traces" / "pairs.json").read_text())["pairs"].items()}
 
 
-def _events(path: Path) -> dict:
-    return json.loads(gzip.open(path).read())
-
-
-def _steps(doc: dict) -> list[tuple[float, float]]:
-    return trace_corpus.profiler_steps(doc["traceEvents"])
-
-
-def _kernel_time_per_step(doc: dict) -> dict[str, float]:
-    """Kernel and copy time (us) per step by name, over the steps' span."""
-    steps = _steps(doc)
+def truth(path: Path) -> dict:
+    """What a trace says of itself, kept small (a parsed trace of 30 MB of JSON holds about a GB of
+    Python objects, and the whole run's later subprocesses inherit the peak): its steps, its kernel
+    and copy time per step by name, its data loader's fetch time per step, its kernel rows."""
+    events = json.loads(gzip.open(path).read())["traceEvents"]
+    steps = trace_corpus.profiler_steps(events)
     first, last = steps[0][0], steps[-1][1]
-    total: dict[str, float] = defaultdict(float)
-    for e in doc["traceEvents"]:
-        if str(e.get("cat", "")).lower() in trace_corpus.GPU_CATS and e.get("ph") == "X" and first <= e["ts"] < last:
-            total[e["name"]] += e["dur"] / len(steps)
-    return total
+    per_step: dict[str, float] = defaultdict(float)
+    fetch = 0.0
+    for e in events:
+        if e.get("ph") != "X" or not first <= e["ts"] < last:
+            continue
+        if str(e.get("cat", "")).lower() in trace_corpus.GPU_CATS:
+            per_step[e["name"]] += e["dur"] / len(steps)
+        elif str(e.get("name", "")).startswith("enumerate(DataLoader)#"):
+            fetch += e["dur"] / len(steps)
+    kernels = sum(1 for e in events if str(e.get("cat", "")).lower() == "kernel")
+    return {"steps": steps, "gpu_per_step": dict(per_step), "fetch_per_step": fetch, "kernels": kernels}
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +57,7 @@ def compared(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
                               capture_output=True, text=True)
         assert proc.returncode == 0, (name, proc.stderr)
         out[name] = {"doc": json.loads((folder / "attribution.json").read_text()), "text": proc.stdout,
-                     "a": _events(a), "b": _events(b)}
+                     "a": truth(a), "b": truth(b)}
     return out
 
 
@@ -64,7 +65,7 @@ def compared(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
 def test_each_step_is_a_call_and_the_ratio_is_the_steps_own(compared: dict, name: str) -> None:
     pair = compared[name]
     doc, w = pair["doc"], pair["doc"]["whole_graph"]
-    durations = {v: [end - start for start, end in _steps(pair[v])] for v in "ab"}
+    durations = {v: [end - start for start, end in pair[v]["steps"]] for v in "ab"}
     assert w["source"] == "profiler-steps"
     assert [doc["variants"][v]["calls"] for v in "ab"] == [len(durations["a"]), len(durations["b"])]
     truth = statistics.median(durations["b"]) / statistics.median(durations["a"])
@@ -82,7 +83,7 @@ def test_the_a100_against_the_v100_pair_names_each_gpu_and_what_moved(compared: 
     doc = pair["doc"]
     assert (doc["device"], doc["device_b"]) == ("A100", "V100")
     assert doc["whole_graph"]["significant"] and doc["whole_graph"]["delta_ns"]["median"] > 0
-    per = {v: _kernel_time_per_step(pair[v]) for v in "ab"}
+    per = {v: pair[v]["gpu_per_step"] for v in "ab"}
     moved = max(set(per["a"]) | set(per["b"]), key=lambda k: abs(per["b"].get(k, 0) - per["a"].get(k, 0)))
     top = max(doc["units"], key=lambda u: abs(u["delta_ns"]["median"]))
     assert moved in top["kernels_b"], (moved, top["kernels_b"][:5])
@@ -94,13 +95,7 @@ def test_a_data_loader_change_of_2021_is_named_on_the_host(compared: dict) -> No
     loader fetches, read from the raw spans, shrink by the most of any host op; rootcause's host
     row for the fetch has that sign and is significant."""
     pair = compared["kineto-2021-02-workers"]
-    fetch = {}
-    for v in "ab":
-        steps = _steps(pair[v])
-        spans = [e["dur"] for e in pair[v]["traceEvents"] if e.get("ph") == "X"
-                 and str(e.get("name", "")).startswith("enumerate(DataLoader)#")
-                 and steps[0][0] <= e["ts"] < steps[-1][1]]
-        fetch[v] = sum(spans) / len(steps)
+    fetch = {v: pair[v]["fetch_per_step"] for v in "ab"}
     assert fetch["b"] < fetch["a"] / 4  # the construction of the pair: the fetch left the step
     row = next(r for r in pair["doc"]["host"]["units"] if r["name"].startswith("enumerate(DataLoader)#"))
     assert row["significant"] and row["delta_ns"]["median"] < 0
@@ -111,5 +106,4 @@ def test_a_data_loader_change_of_2021_is_named_on_the_host(compared: dict) -> No
 def test_a_trace_against_itself_blames_nothing(compared: dict, name: str) -> None:
     doc = compared[name]["doc"]
     assert not doc["whole_graph"]["significant"] and not any(u["significant"] for u in doc["units"])
-    kernels = sum(1 for e in compared[name]["a"]["traceEvents"] if str(e.get("cat", "")).lower() == "kernel")
-    assert kernels and doc["variants"]["a"]["launches_per_call"] > 0
+    assert compared[name]["a"]["kernels"] and doc["variants"]["a"]["launches_per_call"] > 0

@@ -12,7 +12,7 @@ from markdown_it import MarkdownIt
 from rootcause.report import render_markdown
 from rootcause.report.markdown import GITHUB_LIMIT, TOP_UNITS
 
-from captures import CAPTURE, ROOT, compare_shared, many_units, ncu_rows, raw_calls
+from captures import CAPTURE, ROOT, call_interval, compare_shared, many_units, ncu_rows, raw_calls
 MD = MarkdownIt("commonmark").enable("table")
 
 
@@ -45,9 +45,7 @@ def tables(text: str) -> list[list[list[str]]]:
 
 
 def _ratio(calls_on, calls_off):
-    span = lambda calls: sorted(max(x["end"] for x in c) - min(x["start"] for x in c) for c in calls)
-    med = lambda v: (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
-    return med(span(calls_on)) / med(span(calls_off))
+    return call_interval(calls_on) / call_interval(calls_off)
 
 
 def test_verdict_line_and_tables(attribution):
