@@ -187,18 +187,19 @@ def group_repeats(units: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: -abs(r["delta_ns"]["median"]))
 
 
-def _group(members: list[dict[str, Any]]) -> dict[str, Any]:
-    def total(key: str) -> dict[str, float]:
-        return {"median": sum(m[key]["median"] for m in members)}
+def _summed(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The rows' medians summed (no interval) and their kernels: a group's or 'other's numbers."""
+    sums = {key: {"median": sum(r[key]["median"] for r in rows)} for key in ("time_a_ns", "time_b_ns", "delta_ns")}
+    return {**sums, "kernels_a": [k for r in rows for k in r["kernels_a"]],
+            "kernels_b": [k for r in rows for k in r["kernels_b"]]}
 
+
+def _group(members: list[dict[str, Any]]) -> dict[str, Any]:
     shares = [m.get("share") for m in members]
     significant = sum(1 for m in members if m.get("significant"))
     return {"unit": f"{members[0]['unit']} +{len(members) - 1}", "members": members,
             "module_paths": members[0]["module_paths"], "repeats": sum(m.get("repeats") or 1 for m in members),
-            "kernels_a": [k for m in members for k in m["kernels_a"]],
-            "kernels_b": [k for m in members for k in m["kernels_b"]],
-            "time_a_ns": total("time_a_ns"), "time_b_ns": total("time_b_ns"), "delta_ns": total("delta_ns"),
-            "share": None if None in shares else sum(shares),
+            **_summed(members), "share": None if None in shares else sum(shares),
             "method": f"{len(members)} units of one module, {significant} significant"}
 
 
@@ -213,13 +214,7 @@ def fold(units: list[dict[str, Any]], top: int) -> tuple[list[dict[str, Any]], d
     if len(units) <= top:
         return units, None
     rest = units[top:]
-    other = {"unit": None, "count": len(members(rest)),
-             "time_a_ns": {"median": sum(u["time_a_ns"]["median"] for u in rest)},
-             "time_b_ns": {"median": sum(u["time_b_ns"]["median"] for u in rest)},
-             "delta_ns": {"median": sum(u["delta_ns"]["median"] for u in rest)},
-             "kernels_a": [k for u in rest for k in u["kernels_a"]],
-             "kernels_b": [k for u in rest for k in u["kernels_b"]]}
-    return units[:top], other
+    return units[:top], {"unit": None, "count": len(members(rest)), **_summed(rest)}
 
 
 # --- counterfactual hybrids (rootcause analyze's doc['confirmation']) ------------------------

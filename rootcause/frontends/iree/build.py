@@ -108,10 +108,10 @@ def build(spec: Any, out_dir: Path) -> BuildOutput:
         # a deduplicated executable's body keeps its first site's locations; its calls keep each site's
         located = ir / LOCATED_FLOW
         text = located.read_text() if located.is_file() else ""
-        sites = iree_ir.call_site_locations(text) if text else {}
-        if text and spec.model and spec.model.exporter == "jax":  # module paths are in the name stacks
+        scopes = bool(spec.model and spec.model.exporter == "jax")  # jax: module paths are in the name stacks
+        sites = iree_ir.call_site_locations(text, scopes=scopes) if text else {}
+        if text and scopes:
             bodies = iree_ir.dispatch_locations(text, str(located), scopes=True)
-            sites = iree_ir.call_site_locations(text, scopes=True)
         else:
             bodies = {k.function: k.source_locs for k in kernels}
         for kernel in kernels:
