@@ -22,7 +22,7 @@ CPU_MIN_EFFECT_SHARE = 0.05
 # The recovered share (of a unit's delta, or of the A-B delta) a hybrid's interval must exceed to
 # confirm it (analysis.confirm; here so that `analyze --help` needs no analysis import).
 CONFIRM_THRESHOLD = 0.5
-_CHUNK_ELEMENTS = 1 << 22  # index rows drawn at a time: bounds memory for large samples
+CHUNK_ELEMENTS = 1 << 22  # index rows drawn at a time: bounds memory for large samples
 
 
 def median(x) -> float:
@@ -36,7 +36,7 @@ def bootstrap_medians(x, resamples: int, rng: np.random.Generator) -> np.ndarray
     x = np.asarray(x, dtype=float)
     if x.size == 0:
         raise UsageError("bootstrap of an empty sample")
-    rows = max(1, _CHUNK_ELEMENTS // x.size)
+    rows = max(1, CHUNK_ELEMENTS // x.size)
     out = np.empty(resamples)
     for lo in range(0, resamples, rows):
         hi = min(resamples, lo + rows)

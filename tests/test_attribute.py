@@ -5,6 +5,7 @@ import re
 import shlex
 import shutil
 import statistics
+from pathlib import Path
 
 import pytest
 
@@ -348,3 +349,26 @@ def test_calls_that_do_not_divide_are_one_line(tmp_path):
     r = _cli(off, off, "--gpu", "Z9000", "--out", tmp_path)
     assert r.returncode == 2 and "--gpu: unknown GPU 'Z9000'" in r.stderr
     assert not (tmp_path / "attribution.json").exists()
+
+
+def test_a_unit_of_a_against_a_is_not_significant_from_one_pair_of_sessions():
+    """A generated A-against-A pair profiled on the CPU (fixtures/captures/cpu-2026-12-05-generated-
+    measurements/null-232: one module built twice, so no unit differs): its first pair of profiles
+    puts dispatch 0 some 11 us apart, its repeat pair 2 us, with the same sign, while A's own time
+    for it moved more than 2 us between its two sessions. The unit is not called significant."""
+    from rootcause.profilers import load
+
+    root = Path(__file__).parents[1] / "fixtures/captures/cpu-2026-12-05-generated-measurements/null-232"
+    sides = [load(root / sub / f"gen_null_232-{v}.iree-dispatch.jsonl.gz") for sub in ("", "repeat") for v in "ab"]
+    alignment = align(sides[0], sides[1])
+    first = attribute(sides[0], sides[1], alignment, labels=("A", "A again"))
+    again = attribute(sides[2], sides[3], alignment, labels=("A", "A again"))
+    unit = next(u for u in first.units if u["significant"])
+    moved = abs(next(r for r in again.units if r["unit"] == unit["unit"])["time_a_ns"]["median"]
+                - unit["time_a_ns"]["median"])
+    repeat = next(r for r in again.units if r["unit"] == unit["unit"])["delta_ns"]["median"]
+    assert abs(unit["delta_ns"]["median"]) > moved > abs(repeat)  # the case the rule must catch
+    require_repeat(first, again, "the repeat pair")
+    assert not any(u["significant"] for u in first.units)
+    assert any(c.startswith(f"unit {unit['unit']} ") and "within what a session alone does" in c
+               for c in first.cannot_conclude)

@@ -431,11 +431,12 @@ def require_repeat(att: Attribution, repeat: Attribution, how: str,
     load, where the buffers landed), so a session can shift one kernel for all of its calls and the
     interval over its calls will not show it; on the shared 2-core CPU that shift reached 40% of a
     kernel between two builds of one spec. A unit stays significant when the second pair finds it
-    significant with the same sign and its delta is larger than the change of either side's own
-    time for that unit between its two sessions. timed: per side, the median call of each of its
-    two sessions timed without the profiler; the measured whole-graph delta stays significant when
-    both pairs of sessions show its sign and it is larger than either side's change between its
-    sessions (_sessions_disagree)."""
+    significant with the same sign and both its deltas are larger than the change of either side's
+    own time for that unit between its two sessions (an A-against-A unit measured -11.1 us, then
+    -2.2 us, while A moved 9.4 us between its sessions: the first delta alone passed). timed: per
+    side, the median call of each of its two sessions timed without the profiler; the measured
+    whole-graph delta stays significant when both pairs of sessions show its sign and it is larger
+    than either side's change between its sessions (_sessions_disagree)."""
     again = {u["unit"]: u for u in repeat.units}
     for u in att.units:
         r = again.get(u["unit"])
@@ -448,8 +449,9 @@ def require_repeat(att: Attribution, repeat: Attribution, how: str,
                 ("" if r["significant"] else " (not significant)")
             why = f"but {again_text} in {how}: the difference does not reproduce between profile sessions"
         else:
+            # both pairs' deltas must stand out: the smaller is what reproduces
             spread = max(abs(r[f"time_{v}_ns"]["median"] - u[f"time_{v}_ns"]["median"]) for v in "ab")
-            if abs(u["delta_ns"]["median"]) > spread:
+            if min(abs(u["delta_ns"]["median"]), abs(r["delta_ns"]["median"])) > spread:
                 continue
             why = (f"and {_delta_text(r['delta_ns'])} in {how}, while the same code's time for it moved by up to "
                    f"{spread / 1e3:.1f} us between a side's two sessions: the difference is within what a session "
