@@ -347,39 +347,56 @@ class StopRule:
 def measure_interleaved(timers: dict[str, Callable[[int], Callable[[], float]]], budget_s: float,
                         protocol: Protocol | None = None, target_sample_s: float = 2e-3) -> dict[str, Any]:
     """The runners' entry point: `timers[name](number)` returns a sampler of seconds per call
-    over `number` calls (rootcause.runners Session.timer). `number` is calibrated so a sample
-    lasts about target_sample_s; the result is Measurement.to_dict() plus calls_per_sample.
+    over `number` calls (rootcause.runners Session.timer). Every variant's sample makes the same
+    number of calls: the fewest any variant needs to last about target_sample_s (calibrated per
+    variant, kept as calls_calibrated), raised so the fastest lasts MIN_SAMPLE_S. Under load a
+    call's time depends on how long the run of calls around it is (the machine's other processes
+    take their share in the pauses between samples, or inside a long one): two builds of one module
+    sampled 26 and 10 calls at a time on the loaded 2-core CPU measured 260 and 121 us a call, and
+    one module alone 344 and 120 us. The result is Measurement.to_dict() plus calls_per_sample.
     A progress bar shows the budget's seconds on a terminal (updated between blocks, never inside
     one)."""
     from rootcause.terminal import progress_bar
 
     protocol = protocol or Protocol(budget_seconds=budget_s)
-    samplers, numbers = {}, {}
-    for name, timer_for in timers.items():
-        numbers[name], samplers[name] = _calibrate(timer_for, target_sample_s)
+    calibrated = {name: _calibrate(timer_for, target_sample_s) for name, timer_for in timers.items()}
+    number = _common_number(calibrated)
+    samplers = {name: timer_for(number) for name, timer_for in timers.items()}
     bar = progress_bar(budget_s, f"timing {', '.join(timers)}")
     try:
         result = measure(samplers, protocol,
                          on_block=lambda elapsed: bar.update(min(elapsed, budget_s) - bar.n)).to_dict()
     finally:
         bar.close()
-    for name, number in numbers.items():
-        result["variants"][name]["calls_per_sample"] = number
+    for name, (calls, _) in calibrated.items():
+        result["variants"][name].update(calls_per_sample=number, calls_calibrated=calls)
     result["budget_s"] = budget_s
     return result
 
 
+MIN_SAMPLE_S = 1e-4  # the fastest variant's sample at least: perf_counter's own cost stays < 0.1%
+MAX_CALLS = 1 << 16
+
+
+def _common_number(calibrated: dict[str, tuple[int, float]]) -> int:
+    """Calls per sample for every variant: the fewest calibrated, raised until the fastest
+    variant's sample lasts MIN_SAMPLE_S. calibrated[name] = (calls, seconds per call)."""
+    number = min(calls for calls, _ in calibrated.values())
+    fastest = min(t for _, t in calibrated.values())
+    return min(MAX_CALLS, max(number, math.ceil(MIN_SAMPLE_S / max(fastest, 1e-12))))
+
+
 def _calibrate(timer_for: Callable[[int], Callable[[], float]], target_s: float,
-               tries: int = 3) -> tuple[int, Callable[[], float]]:
-    # The fastest of a few samples: one preempted sample must not fix `number` at 1.
+               tries: int = 3) -> tuple[int, float]:
+    """(calls for a sample of about target_s, seconds per call at that count). The fastest of a
+    few samples: one preempted sample must not fix `number` at 1."""
     number = 1
     while True:
         sampler = timer_for(number)
         t = min(sampler() for _ in range(tries))
-        if t * number >= target_s or number >= 1 << 16:
-            return number, sampler
-        number = min(1 << 16, max(number * 2, int(target_s / max(t, 1e-9)) + 1))
-
+        if t * number >= target_s or number >= MAX_CALLS:
+            return number, t
+        number = min(MAX_CALLS, max(number * 2, int(target_s / max(t, 1e-9)) + 1))
 
 # ---- several processes ----------------------------------------------------------------------
 # A host-launch-bound graph can run at a different speed in each process (docs/GPU_HOST.md: pool_fusion

@@ -212,12 +212,34 @@ def test_measure_interleaved_calibrates():
 
     out = measure_interleaved({"x": timer_for(1e-4), "y": timer_for(4e-4)}, budget_s=0.5,
                               protocol=Protocol(warmup_calls=1, warmup_seconds=0, blocks=5, repeats=2))
-    assert out["variants"]["x"]["calls_per_sample"] * 1e-4 >= 2e-3  # a sample lasts >= 2 ms
-    assert out["variants"]["y"]["calls_per_sample"] * 4e-4 >= 2e-3
-    assert out["variants"]["x"]["calls_per_sample"] == seen[1e-4][-1]
+    x, y = out["variants"]["x"], out["variants"]["y"]
+    # each calibrated to a sample of >= 2 ms; both then sample the fewer calls, y's
+    assert x["calls_calibrated"] * 1e-4 >= 2e-3 and y["calls_calibrated"] * 4e-4 >= 2e-3
+    assert x["calls_per_sample"] == y["calls_per_sample"] == y["calls_calibrated"] == seen[1e-4][-1] == seen[4e-4][-1]
     ratio = out["ratios"][0]
     assert (ratio["a"], ratio["b"]) == ("x", "y") and abs(ratio["ratio"] - 0.25) < 1e-12
     json.dumps(out)
+
+
+def test_variants_sample_the_same_number_of_calls():
+    """Variants whose calibration saw calls 3.5x apart (what two builds of one module calibrated at
+    two moments of a loaded machine see) still sample the same number of calls; a variant so fast
+    that the common number would make its sample shorter than MIN_SAMPLE_S raises it for all."""
+    from rootcause.measure import MIN_SAMPLE_S
+
+    def timer_for(costs):
+        return lambda number: (lambda: costs[0] if number <= 8 else costs[1])
+
+    out = measure_interleaved({"x": timer_for((1e-4, 1e-4)), "y": timer_for((3.5e-4, 3.5e-4))}, budget_s=0.2,
+                              protocol=Protocol(warmup_calls=1, warmup_seconds=0, blocks=3, repeats=1))
+    x, y = out["variants"]["x"], out["variants"]["y"]
+    assert x["calls_calibrated"] != y["calls_calibrated"] and x["calls_per_sample"] == y["calls_per_sample"]
+    fast = measure_interleaved({"x": timer_for((1e-8, 1e-8)), "y": timer_for((1e-2, 1e-2))}, budget_s=0.2,
+                               protocol=Protocol(warmup_calls=1, warmup_seconds=0, blocks=3, repeats=1))
+    number = fast["variants"]["x"]["calls_per_sample"]
+    assert number == fast["variants"]["y"]["calls_per_sample"] and number * 1e-8 >= MIN_SAMPLE_S * 0.999
+
+
 
 
 # ---- the stop rule: scheduled cheap estimate, full bootstrap only to confirm ------------------
