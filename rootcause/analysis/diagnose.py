@@ -27,6 +27,11 @@ from rootcause.model import COUNTER_COLUMNS, CatalogKernel, strip_kernel
 RECOMPUTE_FACTOR = 1.5
 # The other side launching this many times the threads for the same ops makes a starved launch a cause.
 PARALLELISM_FACTOR = 8
+# Or, where the catalogs give the work: each launched thread walking this many times the work a
+# thread of the other side walks (over all of that side's kernels for the ops: they run one after
+# another). An IREE top-k split in S stages launches S x the threads, which stays under
+# PARALLELISM_FACTOR for S < 8 while both sides leave the device nearly idle (issue 25, class 2).
+SERIAL_FACTOR = 2.0
 # A hardware-counter ratio (L2 sectors, sectors per request, wavefronts per shared instruction)
 # this large between the two sides' kernels names a memory-access mechanism.
 COUNTER_FACTOR = 2.0
@@ -473,9 +478,13 @@ def parallelism(ctx: Context) -> list[dict[str, Any]]:
     other_total = _prod(best.grid) * _prod(best.block)
     slots = _resident_threads(slow)
     starved = (slow.sms is not None and blocks < slow.sms) or (slots is not None and total < 0.25 * slots)
+    serial = _serial_shares(slow, focus, fast, rows)
     if slots is None and slow.sms is None:
         starved = total * PARALLELISM_FACTOR <= other_total  # without the device, only the comparison
-    if not starved or other_total < PARALLELISM_FACTOR * total:
+    wider = other_total >= PARALLELISM_FACTOR * total
+    shorter = serial is not None and (slots is not None or slow.sms is not None) \
+        and serial["slow"] >= SERIAL_FACTOR * serial["fast"]
+    if not starved or not (wider or shorter):
         return []
     text = f"{slow.label}'s `{focus['kernel']}` runs {_n(blocks)} block(s) x {_n(threads)} threads = {_n(total)} threads"
     evidence: dict[str, Any] = {"source": "profiled launches", "pairing": method, "kernel": focus["kernel"], "blocks": blocks,
@@ -498,6 +507,10 @@ def parallelism(ctx: Context) -> list[dict[str, Any]]:
     text += (f", where {fast.label} spreads {same} over {_n(other_total)} threads "
              f"(`{best.kernel}`: {_n(_prod(best.grid))} x {_n(_prod(best.block))}"
              + (f", {len(rows)} kernels" if len(rows) > 1 else "") + ")")
+    if serial is not None:
+        text += (f"; a thread of {fast.label} walks about {_n(round(serial['fast']))} {serial['words']} over its "
+                 f"kernel(s), {serial['slow'] / serial['fast']:.1f}x less than one of {slow.label}'s")
+        evidence["serial_share"] = serial
     work = _thread_work(cat)
     if isinstance(work, dict):
         text += (f". Of each block's {_n(work['threads_per_workgroup'])} threads, {_n(work['threads_with_work'])} "
@@ -508,6 +521,21 @@ def parallelism(ctx: Context) -> list[dict[str, Any]]:
             text += f" over {_n(work['serial_elements_per_thread'])} elements serially"
     evidence["threads_doing_work"] = work
     return [_finding(ctx, "parallelism", text + ".", **evidence)]
+
+
+def _serial_shares(slow: Side, focus: pd.Series, fast: Side, rows: list) -> dict[str, Any] | None:
+    """Work a launched thread walks: the slow kernel's flops (else bytes moved) over its threads,
+    against the sum over the fast side's kernels (they run one after another) of each one's work
+    over its threads; None where a kernel's launch or work is not known."""
+    for metric, words in (("flops", "flops"), ("bytes_moved", "bytes")):
+        cat = slow.cat(focus["kernel"])
+        work = getattr(cat, metric) if cat else None
+        others = [(getattr(fast.cat(r.kernel), metric, None) if fast.cat(r.kernel) else None,
+                   _prod(r.grid) * _prod(r.block)) for r in rows]
+        if work and others and all(w and t for w, t in others) and len(rows) == len(fast.kernels):
+            return {"metric": metric, "words": words, "slow": work / (_prod(focus["grid"]) * _prod(focus["block"])),
+                    "fast": sum(w / t for w, t in others)}
+    return None
 
 
 def _thread_work(cat: CatalogKernel | None) -> dict[str, Any] | str:
