@@ -145,3 +145,40 @@ def test_recomputation_is_named_across_two_source_files(analyzed):
         pytest.skip("this seed's construction or this machine's measurement decides no slower B")
     top = max(att["units"], key=lambda u: abs(u["delta_ns"]["median"]))
     assert "recomputation" in {f["rule"] for f in top["findings"]}
+
+
+def test_the_h100_topk_batch_names_serial_work_on_both_sides(tmp_path):
+    """Issue 25's class 2 on new cases (fixtures/captures/h100-2026-12-05-gen-topk): generated IREE
+    top-k pairs, B split by --iree-dispatch-creation-topk-split-reduction. The raw CUPTI records
+    say A's dispatch runs 1 thread and B's kernels at most 64, in one block each, on a device of
+    132 SMs; B is barely faster. The rules must say the unit is a serial chain on both sides, with
+    the launch from the capture and each thread's work from the construction (N f16 in, K out),
+    and must not name the thread count as the cause of a 1% delta."""
+    import json
+    import tarfile
+
+    folder = ROOT / "fixtures/captures/h100-2026-12-05-gen-topk"
+    for part, dest in (("results-call1.tar.gz", "runs"), ("analyze-call1.tar.gz", "analyses")):
+        with tarfile.open(folder / part) as tar:
+            tar.extractall(tmp_path / dest, filter="data")
+    for case in ("topk-30", "topk-32"):
+        seed = int(case.split("-")[1])
+        pair = gen.generate(seed, "topk", tmp_path / "pairs", "cuda:sm_80")
+        run = tmp_path / "runs" / "results" / case
+        threads = {}
+        for v in "ab":
+            records = json.loads((run / f"gen_topk_{seed}-{v}.cupti.json").read_text())
+            threads[v] = max(r["grid_x"] * r["grid_y"] * r["grid_z"] * r["block_x"] * r["block_y"] * r["block_z"]
+                             for r in records)
+        att, err = gen.analyze(pair, tmp_path / "analyses" / case, from_run=run)
+        assert att is not None, f"{case}: {err}"
+        row = gen.score(pair, att)
+        assert row["top"] and row["false"] == 0, (case, row)
+        top = max(att["units"], key=lambda u: abs(u["delta_ns"]["median"]))
+        found = [f for f in top["findings"] if f["rule"] == "parallelism"]
+        assert len(found) == 1 and found[0]["evidence"]["both_serial"], (case, top["findings"])
+        evidence = found[0]["evidence"]
+        shape = pair.truth["shape"]
+        assert (evidence["threads"], evidence["other_threads_max"]) == (threads["a"], threads["b"]) == (1, 64)
+        assert evidence["work_per_thread"] == 2 * shape["n"] + 2 * shape["k"]  # f16 in, f16 values out
+        assert any("the thread count is not named as the cause" in c for c in att["cannot_conclude"])

@@ -32,6 +32,13 @@ PARALLELISM_FACTOR = 8
 # another). An IREE top-k split in S stages launches S x the threads, which stays under
 # PARALLELISM_FACTOR for S < 8 while both sides leave the device nearly idle (issue 25, class 2).
 SERIAL_FACTOR = 2.0
+# Either comparison names the cause only where the unit is this many times slower on the slow side:
+# the H100's top-k pairs (fixtures/captures/h100-2026-12-05-gen-topk) launched 1 thread against 64 for
+# the same ops and ran 1.01x apart (the 64 threads did not share the work).
+PARALLELISM_MIN_SPEEDUP = 1.5
+# A launched thread walking this many bytes (or flops) serially, on a device left idle by both sides:
+# the unit's time is a serial chain whatever the other side does (class 2: 262,160 bytes a thread).
+SERIAL_WORK = 4096
 # A hardware-counter ratio (L2 sectors, sectors per request, wavefronts per shared instruction)
 # this large between the two sides' kernels names a memory-access mechanism.
 COUNTER_FACTOR = 2.0
@@ -484,8 +491,18 @@ def parallelism(ctx: Context) -> list[dict[str, Any]]:
     wider = other_total >= PARALLELISM_FACTOR * total
     shorter = serial is not None and (slots is not None or slow.sms is not None) \
         and serial["slow"] >= SERIAL_FACTOR * serial["fast"]
-    if not starved or not (wider or shorter):
+    if not starved:
         return []
+    speedup = _unit_speedup(ctx, slow)
+    if (wider or shorter) and speedup is not None and speedup < PARALLELISM_MIN_SPEEDUP:
+        ctx.attribution.cannot_conclude.append(
+            f"unit {ctx.unit['unit']}: {slow.label}'s `{short(focus['kernel'], NAME_LIMIT)}` runs {_n(total)} "
+            f"thread(s) where {fast.label} launches {_n(other_total)} for the same ops, yet {fast.label} is only "
+            f"{speedup:.2f}x faster on this unit: its threads do not share the work in proportion, so the thread "
+            "count is not named as the cause")
+        return _serial_both(ctx, slow, focus, fast, rows, total, speedup)
+    if not (wider or shorter):
+        return _serial_both(ctx, slow, focus, fast, rows, total, speedup)
     text = f"{slow.label}'s `{focus['kernel']}` runs {_n(blocks)} block(s) x {_n(threads)} threads = {_n(total)} threads"
     evidence: dict[str, Any] = {"source": "profiled launches", "pairing": method, "kernel": focus["kernel"], "blocks": blocks,
                                 "threads_per_block": threads, "threads": total,
@@ -521,6 +538,41 @@ def parallelism(ctx: Context) -> list[dict[str, Any]]:
             text += f" over {_n(work['serial_elements_per_thread'])} elements serially"
     evidence["threads_doing_work"] = work
     return [_finding(ctx, "parallelism", text + ".", **evidence)]
+
+
+def _unit_speedup(ctx: Context, slow: Side) -> float | None:
+    """The unit's time on the slow side over the fast side's (medians per call)."""
+    t_slow = ctx.unit["time_a_ns" if slow is ctx.a else "time_b_ns"]["median"]
+    t_fast = ctx.unit["time_b_ns" if slow is ctx.a else "time_a_ns"]["median"]
+    return t_slow / t_fast if t_fast else None
+
+
+def _serial_both(ctx: Context, slow: Side, focus: pd.Series, fast: Side, rows: list, total: int,
+                 speedup: float | None) -> list[dict[str, Any]]:
+    """Both sides leave the device idle and the slow kernel's threads each walk SERIAL_WORK or more
+    (flops, else bytes moved): the unit is a serial chain on both sides, whichever is faster.
+    Grid x block against the work, no tiles needed (issue 25, class 2)."""
+    cat = slow.cat(focus["kernel"])
+    for metric, words in (("flops", "flops"), ("bytes_moved", "bytes")):
+        work = getattr(cat, metric) if cat else None
+        if work:
+            break
+    else:
+        return []
+    other_max = max(_prod(r.grid) * _prod(r.block) for r in rows)
+    fast_blocks = max(_prod(r.grid) for r in rows)
+    if work / total < SERIAL_WORK or slow.sms is None or fast_blocks >= slow.sms:
+        return []
+    text = (f"Neither side spreads this unit's work over the {slow.device or 'device'}: {slow.label}'s "
+            f"`{focus['kernel']}` runs {_n(_prod(focus['grid']))} block(s) x {_n(_prod(focus['block']))} threads, "
+            f"each walking about {_n(round(work / total))} {words} serially; {fast.label}'s kernels for the same "
+            f"ops launch at most {_n(other_max)} threads in {_n(fast_blocks)} block(s) ({fast_blocks} of "
+            f"{slow.sms} SMs busy at most)" + (f", and are {speedup:.2f}x faster" if speedup else "")
+            + ": the unit's time is a serial chain on both sides")
+    return [_finding(ctx, "parallelism", text + ".", source="profiled launches, catalog work",
+                     kernel=focus["kernel"], threads=total, work={"metric": metric, "value": work},
+                     work_per_thread=work / total, other_threads_max=other_max, other_blocks_max=fast_blocks,
+                     sms=slow.sms, speedup=speedup, both_serial=True)]
 
 
 def _serial_shares(slow: Side, focus: pd.Series, fast: Side, rows: list) -> dict[str, Any] | None:
