@@ -20,6 +20,8 @@ Families (MLIR written here; shapes and op chains drawn from the seed):
              tensor through memory again), the unit A's fused kernel against B's op kernels, the
              mechanism launch overhead; the dataflow-boundary hybrids split A's group. On the CPU
              the direction is left open (an unscheduled loop costs about the same fused or not).
+  null-tvm   (TVM) A against A: the unfuse family's graph drawn from this seed, in two source files,
+             both built by the default pipeline. Truth as for null.
   topk       (IREE) the K largest of x [N] f16 (iree_linalg_ext.topk; N, K drawn); A as IREE builds it
              (one dispatch walks all N elements), B with --iree-dispatch-creation-topk-split-reduction=S
              (a first dispatch over S slices of N/S, an index broadcast, then a topk of the S*K
@@ -54,7 +56,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_zoo  # noqa: E402  (its scorer and table)
 
-FAMILIES = ("recompute", "null", "unfuse", "topk")
+FAMILIES = ("recompute", "null", "unfuse", "topk", "null-tvm")
 # unary steps of the chain: MLIR body lines (%in -> %out) and their NumPy twin
 STEPS = {
     "tanh": ("math.tanh {v} : f32", "np.tanh({v})"),
@@ -255,6 +257,28 @@ skip_passes = ["FuseOps", "FuseTIR"]
 """
 
 
+def _generate_null_tvm(seed: int, root: Path, target: str) -> Pair:
+    """A against A through TVM: the unfuse family's graph of this seed in two files, both built by
+    the default pipeline."""
+    rng = random.Random(f"null-tvm-{seed}")
+    rows, cols = rng.choice([1, 4, 16]), rng.choice([1024, 4096, 16384])
+    chain = _unfuse_chain(rng)
+    name = f"gen_null_tvm_{seed}"
+    folder = root / f"null-tvm-{seed}"
+    folder.mkdir(parents=True, exist_ok=True)
+    for source in ("graph.py", "graph_b.py"):
+        (folder / source).write_text(_unfuse_graph(rows, cols, chain))
+    (folder / "reference.py").write_text(_unfuse_reference(chain))
+    spec = _unfuse_spec(name, rows, cols, target)
+    spec = spec[:spec.index("[variants.b.tvm]")] + 'source = "graph_b.py"\n'
+    (folder / "variants.toml").write_text(spec)
+    truth = {"class": "null", "slower": "none", "top_unit_kernels": [], "cause_rule": "none", "must_not_fire": ["*"],
+             "family": "null-tvm", "seed": seed, "target": target, "shape": {"rows": rows, "cols": cols},
+             "chain": chain, "a": "a", "b": "b"}
+    (folder / "truth.json").write_text(json.dumps(truth, indent=1) + "\n")
+    return Pair(folder, "null-tvm", truth)
+
+
 def _generate_unfuse(seed: int, root: Path, target: str) -> Pair:
     rng = random.Random(f"unfuse-{seed}")
     rows, cols = rng.choice([1, 4, 16]), rng.choice([1024, 4096, 16384])
@@ -347,6 +371,8 @@ def generate(seed: int, family: str, root: Path, target: str = "llvm") -> Pair:
         return _generate_unfuse(seed, root, target)
     if family == "topk":
         return _generate_topk(seed, root, target)
+    if family == "null-tvm":
+        return _generate_null_tvm(seed, root, target)
     rng = random.Random(f"{family}-{seed}")
     m, k, n = rng.choice([32, 48, 64, 96]), rng.choice([32, 64, 96]), rng.choice([4, 8, 16, 32])
     chain = [rng.choice(sorted(STEPS)) for _ in range(rng.randint(1, 4))]
@@ -417,7 +443,7 @@ def summary(rows: list[dict]) -> str:
     where the construction decides the direction; top and cause: not on nulls)."""
     ok = [r for r in rows if "error" not in r]
     decided = [r for r in ok if r["slower"] is not None]
-    real = [r for r in ok if r["class"] != "null"]
+    real = [r for r in ok if not r["class"].startswith("null")]
     caused = [r for r in real if r["cause"] is not None]
     pct = bench_zoo._pct
     return (f"scored {len(ok)} of {len(rows)}; slower right {pct(sum(r['slower'] for r in decided), len(decided))}; "
