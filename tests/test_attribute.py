@@ -372,3 +372,32 @@ def test_a_unit_of_a_against_a_is_not_significant_from_one_pair_of_sessions():
     assert not any(u["significant"] for u in first.units)
     assert any(c.startswith(f"unit {unit['unit']} ") and "within what a session alone does" in c
                for c in first.cannot_conclude)
+
+
+@pytest.mark.parametrize("case", ["null-tvm-0", "null-tvm-3"])
+def test_a_unit_scaled_to_a_noisy_measurement_is_not_significant(case):
+    """Two generated TVM A-against-A pairs on the CPU (fixtures/captures/cpu-2026-12-05-generated-
+    measurements): one graph built twice, so no kernel differs. Their profiles are scaled to the
+    measured latencies, each by its own factor; the unit's delta in the profiles is narrower than what
+    those factors are known to, and it is not called significant, with one line saying why."""
+    import statistics
+    from rootcause.artifacts import rundir
+    from rootcause.pipeline import profile_events
+    from rootcause.stats import CPU_MIN_EFFECT_SHARE
+
+    root = Path(__file__).parents[1] / "fixtures/captures/cpu-2026-12-05-generated-measurements" / case
+    name = "gen_" + case.replace("-", "_")
+    records = json.loads((root / "profiles.json").read_text())["records"]
+    measurement = rundir.read_measurement(root / "run")
+    events, whole, timed = {}, {}, {}
+    for v in "ab":
+        record = records[f"{name}-{v}"]
+        events[v] = profile_events(str(root / f"{name}-{v}.tvm-vm.json.gz"), record["calls"], [], v)
+        whole[v] = rundir.variant_whole_graph(measurement, f"{name}-{v}", root / "run/measurement.json")
+        timed[v] = statistics.median(record["timed_ns"])
+    att = attribute(events["a"], events["b"], align(events["a"], events["b"]), whole["a"], whole["b"],
+                    labels=("A", "A again"), scale_to_whole=("a", "b"), timed_apart=timed,
+                    whole_min_effect_share=CPU_MIN_EFFECT_SHARE)
+    assert not any(u["significant"] for u in att.units) and not att.whole_graph["significant"]
+    assert any("what scaling its kernel times to the measured latencies leaves uncertain" in c
+               for c in att.cannot_conclude), att.cannot_conclude

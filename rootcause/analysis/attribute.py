@@ -254,6 +254,27 @@ def _scaled_to(ev: pd.DataFrame, whole: WholeGraph, label: str, notes: list[str]
     return ev.assign(start_ns=start, end_ns=start + dur, duration_ns=dur)
 
 
+def _within_scaling(att: Attribution, wholes: dict[str, WholeGraph], scaled: tuple[str, ...]) -> None:
+    """A side's kernel times scaled to its measured latency carry that measurement's uncertainty,
+    which the interval over its profiled calls does not: a unit stays significant only where its
+    delta exceeds what it is (each scaled side's unit time x its measured median's relative
+    half-width). Two builds of one TVM graph, scaled by 1.057 and 1.037, put their one kernel 1.6%
+    apart in both pairs of profiles while the measurement could not tell them apart."""
+    rel = {v: (w.high_ns - w.low_ns) / 2 / w.median_ns for v, w in wholes.items() if v in scaled and w.median_ns}
+    for u in att.units:
+        if not u["significant"]:
+            continue
+        bound = sum(r * abs(u[f"time_{v}_ns"]["median"]) for v, r in rel.items())
+        if abs(u["delta_ns"]["median"]) > bound:
+            continue
+        u["significant"] = False
+        names = " + ".join(u["kernels_b"] or u["kernels_a"])[:80]
+        att.cannot_conclude.append(
+            f"unit {u['unit']} ({names}): {_delta_text(u['delta_ns'])} is within {bound / 1e3:.1f} us, what scaling "
+            "its kernel times to the measured latencies leaves uncertain (each side's measured median is known to "
+            + " and ".join(f"+-{r:.1%}" for r in rel.values()) + "), so it is not called significant")
+
+
 def _unit_keys(alignment: Alignment, v: str, ev: pd.DataFrame) -> tuple[dict[str, int], np.ndarray]:
     """(alignment key -> unit, each event's key): the kernel name, or KERNEL#@i for the i-th
     launch in its call of a kernel the alignment split per source op."""
@@ -340,6 +361,8 @@ def attribute(events_a: pd.DataFrame, events_b: pd.DataFrame, alignment: Alignme
                      f"{comb(per['a']['n'] + per['b']['n'], per['a']['n'])}, more than {1 - LEVEL:.0%}: no unit's delta "
                      "is called significant; profile more calls (3 a side at least)")
     att = _assemble(per, alignment, whole_a, whole_b, labels, notes, environment, whole_min_effect_share)
+    if scale_to_whole and whole_a is not None:
+        _within_scaling(att, {"a": whole_a, "b": whole_b}, scale_to_whole)
     if scale_to_whole and whole_a is not None:
         why = _closure_why(att, labels)
         if why:
