@@ -258,12 +258,17 @@ skip_passes = ["FuseOps", "FuseTIR"]
 """
 
 
+def _draw_chain_graph(family: str, seed: int) -> tuple[int, int, list[tuple[str, float | None]]]:
+    """(rows, cols, chain) of a TVM chain graph, drawn from the family's seed."""
+    rng = random.Random(f"{family}-{seed}")
+    rows, cols = rng.choice([1, 4, 16]), rng.choice([1024, 4096, 16384])
+    return rows, cols, _unfuse_chain(rng)
+
+
 def _generate_null_tvm(seed: int, root: Path, target: str) -> Pair:
     """A against A through TVM: the unfuse family's graph of this seed in two files, both built by
     the default pipeline."""
-    rng = random.Random(f"null-tvm-{seed}")
-    rows, cols = rng.choice([1, 4, 16]), rng.choice([1024, 4096, 16384])
-    chain = _unfuse_chain(rng)
+    rows, cols, chain = _draw_chain_graph("null-tvm", seed)
     name = f"gen_null_tvm_{seed}"
     folder = root / f"null-tvm-{seed}"
     folder.mkdir(parents=True, exist_ok=True)
@@ -281,9 +286,7 @@ def _generate_null_tvm(seed: int, root: Path, target: str) -> Pair:
 
 
 def _generate_unfuse(seed: int, root: Path, target: str) -> Pair:
-    rng = random.Random(f"unfuse-{seed}")
-    rows, cols = rng.choice([1, 4, 16]), rng.choice([1024, 4096, 16384])
-    chain = _unfuse_chain(rng)
+    rows, cols, chain = _draw_chain_graph("unfuse", seed)
     name = f"gen_unfuse_{seed}"
     folder = root / f"unfuse-{seed}"
     folder.mkdir(parents=True, exist_ok=True)
