@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import gen_regressions as gen  # noqa: E402
 
-SAMPLE = [("null", 0), ("recompute", 0), ("unfuse", 0)]
+SAMPLE = [("null", 0), ("recompute", 0), ("unfuse", 0), ("topk", 3)]
 
 
 @pytest.fixture(scope="module")
@@ -119,6 +119,16 @@ def test_the_h200_tvm_batch_against_its_construction(tmp_path):
         assert att is not None, f"{case}: {err}"
         row = gen.score(pair, att)
         assert row["slower"] and row["top"] and row["false"] == 0, (case, row)
+
+
+def test_topk_aligns_the_split_stages_with_the_one_dispatch(analyzed):
+    """topk: A launches one top-k dispatch a call; B, split, three (a top-k of the slices, an index
+    broadcast, a top-k of the survivors): one unit holds all four."""
+    pair, att = analyzed["topk"]
+    kernels = {v: {k["kernel"] for k in att["kernels"] if k["variant"] == v} for v in "ab"}
+    assert len(kernels["a"]) == 1 and len(kernels["b"]) == 3
+    (unit,) = [u for u in att["units"] if u["kernels_a"] or u["kernels_b"]]
+    assert (set(unit["kernels_a"]), set(unit["kernels_b"])) == (kernels["a"], kernels["b"])
 
 
 def test_kernels_of_two_source_files_say_which_ops_they_compute(analyzed):
