@@ -433,12 +433,17 @@ def summary(rows: list[dict]) -> str:
     decided = [r for r in ok if r["slower"] is not None]
     real = [r for r in ok if not r["class"].startswith("null")]
     caused = [r for r in real if r["cause"] is not None]
+    closed = [r for r in real if isinstance(r.get("closure"), (int, float))]
     pct = bench_zoo._pct
     return (f"scored {len(ok)} of {len(rows)}; slower right {pct(sum(r['slower'] for r in decided), len(decided))}; "
             f"top unit right {pct(sum(r['top'] for r in real), len(real))}; "
             f"cause right {pct(sum(bool(r['cause']) for r in caused), len(caused))}; "
             f"false findings {sum(r['false'] for r in ok)} (in {sum(1 for r in ok if r['false'])} pairs); "
-            f"significant headlines {sum(1 for r in ok if r.get('significant'))}")
+            f"significant headlines {sum(1 for r in ok if r.get('significant'))}; "
+            # a decided pair without a significant headline: the tool said it cannot conclude
+            f"cannot conclude {pct(sum(1 for r in decided if not r['class'].startswith('null') and not r.get('significant')), sum(1 for r in decided if not r['class'].startswith('null')))}; "
+            f"closure within 95-105% {pct(sum(0.95 <= r['closure'] <= 1.05 for r in closed), len(closed))}; "
+            f"hybrids confirmed {sum(r['confirmed'] for r in ok)}/{sum(r['hybrids'] for r in ok)}")
 
 
 def main(argv: list[str] | None = None) -> int:
