@@ -374,7 +374,7 @@ def test_a_unit_of_a_against_a_is_not_significant_from_one_pair_of_sessions():
                for c in first.cannot_conclude)
 
 
-@pytest.mark.parametrize("case", ["null-tvm-0", "null-tvm-3"])
+@pytest.mark.parametrize("case", ["null-tvm-0", "null-tvm-3", "null-tvm-103"])
 def test_a_unit_scaled_to_a_noisy_measurement_is_not_significant(case):
     """Two generated TVM A-against-A pairs on the CPU (fixtures/captures/cpu-2026-12-05-generated-
     measurements): one graph built twice, so no kernel differs. Their profiles are scaled to the

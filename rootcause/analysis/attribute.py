@@ -256,23 +256,27 @@ def _scaled_to(ev: pd.DataFrame, whole: WholeGraph, label: str, notes: list[str]
 
 def _within_scaling(att: Attribution, wholes: dict[str, WholeGraph], scaled: tuple[str, ...]) -> None:
     """A side's kernel times scaled to its measured latency carry that measurement's uncertainty,
-    which the interval over its profiled calls does not: a unit stays significant only where its
-    delta exceeds what it is (each scaled side's unit time x its measured median's relative
-    half-width). Two builds of one TVM graph, scaled by 1.057 and 1.037, put their one kernel 1.6%
+    which the interval over its profiled calls does not: each scaled side's unit time is known only
+    as well as its measured median (low / median to high / median of it, asymmetric where the
+    samples are bimodal), and a unit stays significant only where the delta of those ranges
+    excludes 0. Two builds of one TVM graph, scaled by 1.057 and 1.037, put their one kernel 1.6%
     apart in both pairs of profiles while the measurement could not tell them apart."""
-    rel = {v: (w.high_ns - w.low_ns) / 2 / w.median_ns for v, w in wholes.items() if v in scaled and w.median_ns}
+    factor = {v: (w.low_ns / w.median_ns, w.high_ns / w.median_ns) if v in scaled and w.median_ns else (1.0, 1.0)
+              for v, w in wholes.items()}
     for u in att.units:
         if not u["significant"]:
             continue
-        bound = sum(r * abs(u[f"time_{v}_ns"]["median"]) for v, r in rel.items())
-        if abs(u["delta_ns"]["median"]) > bound:
+        ta, tb = u["time_a_ns"]["median"], u["time_b_ns"]["median"]
+        low = tb * factor["b"][0] - ta * factor["a"][1]
+        high = tb * factor["b"][1] - ta * factor["a"][0]
+        if low > 0 or high < 0:
             continue
         u["significant"] = False
         names = " + ".join(u["kernels_b"] or u["kernels_a"])[:80]
         att.cannot_conclude.append(
-            f"unit {u['unit']} ({names}): {_delta_text(u['delta_ns'])} is within {bound / 1e3:.1f} us, what scaling "
-            "its kernel times to the measured latencies leaves uncertain (each side's measured median is known to "
-            + " and ".join(f"+-{r:.1%}" for r in rel.values()) + "), so it is not called significant")
+            f"unit {u['unit']} ({names}): {_delta_text(u['delta_ns'])} lies within {low / 1e3:+.1f} to "
+            f"{high / 1e3:+.1f} us, what scaling its kernel times to the measured latencies leaves uncertain "
+            "(each side known only as well as its measured median), so it is not called significant")
 
 
 def _unit_keys(alignment: Alignment, v: str, ev: pd.DataFrame) -> tuple[dict[str, int], np.ndarray]:
