@@ -378,8 +378,8 @@ def test_a_unit_of_a_against_a_is_not_significant_from_one_pair_of_sessions():
 def test_a_unit_scaled_to_a_noisy_measurement_is_not_significant(case):
     """Two generated TVM A-against-A pairs on the CPU (fixtures/captures/cpu-2026-12-05-generated-
     measurements): one graph built twice, so no kernel differs. Their profiles are scaled to the
-    measured latencies, each by its own factor; the unit's delta in the profiles is narrower than what
-    those factors are known to, and it is not called significant, with one line saying why."""
+    measured latencies, each by its own factor, which put the unit apart; as profiled, the kernels are
+    not apart, and the unit is not called significant, with one line saying why."""
     import statistics
     from rootcause.artifacts import rundir
     from rootcause.pipeline import profile_events
@@ -399,5 +399,5 @@ def test_a_unit_scaled_to_a_noisy_measurement_is_not_significant(case):
                     labels=("A", "A again"), scale_to_whole=("a", "b"), timed_apart=timed,
                     whole_min_effect_share=CPU_MIN_EFFECT_SHARE)
     assert not any(u["significant"] for u in att.units) and not att.whole_graph["significant"]
-    assert any("what scaling its kernel times to the measured latencies leaves uncertain" in c
+    assert any("the difference comes from the two sides' scale factors" in c
                for c in att.cannot_conclude), att.cannot_conclude

@@ -254,29 +254,26 @@ def _scaled_to(ev: pd.DataFrame, whole: WholeGraph, label: str, notes: list[str]
     return ev.assign(start_ns=start, end_ns=start + dur, duration_ns=dur)
 
 
-def _within_scaling(att: Attribution, wholes: dict[str, WholeGraph], scaled: tuple[str, ...]) -> None:
-    """A side's kernel times scaled to its measured latency carry that measurement's uncertainty,
-    which the interval over its profiled calls does not: each scaled side's unit time is known only
-    as well as its measured median (low / median to high / median of it, asymmetric where the
-    samples are bimodal), and a unit stays significant only where the delta of those ranges
-    excludes 0. Two builds of one TVM graph, scaled by 1.057 and 1.037, put their one kernel 1.6%
-    apart in both pairs of profiles while the measurement could not tell them apart."""
-    factor = {v: (w.low_ns / w.median_ns, w.high_ns / w.median_ns) if v in scaled and w.median_ns else (1.0, 1.0)
-              for v, w in wholes.items()}
+def _as_profiled(att: Attribution, raw: Attribution) -> None:
+    """A unit of sides scaled to their measured latencies (each by its own factor) stays significant
+    only where the kernel times as profiled show the delta too, with its sign: the factors come from
+    two measured medians, which a loaded machine can put apart while the kernels are alike. Two
+    builds of one TVM graph, scaled by 1.057 and 1.037, put their one kernel 1.6% apart in both pairs
+    of profiles; as profiled, the kernels were 75 ns apart, not significant."""
+    as_profiled = {u["unit"]: u for u in raw.units}
     for u in att.units:
-        if not u["significant"]:
-            continue
-        ta, tb = u["time_a_ns"]["median"], u["time_b_ns"]["median"]
-        low = tb * factor["b"][0] - ta * factor["a"][1]
-        high = tb * factor["b"][1] - ta * factor["a"][0]
-        if low > 0 or high < 0:
+        r = as_profiled.get(u["unit"])
+        if not u["significant"] or (r is not None and r["significant"]
+                                    and (r["delta_ns"]["median"] > 0) == (u["delta_ns"]["median"] > 0)):
             continue
         u["significant"] = False
         names = " + ".join(u["kernels_b"] or u["kernels_a"])[:80]
+        seen = "no such unit" if r is None else _delta_text(r["delta_ns"]) + ("" if r["significant"] else
+                                                                            " (not significant)")
         att.cannot_conclude.append(
-            f"unit {u['unit']} ({names}): {_delta_text(u['delta_ns'])} lies within {low / 1e3:+.1f} to "
-            f"{high / 1e3:+.1f} us, what scaling its kernel times to the measured latencies leaves uncertain "
-            "(each side known only as well as its measured median), so it is not called significant")
+            f"unit {u['unit']} ({names}): {_delta_text(u['delta_ns'])} once scaled to the measured latencies, "
+            f"but {seen} as profiled: the difference comes from the two sides' scale factors, not from the "
+            "kernels, so it is not called significant")
 
 
 def _unit_keys(alignment: Alignment, v: str, ev: pd.DataFrame) -> tuple[dict[str, int], np.ndarray]:
@@ -366,7 +363,7 @@ def attribute(events_a: pd.DataFrame, events_b: pd.DataFrame, alignment: Alignme
                      "is called significant; profile more calls (3 a side at least)")
     att = _assemble(per, alignment, whole_a, whole_b, labels, notes, environment, whole_min_effect_share)
     if scale_to_whole and whole_a is not None:
-        _within_scaling(att, {"a": whole_a, "b": whole_b}, scale_to_whole)
+        _as_profiled(att, attribute(events_a, events_b, alignment, labels=labels, n_boot=n_boot, seed=seed))
     if scale_to_whole and whole_a is not None:
         why = _closure_why(att, labels)
         if why:
