@@ -26,11 +26,14 @@ Statistics (NumPy only, seeded so a result can be recomputed from its samples):
   blocks for every variant, then samples within each): samples of one block share the machine's
   state of that moment (another process's burst, a frequency step), which lasts longer than a
   block on a shared CPU, so resampling samples alone understates the uncertainty. Each reported
-  interval is the hull of both (ci_s / ci, with ci_samples and ci_blocks kept). On 138 A-against-A
-  measurements of the 2-core CPU (fixtures/captures/cpu-2026-12-05-generated-measurements) the
-  ratio interval excluded 1 beyond the threshold in 7 by samples, 5 by the hull, and the headline's
-  rule on the per-variant intervals (attribute(), with the CPU's floor) in 6 and 1; of 65 pairs the
-  construction makes slower, 61 and 60 were found slower, and 1 and 0 faster;
+  interval is the hull of both (ci_s / ci, with ci_samples and ci_blocks kept);
+- the delta median(b) - median(a) with its paired interval (paired_delta), recorded beside each
+  ratio (a headline still compares the two variants' own intervals: on a 2 us graph whose samples
+  sit in two states, the paired interval called an A-against-A pair significant); on 138
+  A-against-A measurements of the 2-core CPU (fixtures/captures/cpu-2026-12-05-
+  generated-measurements), none of the 55 whose variants sampled the same number of calls came out
+  significant (with the CPU's 5% floor), and of 65 pairs the construction makes slower, 61 were
+  found slower and none faster;
 - significant: |ratio - 1| > threshold and the interval excludes 1.
 """
 from __future__ import annotations
@@ -96,6 +99,8 @@ class Ratio:
     threshold: float
     ci_samples: tuple[float, float] | None = None
     ci_blocks: tuple[float, float] | None = None
+    delta_s: float | None = None  # median(b) - median(a)
+    delta_ci_s: tuple[float, float] | None = None  # paired_delta's interval
 
 
 @dataclass
@@ -195,9 +200,23 @@ def summarize(samples: dict[str, list[float]], protocol: Protocol,
         by_blocks = None if blocks is None else _float_pair(percentile_interval(
             blocks[:, names.index(a)] / blocks[:, names.index(b)], protocol.confidence))
         ci = _hull(plain, by_blocks or plain)
+        delta, delta_ci = paired_delta(samples[a], samples[b], protocol)
         ratios.append(Ratio(a, b, r, ci, significant(r, ci, protocol.threshold), protocol.threshold,
-                            plain, by_blocks))
+                            plain, by_blocks, delta, delta_ci))
     return variants, ratios
+
+
+def paired_delta(a: list[float], b: list[float], protocol: Protocol) -> tuple[float, tuple[float, float]]:
+    """median(b) - median(a) and its interval: the hull of the independent bootstrap's and the one by
+    blocks (the same blocks drawn for both: a state both variants met in a block cancels). The
+    interval that compares two variants measured side by side; each one's own interval alone
+    cannot pair them (their difference of ends is as wide as both together)."""
+    rng = np.random.default_rng(protocol.seed)
+    plain = percentile_interval(bootstrap_medians(b, protocol.resamples, rng)
+                                - bootstrap_medians(a, protocol.resamples, rng), protocol.confidence)
+    blocks = _block_medians({"a": a, "b": b}, protocol)
+    joint = plain if blocks is None else percentile_interval(blocks[:, 1] - blocks[:, 0], protocol.confidence)
+    return median(b) - median(a), _hull(_float_pair(plain), _float_pair(joint))
 
 
 def _block_medians(samples: dict[str, list[float]], protocol: Protocol) -> np.ndarray | None:
