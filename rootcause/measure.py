@@ -200,21 +200,25 @@ def summarize(samples: dict[str, list[float]], protocol: Protocol,
         by_blocks = None if blocks is None else _float_pair(percentile_interval(
             blocks[:, names.index(a)] / blocks[:, names.index(b)], protocol.confidence))
         ci = _hull(plain, by_blocks or plain)
-        delta, delta_ci = paired_delta(samples[a], samples[b], protocol)
+        delta, delta_ci = paired_delta(samples[a], samples[b], protocol,
+                                       None if blocks is None else blocks[:, [names.index(a), names.index(b)]])
         ratios.append(Ratio(a, b, r, ci, significant(r, ci, protocol.threshold), protocol.threshold,
                             plain, by_blocks, delta, delta_ci))
     return variants, ratios
 
 
-def paired_delta(a: list[float], b: list[float], protocol: Protocol) -> tuple[float, tuple[float, float]]:
+def paired_delta(a: list[float], b: list[float], protocol: Protocol,
+                 blocks: np.ndarray | None = None) -> tuple[float, tuple[float, float]]:
     """median(b) - median(a) and its interval: the hull of the independent bootstrap's and the one by
     blocks (the same blocks drawn for both: a state both variants met in a block cancels). The
     interval that compares two variants measured side by side; each one's own interval alone
-    cannot pair them (their difference of ends is as wide as both together)."""
+    cannot pair them (their difference of ends is as wide as both together). `blocks`: the two
+    columns (a, b) of _block_medians already drawn for these samples (summarize has them)."""
     rng = np.random.default_rng(protocol.seed)
     plain = percentile_interval(bootstrap_medians(b, protocol.resamples, rng)
                                 - bootstrap_medians(a, protocol.resamples, rng), protocol.confidence)
-    blocks = _block_medians({"a": a, "b": b}, protocol)
+    if blocks is None:
+        blocks = _block_medians({"a": a, "b": b}, protocol)
     joint = plain if blocks is None else percentile_interval(blocks[:, 1] - blocks[:, 0], protocol.confidence)
     return median(b) - median(a), _hull(_float_pair(plain), _float_pair(joint))
 

@@ -39,6 +39,8 @@ PARALLELISM_MIN_SPEEDUP = 1.5
 # A launched thread walking this many bytes (or flops) serially, on a device left idle by both sides:
 # the unit's time is a serial chain whatever the other side does (class 2: 262,160 bytes a thread).
 SERIAL_WORK = 4096
+# a kernel's work, in the order it is asked for: flops where the catalog counts them, else bytes moved
+WORK_METRICS = (("flops", "flops"), ("bytes_moved", "bytes"))
 # A hardware-counter ratio (L2 sectors, sectors per request, wavefronts per shared instruction)
 # this large between the two sides' kernels names a memory-access mechanism.
 COUNTER_FACTOR = 2.0
@@ -500,9 +502,9 @@ def parallelism(ctx: Context) -> list[dict[str, Any]]:
             f"thread(s) where {fast.label} launches {_n(other_total)} for the same ops, yet {fast.label} is only "
             f"{speedup:.2f}x faster on this unit: its threads do not share the work in proportion, so the thread "
             "count is not named as the cause")
-        return _serial_both(ctx, slow, focus, fast, rows, total, speedup)
+        return _serial_both(ctx, slow, focus, fast, rows, total, other_total, speedup)
     if not (wider or shorter):
-        return _serial_both(ctx, slow, focus, fast, rows, total, speedup)
+        return _serial_both(ctx, slow, focus, fast, rows, total, other_total, speedup)
     text = f"{slow.label}'s `{focus['kernel']}` runs {_n(blocks)} block(s) x {_n(threads)} threads = {_n(total)} threads"
     evidence: dict[str, Any] = {"source": "profiled launches", "pairing": method, "kernel": focus["kernel"], "blocks": blocks,
                                 "threads_per_block": threads, "threads": total,
@@ -512,12 +514,11 @@ def parallelism(ctx: Context) -> list[dict[str, Any]]:
                  f"{min(blocks, slow.sms)} of {slow.sms} SMs busy)")
         evidence.update(resident_thread_slots=slots, sms=slow.sms)
     cat = slow.cat(focus["kernel"])
-    for metric, words in (("flops", "flops"), ("bytes_moved", "bytes")):
-        value = getattr(cat, metric) if cat else None
-        if value:
-            text += f"; each thread's serial share is about {_n(round(value / total))} {words}"
-            evidence["work_per_thread"] = {"metric": metric, "value": value / total}
-            break
+    kernel_work = _kernel_work(cat)
+    if kernel_work is not None:
+        metric, words, value = kernel_work
+        text += f"; each thread's serial share is about {_n(round(value / total))} {words}"
+        evidence["work_per_thread"] = {"metric": metric, "value": value / total}
     else:
         evidence["work_per_thread"] = "not checked: the catalog has no flops or bytes for this kernel"
     same = "the same ops" if method != "remainder" else "the rest of the graph (paired by elimination)"
@@ -548,18 +549,14 @@ def _unit_speedup(ctx: Context, slow: Side) -> float | None:
 
 
 def _serial_both(ctx: Context, slow: Side, focus: pd.Series, fast: Side, rows: list, total: int,
-                 speedup: float | None) -> list[dict[str, Any]]:
+                 other_max: int, speedup: float | None) -> list[dict[str, Any]]:
     """Both sides leave the device idle and the slow kernel's threads each walk SERIAL_WORK or more
     (flops, else bytes moved): the unit is a serial chain on both sides, whichever is faster.
     Grid x block against the work, no tiles needed (issue 25, class 2)."""
-    cat = slow.cat(focus["kernel"])
-    for metric, words in (("flops", "flops"), ("bytes_moved", "bytes")):
-        work = getattr(cat, metric) if cat else None
-        if work:
-            break
-    else:
+    kernel_work = _kernel_work(slow.cat(focus["kernel"]))
+    if kernel_work is None:
         return []
-    other_max = max(_prod(r.grid) * _prod(r.block) for r in rows)
+    metric, words, work = kernel_work
     fast_blocks = max(_prod(r.grid) for r in rows)
     if work / total < SERIAL_WORK or slow.sms is None or fast_blocks >= slow.sms:
         return []
@@ -575,11 +572,21 @@ def _serial_both(ctx: Context, slow: Side, focus: pd.Series, fast: Side, rows: l
                      sms=slow.sms, speedup=speedup, both_serial=True)]
 
 
+def _kernel_work(cat: CatalogKernel | None) -> tuple[str, str, float] | None:
+    """(metric, words, value) of a catalog kernel's work per launch, flops else bytes moved; None where
+    the catalog gives neither."""
+    for metric, words in WORK_METRICS:
+        value = getattr(cat, metric) if cat else None
+        if value:
+            return metric, words, value
+    return None
+
+
 def _serial_shares(slow: Side, focus: pd.Series, fast: Side, rows: list) -> dict[str, Any] | None:
     """Work a launched thread walks: the slow kernel's flops (else bytes moved) over its threads,
     against the sum over the fast side's kernels (they run one after another) of each one's work
     over its threads; None where a kernel's launch or work is not known."""
-    for metric, words in (("flops", "flops"), ("bytes_moved", "bytes")):
+    for metric, words in WORK_METRICS:
         cat = slow.cat(focus["kernel"])
         work = getattr(cat, metric) if cat else None
         others = [(getattr(fast.cat(r.kernel), metric, None) if fast.cat(r.kernel) else None,
