@@ -38,7 +38,8 @@ Families (MLIR written here; shapes and op chains drawn from the seed):
              i inner, a stride of C*4 bytes that no vector unit or cache line serves). Truth: B slower
              (the op reads and writes the same bytes, a 4 KiB or longer stride apart), the unit that
              op's kernel on both sides alone (the other kernels are the same code), the mechanism the
-             differing schedule; the schedule-override hybrid (A with B's override) confirms it.
+             differing schedule. No hybrid: A with B's override is B itself (the spec says so). An
+             op that shares its PrimFunc with equal ops (one kind, one constant) changes all of them.
 
     python benchmarks/gen_regressions.py --seed 0 --pairs 12 --out /tmp/gen   # build, run, analyze, score
     # a GPU batch: build here, run on the GPU host (fixtures/zoo/capture_tools), score here
@@ -329,11 +330,14 @@ TIR_OPS = {
 
 def _legalized_name(chain: list[tuple[str, float | None]], index: int) -> str:
     """The PrimFunc name LegalizeOps gives the chain's op `index` with fusion skipped: the op's name
-    (tanh and sigmoid as tir_*), numbered from its second use on (multiply, multiply1, ...)."""
+    (tanh and sigmoid as tir_*), numbered from its second distinct PrimFunc on (multiply, multiply1,
+    ...). Ops of one kind and one constant legalize to one PrimFunc, which every such op calls (the
+    first sight's four errors: a second tanh named tir_tanh1 that the module does not have)."""
     kind = chain[index][0]
     base = ("tir_" if kind in UNARY else "") + kind
-    uses = sum(1 for k, _ in chain[:index] if k == kind)
-    return base if uses == 0 else f"{base}{uses}"
+    distinct = list(dict.fromkeys(op for op in chain[:index + 1] if op[0] == kind))
+    number = distinct.index(chain[index])
+    return base if number == 0 else f"{base}{number}"
 
 
 def _column_order_override(rows: int, cols: int, kind: str, c: float | None) -> str:
