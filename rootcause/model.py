@@ -70,6 +70,9 @@ class CatalogKernel:
     - flops: arithmetic work estimate, or None.
     - module_paths: for a model source ([model]), the modules of the model whose ops the kernel
       computes ('layers.3.mlp.down'), in op order; [] otherwise.
+    - access: a CPU kernel's hot loop (the innermost loop that runs the most iterations) and the
+      bytes between consecutive iterations' accesses to each buffer: {"loop": "i", "extent": 128,
+      "iterations": 262144, "strides_bytes": {"x": 8192}} (TVM on llvm); {} where not read.
     """
 
     name: str
@@ -84,6 +87,7 @@ class CatalogKernel:
     bytes_moved: int | None = None
     flops: int | None = None
     module_paths: list[str] = field(default_factory=list)
+    access: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -74,6 +74,7 @@ class Context:
     command: str | None = None
     notes: list[str] = field(default_factory=list)
     device_b: str | None = None  # B's GPU where it is not A's (traces of two machines)
+    cpu: bool = False  # the plan's target is the CPU (llvm)
 
 
 def attribute_pair(a: Side, b: Side, ctx: Context) -> dict[str, Any]:
@@ -103,7 +104,7 @@ def _attribute_pair(a: Side, b: Side, ctx: Context, repeat: tuple[Side, Side] | 
                        "the second pair, profiled after both in the mirrored order (B, then A)", timed)
     att.notes[:0] = ctx.notes
     try:
-        diagnose(att, alignment, a.catalog, b.catalog, ctx.device, a.entry, b.entry, ctx.device_b)
+        diagnose(att, alignment, a.catalog, b.catalog, ctx.device, a.entry, b.entry, ctx.device_b, ctx.cpu)
     except KeyError as err:
         raise UsageError(f"--gpu: {err.args[0]}") from None
     for v, side in (("a", a), ("b", b)):
@@ -389,7 +390,8 @@ def analyze_run(plan: dict[str, Any], out: Path, run_dir: Path, threshold: float
                 events=profile_events(again["file"], _calls(again), repeat_notes, name))
     environment = rundir.read_env(run_dir)
     ctx = Context(gpus.resolve_device(device, environment), environment,
-                  rundir.measurement_meta(measurement["measurement"], mpath, (a, b)), command, split_notes)
+                  rundir.measurement_meta(measurement["measurement"], mpath, (a, b)), command, split_notes,
+                  cpu=plan["target"].startswith("llvm"))
     doc, unit_ns = _attribute_pair(sides[a], sides[b], ctx,
                                    (repeats[a], repeats[b]) if len(repeats) == 2 else None)
     hybrids = [Hybrid.from_dict(h) for h in plan.get("hybrids", [])]

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import gen_regressions as gen  # noqa: E402
 
-SAMPLE = [("null", 0), ("recompute", 0), ("unfuse", 0), ("topk", 3)]
+SAMPLE = [("null", 0), ("recompute", 0), ("unfuse", 0), ("topk", 3), ("schedule", 0)]
 
 
 @pytest.fixture(scope="module")
@@ -155,6 +155,27 @@ def test_recomputation_is_named_across_two_source_files(analyzed):
         pytest.skip("this seed's construction or this machine's measurement decides no slower B")
     top = max(att["units"], key=lambda u: abs(u["delta_ns"]["median"]))
     assert "recomputation" in {f["rule"] for f in top["findings"]}
+
+
+def test_a_loop_order_is_read_from_the_lowered_tir_and_named(analyzed):
+    """schedule: B's override walks one op column by column. The truth is the construction: B's
+    overridden PrimFunc steps through its input and output cols*4 bytes at a time, A's (TVM's
+    row-major legalized loop) 4 bytes; every other function is the same code on both sides. The
+    unit blamed holds that function alone, and where the headline says B is slower (it is: the
+    construction makes the op walk a line per element), its finding is the loop's stride."""
+    pair, att = analyzed["schedule"]
+    fn, cols = pair.truth["override"]["function"], pair.truth["shape"]["cols"]
+    access = {v: {name: k["access"] for name, k in att["catalogs"][v]["kernels"].items()} for v in "ab"}
+    assert set(access["b"][fn]["strides_bytes"].values()) == {cols * 4}
+    assert set(access["a"][fn]["strides_bytes"].values()) == {4}
+    assert all(set(access[v][name]["strides_bytes"].values()) == {4} for v in "ab" for name in access[v] if name != fn)
+    top = max(att["units"], key=lambda u: abs(u["delta_ns"]["median"]))
+    assert (top["kernels_a"], top["kernels_b"]) == ([fn], [fn])
+    whole = att["whole_graph"]
+    if not whole["significant"] or whole["delta_ns"]["median"] < 0:
+        pytest.skip("this machine's measurement did not show B slower")
+    (finding,) = [f for f in top["findings"] if f["rule"] == "loop-stride"]
+    assert f"{cols * 4:,} bytes apart" in finding["sentence"]
 
 
 def test_the_h100_topk_batch_names_serial_work_on_both_sides(tmp_path):

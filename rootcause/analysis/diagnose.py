@@ -41,6 +41,9 @@ PARALLELISM_MIN_SPEEDUP = 1.5
 SERIAL_WORK = 4096
 # a kernel's work, in the order it is asked for: flops where the catalog counts them, else bytes moved
 WORK_METRICS = (("flops", "flops"), ("bytes_moved", "bytes"))
+# A CPU loop stepping this many bytes between iterations gives every element a cache line of its
+# own (and no vector lanes): the x86 and Arm cores this runs on have 64-byte lines.
+CACHE_LINE_BYTES = 64
 # A hardware-counter ratio (L2 sectors, sectors per request, wavefronts per shared instruction)
 # this large between the two sides' kernels names a memory-access mechanism.
 COUNTER_FACTOR = 2.0
@@ -75,6 +78,7 @@ class Context:
     b: Side
     attribution: Attribution
     extra: dict[str, Any] = field(default_factory=dict)
+    cpu: bool = False  # the variants ran on the CPU (llvm): no launches, counters or --gpu to ask for
 
 
 def _us(ns: float) -> str:
@@ -648,6 +652,50 @@ def shared_executable(ctx: Context) -> list[dict[str, Any]]:
     return out
 
 
+def loop_stride(ctx: Context) -> list[dict[str, Any]]:
+    """CPU: the slow side's kernel steps through a buffer CACHE_LINE_BYTES or more from one iteration
+    of its hot loop to the next, where the other side's kernel for the same ops steps through every
+    buffer less than a line at a time (catalog `access`, read from the lowered TIR: static, exact
+    for affine indices). Only between kernels paired by the ops they compute, and only where the
+    unit is PARALLELISM_MIN_SPEEDUP times slower on the slow side (else a cannot-conclude line: a
+    strided loop that costs little is not what made the unit slower)."""
+    if ctx.unit.get("method") not in op_evidence_tiers():
+        return []
+    p = pair(ctx)
+    if p is None:
+        return []
+    slow, focus, fast, counterpart = p
+    cat_slow, cat_fast = slow.cat(focus["kernel"]), fast.cat(counterpart["kernel"])
+    hot_slow, hot_fast = (cat_slow.access if cat_slow else {}), (cat_fast.access if cat_fast else {})
+    if not hot_slow.get("strides_bytes") or not hot_fast.get("strides_bytes"):
+        return []
+    far = {b: n for b, n in hot_slow["strides_bytes"].items() if n >= CACHE_LINE_BYTES}
+    near = max(hot_fast["strides_bytes"].values())
+    if not far or near >= CACHE_LINE_BYTES:
+        return []
+    speedup = _unit_speedup(ctx, slow)
+    if speedup is None or speedup < PARALLELISM_MIN_SPEEDUP:
+        ctx.attribution.cannot_conclude.append(
+            f"unit {ctx.unit['unit']}: {slow.label}'s `{short(focus['kernel'], NAME_LIMIT)}` steps through memory "
+            f"{_n(max(far.values()))} bytes at a time in its innermost loop where {fast.label}'s steps at most "
+            f"{_n(near)}, yet the unit is only {speedup or 0:.2f}x slower: the loop's stride is not named as the cause")
+        return []
+    names = ", ".join(f"`{b}`" for b in sorted(far))
+    text = (f"{slow.label}'s `{focus['kernel']}` steps through {names} {_n(max(far.values()))} bytes apart from one "
+            f"iteration of its innermost loop (`{hot_slow['loop']}`, {_n(hot_slow['extent'])} iterations) to the next, "
+            f"a cache line for every element; {fast.label}'s `{counterpart['kernel']}` steps through its buffers at "
+            f"most {_n(near)} bytes apart (`{hot_fast['loop']}`)")
+    if near:
+        text += f", {CACHE_LINE_BYTES // near} elements to a line"
+    if cat_slow.bytes_moved and cat_slow.bytes_moved == cat_fast.bytes_moved:
+        text += f". Both move {_n(cat_slow.bytes_moved)} bytes: the loop order, not the work, makes the unit {speedup:.1f}x slower"
+    else:
+        text += f"; the unit is {speedup:.1f}x slower"
+    return [_finding(ctx, "loop-stride", text + ".", source="static lowered TIR (catalog access)",
+                     kernel=focus["kernel"], other_kernel=counterpart["kernel"], speedup=speedup,
+                     **{slow.label: hot_slow, fast.label: hot_fast})]
+
+
 def _schedule_keys() -> tuple[str, ...]:
     """The catalog schedule keys every registered frontend names (rootcause.frontends.base)."""
     return tuple(dict.fromkeys(k for keys in frontends.hooks("schedule_keys") for k in keys))
@@ -675,7 +723,7 @@ def schedule_rule(ctx: Context) -> list[dict[str, Any]]:
 
 UNIT_RULES: list[Callable[[Context], list[dict[str, Any]]]] = [
     launch_config, launch_count, parallelism, occupancy_limiter, shared_memory, local_memory, global_access,
-    bank_conflicts, bandwidth, recomputation, shared_executable, schedule_rule,
+    bank_conflicts, bandwidth, recomputation, shared_executable, loop_stride, schedule_rule,
 ]
 # Rules about one side's kernels alone; every other rule compares the two sides as computing the
 # same ops, which a unit with one side, or joined by launch size alone, gives no ground for.
@@ -785,9 +833,10 @@ def _device(device: str | None) -> tuple[str | None, int | None]:
 def diagnose(att: Attribution, alignment: Alignment, catalog_a: list[CatalogKernel] | None = None,
              catalog_b: list[CatalogKernel] | None = None, device: str | None = None,
              entry_a: str | None = None, entry_b: str | None = None,
-             device_b: str | None = None) -> list[dict[str, Any]]:
+             device_b: str | None = None, cpu: bool = False) -> list[dict[str, Any]]:
     """Run every rule; attach findings to their units and to att.findings; return them all.
-    device is A's GPU and B's too unless device_b names B's own (two traces of two machines)."""
+    device is A's GPU and B's too unless device_b names B's own (two traces of two machines);
+    cpu: both variants ran on the CPU (what is left unread is then said in a CPU's terms)."""
     gpu = {v: (gpus.find_device(d) if d else None, *_device(d)) for v, d in (("a", device), ("b", device_b or device))}
     cats = {"a": catalog_index(catalog_a, by_function=False), "b": catalog_index(catalog_b, by_function=False)}
     entries = {"a": entry_a, "b": entry_b}
@@ -802,7 +851,7 @@ def diagnose(att: Attribution, alignment: Alignment, catalog_a: list[CatalogKern
         for v in "ab":
             rows = att.kernels[(att.kernels.variant == v) & (att.kernels.unit == unit["unit"])]
             sides[v] = Side(att.variants[v]["label"], rows, cats[v], shared[v], entries[v], *gpu[v])
-        ctx = Context(unit, sides["a"], sides["b"], att)
+        ctx = Context(unit, sides["a"], sides["b"], att, cpu=cpu)
         rules = _unit_rules(unit, att)
         for rule in rules:
             found = rule(ctx)
@@ -814,7 +863,7 @@ def diagnose(att: Attribution, alignment: Alignment, catalog_a: list[CatalogKern
             att.cannot_conclude.append(_unexplained(ctx))
     findings.extend(launch_overhead(att))
     att.findings = findings
-    att.cannot_conclude.extend(_limits(att, catalog_a, catalog_b, device))
+    att.cannot_conclude.extend(_limits(att, catalog_a, catalog_b, None if cpu else device, cpu))
     if gpu["a"][0] != gpu["b"][0] and gpu["a"][0] and gpu["b"][0]:
         att.cannot_conclude.append(
             f"{att.variants['a']['label']} ran on the {gpu['a'][0]} and {att.variants['b']['label']} on the "
@@ -831,6 +880,9 @@ def _unexplained(ctx: Context) -> str:
     text = (f"unit {u['unit']}: {slow} is {_us(abs(u['delta_ns']['median']))} slower per call here and no rule "
             "names a mechanism (launch configuration and count, parallelism, occupancy, shared and local memory, "
             "recomputation and shared executables were compared where the facts allowed and showed none")
+    if ctx.cpu:
+        return text + ("; nor do the hot loops' memory strides, where the catalogs read them); what else the "
+                       "kernels' bodies do differently (vectorization, instruction mix) is not read by any rule")
     if all(_counted(side, COUNTER_COLUMNS) for side in (ctx.a, ctx.b)):
         return text + ("; nor do the hardware counters: L2 sectors, sectors per global request and wavefronts "
                        "per shared instruction); what else the kernels' bodies do differently (instruction mix, "
@@ -840,13 +892,13 @@ def _unexplained(ctx: Context) -> str:
                    "and their instruction mix is not read by any rule")
 
 
-def _limits(att, catalog_a, catalog_b, device) -> list[str]:
+def _limits(att, catalog_a, catalog_b, device, cpu: bool = False) -> list[str]:
     out = []
     if not catalog_a or not catalog_b:
         out.append("without both catalogs (bundles' manifest.json), units are joined by kernel names "
                    "and launch shapes, not provenance; schedule rules, lowering_config, bytes moved "
                    "(bandwidth vs peak), work (recomputation) and spills cannot be checked")
-    if device is None:
+    if device is None and not cpu:
         out.append("no --gpu given: waves per SM, occupancy and bandwidth against peak are not computed")
     if att.whole_graph["source"] == "profiled-span":
         out.append("no measurement given: the whole-graph delta is the profiled span, which includes "

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rootcause.frontends.tvm.access import hot_loop
 from rootcause.frontends.tvm.tir import int_or_str, param_types, walk
 from rootcause.model import CatalogKernel
 from rootcause.spec import VariantSpec
@@ -39,7 +40,9 @@ def kernel_catalog(mod: Any, target: Any, groups: dict[str, list[str]], rules: d
             schedule = {"rule": "override", "override_file": spec.options.schedule_overrides[fname].name}
         names = launched_by.get(fname) or [n for n in device_funcs if n.startswith(fname + "_kernel")]
         if not device_funcs:  # CPU: the PrimFunc itself is the exported function
-            kernels.append(CatalogKernel(name=fname, schedule=schedule, **common).to_dict())
+            lowered = host[fname] if fname in {gv.name_hint for gv in host.get_global_vars()} else None
+            kernels.append(CatalogKernel(name=fname, schedule=schedule, access=hot_loop(lowered) if lowered else {},
+                                         **common).to_dict())
             continue
         for name in names:
             launch, shared, local = _device_facts(device_funcs[name])
