@@ -17,19 +17,10 @@ def kernel_catalog(mod: Any, target: Any, groups: dict[str, list[str]], rules: d
     the PrimFuncs of the final module: device functions are the kernels; each host function
     launches its kernels by name (call_ffi_kernel), which links a kernel to its PrimFunc.
     """
-    import tvm
-    import tvm.s_tir.pipeline  # noqa: F401  registers the 's_tir' TIR pipeline
     from tvm import tirx
-    from tvm.tirx.build import split_host_device_mods
 
     prims = {gv.name_hint: f for gv, f in mod.functions_items() if isinstance(f, tirx.PrimFunc)}
-    tir_mod = tvm.IRModule({gv: f for gv, f in mod.functions_items() if isinstance(f, tirx.PrimFunc)})
-    # tirx.build binds the target with its host (a CPU target is its own host).
-    host_target = target.host if target.host is not None else target
-    tir_mod = tirx.transform.BindTarget(target.with_host(host_target))(tir_mod)
-    lowering, _, _ = tvm.tirx.get_default_tir_pipeline(target)
-    host, devices = split_host_device_mods(lowering(tir_mod))
-    device_funcs = {gv.name_hint: f for dm in devices.values() for gv, f in dm.functions_items()}
+    host, device_funcs = lower(mod, target)
     launched_by = _kernel_launches(host, set(device_funcs))
     kernels = []
     for fname, func in prims.items():
@@ -50,6 +41,24 @@ def kernel_catalog(mod: Any, target: Any, groups: dict[str, list[str]], rules: d
                                          schedule={**schedule, "shared_allocs": shared, "local_allocs": local},
                                          **common).to_dict())
     return kernels
+
+
+def lower(mod: Any, target: Any) -> tuple[Any, dict[str, Any]]:
+    """(host module, device function name -> PrimFunc) of the PrimFuncs of `mod` as tvm.tirx.build
+    lowers them for `target` (its default TIR pipeline, then the host/device split). On a CPU target
+    every PrimFunc stays in the host module under its own name and there are no device functions."""
+    import tvm
+    import tvm.s_tir.pipeline  # noqa: F401  registers the 's_tir' TIR pipeline
+    from tvm import tirx
+    from tvm.tirx.build import split_host_device_mods
+
+    tir_mod = tvm.IRModule({gv: f for gv, f in mod.functions_items() if isinstance(f, tirx.PrimFunc)})
+    # tirx.build binds the target with its host (a CPU target is its own host).
+    host_target = target.host if target.host is not None else target
+    tir_mod = tirx.transform.BindTarget(target.with_host(host_target))(tir_mod)
+    lowering, _, _ = tvm.tirx.get_default_tir_pipeline(target)
+    host, devices = split_host_device_mods(lowering(tir_mod))
+    return host, {gv.name_hint: f for dm in devices.values() for gv, f in dm.functions_items()}
 
 
 def _kernel_launches(host: Any, device_names: set[str]) -> dict[str, list[str]]:
