@@ -48,6 +48,13 @@ Families (MLIR written here; shapes and op chains drawn from the seed):
              own), drawn; a kernel is fused_*, or the op's own where its part holds one op. Truth: the unit A's fused kernel against both of B's; on the CPU the
              direction and the cause are open (B writes and reads the intermediate once more, against
              the chain's arithmetic); on a GPU B slower, by its second launch.
+  horizontal (IREE) P projections of one x [M, K] (x @ w_i, w_i [K, N], P = 2-4); A as IREE builds
+             them (one matmul executable, the shapes being equal, launched P times), B with
+             --iree-dispatch-creation-enable-fuse-horizontal-contractions (one dispatch computing
+             all P). Truth: the unit A's matmul launches against B's one dispatch; direction and
+             cause open on the CPU; B does no more arithmetic than A (the same P matmuls), so a
+             recomputation finding is false, and so is a shared-executable one (A's call sites
+             share one shape).
 
     python benchmarks/gen_regressions.py --seed 0 --pairs 12 --out /tmp/gen   # build, run, analyze, score
     # a GPU batch: build here, run on the GPU host (fixtures/zoo/capture_tools), score here
@@ -73,7 +80,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_zoo  # noqa: E402  (its scorer and table)
 
-FAMILIES = ("recompute", "null", "unfuse", "topk", "null-tvm", "schedule", "split")
+FAMILIES = ("recompute", "null", "unfuse", "topk", "null-tvm", "schedule", "split", "horizontal")
 # unary steps of the chain: MLIR body lines (%in -> %out) and their NumPy twin
 STEPS = {
     "tanh": ("math.tanh {v} : f32", "np.tanh({v})"),
@@ -461,6 +468,46 @@ def _generate_split(seed: int, root: Path, target: str) -> Pair:
     return Pair(folder, "split", truth)
 
 
+def _horizontal_module(m: int, k: int, n: int, p: int) -> str:
+    ws = ", ".join(f"%w{i}: tensor<{k}x{n}xf32>" for i in range(p))
+    outs = ", ".join([f"tensor<{m}x{n}xf32>"] * p)
+    body = "".join(f"  %y{i} = linalg.matmul ins(%x, %w{i} : tensor<{m}x{k}xf32>, tensor<{k}x{n}xf32>) "
+                   f"outs(%acc : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>\n" for i in range(p))
+    return f"""// generated: {p} projections of one x (x @ w_i), as a layer's Q/K/V are
+func.func @main(%x: tensor<{m}x{k}xf32>, {ws}) -> ({outs}) {{
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<{m}x{n}xf32>
+  %acc = linalg.fill ins(%zero : f32) outs(%e : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
+{body}  return {", ".join(f"%y{i}" for i in range(p))} : {outs}
+}}
+"""
+
+
+def _generate_horizontal(seed: int, root: Path, target: str) -> Pair:
+    rng = random.Random(f"horizontal-{seed}")
+    m, k, n, p = rng.choice([32, 64, 128]), rng.choice([64, 128, 256]), rng.choice([32, 64, 96, 128]), rng.randint(2, 4)
+    name = f"gen_horizontal_{seed}"
+    folder = root / f"horizontal-{seed}"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "a.mlir").write_text(_horizontal_module(m, k, n, p))
+    (folder / "reference.py").write_text(
+        f'"""NumPy reference of the generated projections: x @ w_i for each of the {p} weights, in float64."""\n'
+        "import numpy as np\n\n\ndef reference(x, *ws):\n"
+        "    return tuple((x.astype(np.float64) @ w.astype(np.float64)).astype(np.float32) for w in ws)\n")
+    spec = _iree_spec(name, target, [([m, k], "float32")] + [([k, n], "float32")] * p, 1e-4, 1e-4)
+    (folder / "variants.toml").write_text(spec + """[variants.b.iree]
+flags = ["--iree-dispatch-creation-enable-fuse-horizontal-contractions"]
+""")
+    truth = {"class": "horizontal", "slower": "none",
+             "top_unit_kernels": ["*matmul*", "*horizontal_multi_contract*"],
+             "cause_rule": None,
+             "must_not_fire": ["recomputation", "shared-executable", "parallelism", "local-memory", "loop-stride"],
+             "family": "horizontal", "seed": seed, "target": target, "shape": {"m": m, "k": k, "n": n, "p": p},
+             "a": "a", "b": "b"}
+    (folder / "truth.json").write_text(json.dumps(truth, indent=1) + "\n")
+    return Pair(folder, "horizontal", truth)
+
+
 def _topk_module(n: int, k: int) -> str:
     return f"""// generated: the {k} largest of {n} f16 values (values only: f16 ties make indices ambiguous)
 func.func @main(%x: tensor<{n}xf16>) -> tensor<{k}xf16> {{
@@ -519,6 +566,8 @@ def generate(seed: int, family: str, root: Path, target: str = "llvm") -> Pair:
         return _generate_schedule(seed, root, target)
     if family == "split":
         return _generate_split(seed, root, target)
+    if family == "horizontal":
+        return _generate_horizontal(seed, root, target)
     rng = random.Random(f"{family}-{seed}")
     m, k, n = rng.choice([32, 48, 64, 96]), rng.choice([32, 64, 96]), rng.choice([4, 8, 16, 32])
     chain = [rng.choice(sorted(STEPS)) for _ in range(rng.randint(1, 4))]
