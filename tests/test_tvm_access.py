@@ -13,25 +13,26 @@ from rootcause.frontends.tvm.source import parse_tvmscript  # noqa: E402
 
 R, C = 64, 256
 
+
+def _scale(name: str, loops: str) -> str:
+    """y = 2x over [R, C], the loops in the order `loops` names them ("i, j" walks rows)."""
+    extents = {"i": R, "j": C}
+    grid = ", ".join(str(extents[v.strip()]) for v in loops.split(","))
+    return f"""
+@T.prim_func(s_tir=True)
+def {name}(x: T.Buffer(({R}, {C}), "float32"), y: T.Buffer(({R}, {C}), "float32")):
+    for {loops} in T.grid({grid}):
+        with T.sblock("b"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            y[vi, vj] = x[vi, vj] * T.float32(2)
+"""
+
+
 FUNCS = {
-    # y = x, row by row: both step one float
-    "rows": f"""
-@T.prim_func(s_tir=True)
-def rows(x: T.Buffer(({R}, {C}), "float32"), y: T.Buffer(({R}, {C}), "float32")):
-    for i, j in T.grid({R}, {C}):
-        with T.sblock("b"):
-            vi, vj = T.axis.remap("SS", [i, j])
-            y[vi, vj] = x[vi, vj] * T.float32(2)
-""",
-    # y = x, column by column: both step a row, C floats
-    "columns": f"""
-@T.prim_func(s_tir=True)
-def columns(x: T.Buffer(({R}, {C}), "float32"), y: T.Buffer(({R}, {C}), "float32")):
-    for j, i in T.grid({C}, {R}):
-        with T.sblock("b"):
-            vi, vj = T.axis.remap("SS", [i, j])
-            y[vi, vj] = x[vi, vj] * T.float32(2)
-""",
+    # row by row: both step one float
+    "rows": _scale("rows", "i, j"),
+    # column by column: both step a row, C floats
+    "columns": _scale("columns", "j, i"),
     # y[i, j] = x[j, i]: y steps one float, x a row of x (R floats)
     "transpose": f"""
 @T.prim_func(s_tir=True)
