@@ -455,9 +455,14 @@ def _generate_split(seed: int, root: Path, target: str) -> Pair:
         spec += f'[variants.b.tvm]\ndataflow_boundaries_after = ["{"lv" if split == 1 else f"lv{split - 1}"}"]\n'
     (folder / "variants.toml").write_text(spec)
     gpu = target.startswith("cuda")
-    kinds = sorted({("tir_" if k in UNARY else "") + k for k, _ in chain})
+    # A's one kernel is fused_*; each of B's parts is fused_* too, or, holding one op, that op's own
+    # PrimFunc (the first sight's list named every op, as unfuse's does, where most sit inside a
+    # fused_* name: no unit could match it)
+    parts = [chain[:split], chain[split:]] if how == "option" else [chain[:split], chain[split:split + 1],
+                                                                    chain[split + 1:]]
+    single = sorted({("tir_" if part[0][0] in UNARY else "") + part[0][0] for part in parts if len(part) == 1})
     truth = {"class": "split", "slower": "B" if gpu else "none",
-             "top_unit_kernels": ["fused_*"] + [f"{k}*" for k in kinds],
+             "top_unit_kernels": ["fused_*"] + [f"{k}*" for k in single],
              "cause_rule": "launch-overhead" if gpu else None,
              "must_not_fire": ["recomputation", "parallelism", "shared-executable", "local-memory", "loop-stride"],
              "family": "split", "seed": seed, "target": target, "shape": {"rows": rows, "cols": cols},

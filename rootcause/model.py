@@ -62,7 +62,9 @@ class CatalogKernel:
     - source_locs: input locations ('file:line:col', file by base name) of the ops the kernel
       computes, where the compiler carries them (IREE's MLIR locations: a fused dispatch keeps its
       producers' locations, a split reduction's dispatches share one). Kernels of two variants
-      built from one source that share a location compute (part of) the same input op.
+      built from one source that share a location compute (part of) the same input op. TVM
+      writes each op's content id instead ('relax:<hash>#k', its callee and inputs hashed:
+      frontends/tvm/provenance.content_ids), the same in two source files that build one graph.
     - source_op_kinds: the op each source_loc names, read from the source text ('math.tanh',
       'linalg.generic'; '' where not known), in source_locs order: what lets kernels of two
       variants built from two source files be compared by what they compute.

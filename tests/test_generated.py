@@ -5,6 +5,7 @@ construction decides; every unit's kernels were launched; the unit blamed holds 
 perturbation made. The full scoreboard (top unit, cause) is the benchmark's."""
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -43,6 +44,9 @@ def test_invariants(analyzed, family):
         assert not any(u["significant"] for u in att["units"])
     if whole["significant"] and pair.truth["slower"] in ("A", "B"):
         assert (whole["delta_ns"]["median"] > 0) == (pair.truth["slower"] == "B"), "headline against the construction"
+    # a CPU analysis says what it left unread in a CPU's terms, not by pointing at a GPU's tools
+    asks = [c for c in att["cannot_conclude"] if re.search(r"--gpu|\bncu\b", c)]
+    assert not asks, "a CPU verdict asks for a GPU's tools"
     launched = {(k["variant"], k["kernel"]) for k in att["kernels"] if k["launches_per_call"] > 0}
     for u in att["units"]:
         for v in "ab":

@@ -688,7 +688,8 @@ def loop_stride(ctx: Context) -> list[dict[str, Any]]:
     if near:
         text += f", {CACHE_LINE_BYTES // near} elements to a line"
     if cat_slow.bytes_moved and cat_slow.bytes_moved == cat_fast.bytes_moved:
-        text += f". Both move {_n(cat_slow.bytes_moved)} bytes: the loop order, not the work, makes the unit {speedup:.1f}x slower"
+        text += (f". Both move {_n(cat_slow.bytes_moved)} bytes: the loop order, not the work, makes the unit "
+                 f"{speedup:.1f}x slower")
     else:
         text += f"; the unit is {speedup:.1f}x slower"
     return [_finding(ctx, "loop-stride", text + ".", source="static lowered TIR (catalog access)",

@@ -33,7 +33,7 @@ from rootcause.frontends.tvm.binaries import extract_binaries, fill_resources
 from rootcause.frontends.tvm.boundaries import split_dataflow
 from rootcause.frontends.tvm.catalog import kernel_catalog
 from rootcause.frontends.tvm.overrides import apply_overrides
-from rootcause.frontends.tvm.provenance import provenance
+from rootcause.frontends.tvm.provenance import content_ids, provenance
 from rootcause.frontends.tvm.rules import rule_choices, verify_rules
 from rootcause.frontends.tvm.source import from_model, load_source
 from rootcause.frontends.tvm.work import work_counts
@@ -156,6 +156,9 @@ def _build_in_process(spec: VariantSpec, out_dir: Path) -> dict[str, Any]:
                 mod = transform(mod)
         # work of the PrimFuncs as scheduled, the ones built (an inlined producer counts per output)
         catalog = kernel_catalog(mod, target, groups, rules, spec, work_counts(mod))
+        content = content_ids(provenance_base)
+        for kernel in catalog:  # what lets alignment join kernels of two source files (model.py)
+            kernel["source_locs"] = [content[op] for op in kernel["source_ops"] if op in content]
         executable = relax.build(mod, target=target, relax_pipeline=None, tir_pipeline="default")
     module_path = out_dir / "module.so"
     executable.export_library(str(module_path))

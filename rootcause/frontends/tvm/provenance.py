@@ -32,6 +32,21 @@ def provenance(before: Any, after_fuse_ops: Any, after_fuse_tir: Any) -> dict[st
     return out
 
 
+def content_ids(before: Any) -> dict[str, str]:
+    """Provenance id '<fn>/<var>:<callee>' -> the op's content id 'relax:<hash>#<k>': the hash of
+    its callee and, recursively, its inputs (parameters by position, constants by value), the
+    k-th op of that hash in binding order. Binding names are the source file's (FuseOps' 'gv',
+    BlockBuilder's 'lv3', a user's 'q'), so two files that build the same computation name its
+    ops apart; their content ids are the same (issue 25's class 1: a dataflow block split by
+    hand in a second file)."""
+    seen: dict[str, int] = {}
+    out: dict[str, str] = {}
+    for sig, fn, var, callee, _ in _signatures(before):
+        seen[sig] = seen.get(sig, -1) + 1
+        out[f"{fn}/{var}:{callee}"] = f"relax:{sig[:16]}#{seen[sig]}"
+    return out
+
+
 def _signatures(mod: Any) -> list[tuple[str, str, str, str, str]]:
     """(hash, relax fn, var, callee, location) per call_tir reached from non-primitive functions;
     location is the fused Relax function it sits in, or the callee when called directly."""
