@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import gen_regressions as gen  # noqa: E402
 
-SAMPLE = [("null", 0), ("recompute", 0), ("unfuse", 0), ("topk", 3), ("schedule", 0)]
+SAMPLE = [("null", 0), ("recompute", 0), ("unfuse", 0), ("topk", 3), ("schedule", 0), ("split", 1)]
 
 
 @pytest.fixture(scope="module")
@@ -159,6 +159,24 @@ def test_recomputation_is_named_across_two_source_files(analyzed):
         pytest.skip("this seed's construction or this machine's measurement decides no slower B")
     top = max(att["units"], key=lambda u: abs(u["delta_ns"]["median"]))
     assert "recomputation" in {f["rule"] for f in top["findings"]}
+
+
+def test_a_block_split_by_hand_in_a_second_file_is_one_unit(analyzed):
+    """split, seed 1: B's file binds the chain's second op outside the dataflow block (issue 25's
+    class 1), so B launches the first op, the second, and the rest fused, where A launches one
+    fused kernel; the two files name their bindings apart (FuseOps and BlockBuilder number them
+    by file). The truth is the construction: every kernel of both sides computes part of the
+    one chain, so one unit holds them all, and B's kernels' ops are all ops of A's kernel."""
+    pair, att = analyzed["split"]
+    assert pair.truth["split"] == {"after": 1, "by": "file"}
+    cats = {v: att["catalogs"][v]["kernels"] for v in "ab"}
+    (fused,) = cats["a"].values()
+    assert len(cats["b"]) == 3
+    ops_b = [op for k in cats["b"].values() for op in k["source_ops"]]
+    assert set(ops_b) != set(fused["source_ops"]), "the two files named their bindings alike: not the class"
+    assert all(set(k["source_locs"]) < set(fused["source_locs"]) for k in cats["b"].values())
+    (unit,) = [u for u in att["units"] if u["kernels_a"] or u["kernels_b"]]
+    assert (set(unit["kernels_a"]), set(unit["kernels_b"])) == (set(cats["a"]), set(cats["b"]))
 
 
 def test_a_loop_order_is_read_from_the_lowered_tir_and_named(analyzed):
