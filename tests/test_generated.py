@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import gen_regressions as gen  # noqa: E402
 
-SAMPLE = [("null", 0), ("recompute", 0), ("unfuse", 0), ("topk", 3), ("schedule", 0), ("split", 1)]
+SAMPLE = [("null", 0), ("recompute", 0), ("unfuse", 0), ("topk", 3), ("schedule", 0), ("split", 1),
+          ("horizontal", 3)]
 
 
 @pytest.fixture(scope="module")
@@ -177,6 +178,23 @@ def test_a_block_split_by_hand_in_a_second_file_is_one_unit(analyzed):
     assert all(set(k["source_locs"]) < set(fused["source_locs"]) for k in cats["b"].values())
     (unit,) = [u for u in att["units"] if u["kernels_a"] or u["kernels_b"]]
     assert (set(unit["kernels_a"]), set(unit["kernels_b"])) == (set(cats["a"]), set(cats["b"]))
+
+
+def test_horizontal_fusion_is_one_unit_of_the_same_work(analyzed):
+    """horizontal, seed 3: four projections of one x. A launches one matmul executable four times;
+    B fuses them into one dispatch (IREE fused three, and launches the fourth as a matmul). The
+    truth is the construction: each side does 2*M*N*K flops per projection, P of them, so the
+    catalogs' work times launches is that on both sides, one unit holds every kernel, and no
+    finding says B recomputes."""
+    pair, att = analyzed["horizontal"]
+    m, k, n, p = (pair.truth["shape"][x] for x in "mknp")
+    cats = {v: att["catalogs"][v]["kernels"] for v in "ab"}
+    for v in "ab":
+        work = sum(cats[v][r["kernel"]]["flops"] * r["launches_per_call"] for r in att["kernels"] if r["variant"] == v)
+        assert work == 2 * m * n * k * p, v
+    (unit,) = [u for u in att["units"] if u["kernels_a"] or u["kernels_b"]]
+    assert (set(unit["kernels_a"]), set(unit["kernels_b"])) == (set(cats["a"]), set(cats["b"]))
+    assert "recomputation" not in {f["rule"] for f in att["findings"]}
 
 
 def test_a_loop_order_is_read_from_the_lowered_tir_and_named(analyzed):
