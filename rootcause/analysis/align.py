@@ -14,9 +14,9 @@ in registry order):
   them (IREE: dispatch ordinal and owning function removed).
 - location: the catalogs' source_locs, the input locations of the ops a kernel computes (IREE
   carries MLIR locations into its dispatches; TVM writes each op's content id, which two source
-  files that build one graph share where their binding names differ). Any two kernels sharing one join, whatever tier
-  placed them: a serial reduction meets its split partial + combine dispatches, a fused
-  dispatch the dispatches of the producers it absorbed.
+  files that build one graph share where their binding names differ). Any two kernels sharing
+  one join, whatever tier placed them: a serial reduction meets its split partial + combine
+  dispatches, a fused dispatch the dispatches of the producers it absorbed.
 - name: the same kernel name in both variants.
 - normalized-name: the same name once numbers and hashes are made anonymous (template
   arguments, renumbered torch.compile suffixes), the key unique on each side.

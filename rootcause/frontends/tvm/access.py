@@ -104,7 +104,7 @@ def _loads(expr: Any, out: list[tuple[Any, list[Any]]]) -> None:
         out.append((getattr(expr, "buffer", None) or expr.source, list(expr.indices)))
     for key in ("a", "b", "value", "condition", "true_value", "false_value", "base"):
         child = getattr(expr, key, None)
-        if child is not None and type(child).__module__.startswith("tvm") and not isinstance(child, (int, float)):
+        if child is not None and type(child).__module__.startswith("tvm"):
             _loads(child, out)
     for key in ("args", "indices"):
         for child in getattr(expr, key, None) or []:
