@@ -58,3 +58,5 @@ def test_readme_main_job_leaves_the_repository_clean(copy):
     assert doc["whole_graph"]["significant"] and done.stdout.startswith("einsum-fused-small is ")  # a verdict
     assert _git(copy, "status", "--porcelain") == ""
     assert "NVML" not in done.stderr  # a CPU run does not warn about the GPU library it does not need
+    # nor speaks of a GPU's launches or tools: IREE's CPU dispatches run workgroups
+    assert "blocks x" not in done.stdout and "--gpu" not in done.stdout

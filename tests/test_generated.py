@@ -48,6 +48,7 @@ def test_invariants(analyzed, family):
     # a CPU analysis says what it left unread in a CPU's terms, not by pointing at a GPU's tools
     asks = [c for c in att["cannot_conclude"] if re.search(r"--gpu|\bncu\b", c)]
     assert not asks, "a CPU verdict asks for a GPU's tools"
+    assert not [f for f in att["findings"] if "blocks x" in f["sentence"]], "a CPU dispatch's workgroups called blocks"
     launched = {(k["variant"], k["kernel"]) for k in att["kernels"] if k["launches_per_call"] > 0}
     for u in att["units"]:
         for v in "ab":

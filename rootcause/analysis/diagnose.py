@@ -146,6 +146,10 @@ def pair(ctx: Context) -> tuple[Side, pd.Series, Side, pd.Series] | None:
 
 def _launch_text(ctx: Context, side: Side, k: pd.Series) -> tuple[str, dict[str, Any]]:
     blocks, threads = _prod(k["grid"]), _prod(k["block"])
+    if ctx.cpu:  # a CPU dispatch's grid is its workgroups, tasks for the runtime's threads
+        text = f"{side.label}'s `{k['kernel']}` runs {_n(blocks)} workgroup{'s' if blocks != 1 else ''}"
+        return text, {"kernel": k["kernel"], "grid": list(k["grid"]), "block": list(k["block"]),
+                      "workgroups": blocks}
     w = _waves(side, k)
     text = f"{side.label}'s `{k['kernel']}` launches {_n(blocks)} blocks x {_n(threads)} threads"
     if w and w["waves"] < 1:
@@ -174,7 +178,7 @@ def launch_config(ctx: Context) -> list[dict[str, Any]]:
     sentence = f"{text_slow}, where {text_fast}."
     evidence = {"source": "profiled", slow.label: ev_slow, fast.label: ev_fast}
     # the pool_fusion case's signature: one block per element the other side computes with one thread.
-    if (counterpart["block"] is not None and _prod(focus["block"]) > 1
+    if (not ctx.cpu and counterpart["block"] is not None and _prod(focus["block"]) > 1
             and _prod(focus["grid"]) == _prod(counterpart["grid"]) * _prod(counterpart["block"])):
         sentence += (f" That is one block of {_n(_prod(focus['block']))} threads per element that "
                      f"`{counterpart['kernel']}` computes with one thread ({_n(_prod(focus['grid']))} elements).")
@@ -733,6 +737,10 @@ WEAK_TIERS = ("shape", "unmatched")
 # Findings that describe a unit without naming why it is slower: achieved bandwidth is a
 # consequence, and a differing schedule says which choice changed, not what it did to the kernel.
 DESCRIPTIVE_RULES = ("bandwidth", "schedule")
+# On the CPU a dispatch's workgroups are tasks that the runtime's few threads take in turn: how many
+# there are on each side is said, but no rule weighs them against the cores, so it names no mechanism
+# (the README's main job: the slower side ran 16 workgroups against 1).
+CPU_DESCRIPTIVE_RULES = ("launch-config",)
 
 
 def _unit_rules(unit: dict[str, Any], att: Attribution) -> list[Callable[[Context], list[dict[str, Any]]]]:
@@ -859,7 +867,8 @@ def diagnose(att: Attribution, alignment: Alignment, catalog_a: list[CatalogKern
             unit["findings"].extend(found)
             findings.extend(found)
         # a unit whose sides were not compared already says so (_unit_rules)
-        unit["unexplained"] = rules is UNIT_RULES and all(f["rule"] in DESCRIPTIVE_RULES for f in unit["findings"])
+        descriptive = DESCRIPTIVE_RULES + (CPU_DESCRIPTIVE_RULES if cpu else ())
+        unit["unexplained"] = rules is UNIT_RULES and all(f["rule"] in descriptive for f in unit["findings"])
         if unit["unexplained"]:
             att.cannot_conclude.append(_unexplained(ctx))
     findings.extend(launch_overhead(att))
