@@ -259,7 +259,8 @@ def _launches_per_call(events: pd.DataFrame, kernel: str) -> set[int]:
 
 def _split_per_op(v: str, names: dict[str, list[str]], info: dict[str, dict], events: pd.DataFrame) -> None:
     """Replace a kernel that serves several source ops, launched once per op in every call, by one
-    node per launch ordinal carrying that op (module doc)."""
+    node per launch ordinal carrying that op (module doc), and that op's location where the catalog
+    gives one per op (TVM's content ids, model.CatalogKernel.source_locs)."""
     out = []
     for n in names[v]:
         node = f"{v}:{n}"
@@ -268,9 +269,11 @@ def _split_per_op(v: str, names: dict[str, list[str]], info: dict[str, dict], ev
             out.append(n)
             continue
         row = info.pop(node)
+        locs = row["source_locs"]
         for i, op in enumerate(ops):
             out.append(f"{n}{INSTANCE}{i}")
-            info[f"{v}:{n}{INSTANCE}{i}"] = {**row, "source_ops": (op,)}
+            mine = (locs[i],) if len(locs) == len(ops) else locs
+            info[f"{v}:{n}{INSTANCE}{i}"] = {**row, "source_ops": (op,), "source_locs": mine}
     names[v] = out
 
 

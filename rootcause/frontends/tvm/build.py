@@ -158,7 +158,8 @@ def _build_in_process(spec: VariantSpec, out_dir: Path) -> dict[str, Any]:
         catalog = kernel_catalog(mod, target, groups, rules, spec, work_counts(mod))
         content = content_ids(provenance_base)
         for kernel in catalog:  # what lets alignment join kernels of two source files (model.py)
-            kernel["source_locs"] = [content[op] for op in kernel["source_ops"] if op in content]
+            ops = kernel["source_ops"]  # one location per op, in op order, or none
+            kernel["source_locs"] = [content[op] for op in ops] if all(op in content for op in ops) else []
         executable = relax.build(mod, target=target, relax_pipeline=None, tir_pipeline="default")
     module_path = out_dir / "module.so"
     executable.export_library(str(module_path))
