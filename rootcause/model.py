@@ -64,7 +64,7 @@ class CatalogKernel:
       producers' locations, a split reduction's dispatches share one). Kernels of two variants
       built from one source that share a location compute (part of) the same input op. TVM
       writes each op's content id instead ('relax:<hash>#k', its callee and inputs hashed:
-      frontends/tvm/provenance.content_ids), the same in two source files that build one graph,
+      frontends/tvm/provenance.provenance), the same in two source files that build one graph,
       one per source op in source_ops order (align splits a kernel launched once per op with them).
     - source_op_kinds: the op each source_loc names, read from the source text ('math.tanh',
       'linalg.generic'; '' where not known), in source_locs order: what lets kernels of two

@@ -32,10 +32,11 @@ PARALLELISM_FACTOR = 8
 # another). An IREE top-k split in S stages launches S x the threads, which stays under
 # PARALLELISM_FACTOR for S < 8 while both sides leave the device nearly idle (issue 25, class 2).
 SERIAL_FACTOR = 2.0
-# Either comparison names the cause only where the unit is this many times slower on the slow side:
-# the H100's top-k pairs (fixtures/captures/h100-2026-12-05-gen-topk) launched 1 thread against 64 for
-# the same ops and ran 1.01x apart (the 64 threads did not share the work).
-PARALLELISM_MIN_SPEEDUP = 1.5
+# A static difference (fewer threads, a longer serial chain a thread, a cache line an element) is named
+# as the cause only where the unit is this many times slower on the slow side: the H100's top-k pairs
+# (fixtures/captures/h100-2026-12-05-gen-topk) launched 1 thread against 64 for the same ops and ran
+# 1.01x apart (the 64 threads did not share the work).
+MECHANISM_MIN_SPEEDUP = 1.5
 # A launched thread walking this many bytes (or flops) serially, on a device left idle by both sides:
 # the unit's time is a serial chain whatever the other side does (class 2: 262,160 bytes a thread).
 SERIAL_WORK = 4096
@@ -504,7 +505,7 @@ def parallelism(ctx: Context) -> list[dict[str, Any]]:
     if not starved:
         return []
     speedup = _unit_speedup(ctx, slow)
-    if (wider or shorter) and speedup is not None and speedup < PARALLELISM_MIN_SPEEDUP:
+    if (wider or shorter) and speedup is not None and speedup < MECHANISM_MIN_SPEEDUP:
         ctx.attribution.cannot_conclude.append(
             f"unit {ctx.unit['unit']}: {slow.label}'s `{short(focus['kernel'], NAME_LIMIT)}` runs {_n(total)} "
             f"thread(s) where {fast.label} launches {_n(other_total)} for the same ops, yet {fast.label} is only "
@@ -661,7 +662,7 @@ def loop_stride(ctx: Context) -> list[dict[str, Any]]:
     of its hot loop to the next, where the other side's kernel for the same ops steps through every
     buffer less than a line at a time (catalog `access`, read from the lowered TIR: static, exact
     for affine indices). Only between kernels paired by the ops they compute, and only where the
-    unit is PARALLELISM_MIN_SPEEDUP times slower on the slow side (else a cannot-conclude line: a
+    unit is MECHANISM_MIN_SPEEDUP times slower on the slow side (else a cannot-conclude line: a
     strided loop that costs little is not what made the unit slower)."""
     if ctx.unit.get("method") not in op_evidence_tiers():
         return []
@@ -678,7 +679,7 @@ def loop_stride(ctx: Context) -> list[dict[str, Any]]:
     if not far or near >= CACHE_LINE_BYTES:
         return []
     speedup = _unit_speedup(ctx, slow)
-    if speedup is None or speedup < PARALLELISM_MIN_SPEEDUP:
+    if speedup is None or speedup < MECHANISM_MIN_SPEEDUP:
         ctx.attribution.cannot_conclude.append(
             f"unit {ctx.unit['unit']}: {slow.label}'s `{short(focus['kernel'], NAME_LIMIT)}` steps through memory "
             f"{_n(max(far.values()))} bytes at a time in its innermost loop where {fast.label}'s steps at most "

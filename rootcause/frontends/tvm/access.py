@@ -6,6 +6,9 @@ by `Bind` statements), so a schedule's loop order, splits and reorders are what 
 not the unscheduled op. A stride is the flat index at loop var = 1 less the index at 0, every
 other loop var at 0 and bound variables substituted: exact for the affine indices TVM writes,
 an estimate for floordiv/floormod ones (the first step's stride).
+
+The statements are walked by hand: apache-tvm 0.27's `tvm.tirx` gives Python no statement
+visitor (the `tir.stmt_functor.post_order_visit` of earlier releases is not registered).
 """
 from __future__ import annotations
 

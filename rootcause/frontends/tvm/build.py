@@ -33,7 +33,7 @@ from rootcause.frontends.tvm.binaries import extract_binaries, fill_resources
 from rootcause.frontends.tvm.boundaries import split_dataflow
 from rootcause.frontends.tvm.catalog import kernel_catalog
 from rootcause.frontends.tvm.overrides import apply_overrides
-from rootcause.frontends.tvm.provenance import content_ids, provenance
+from rootcause.frontends.tvm.provenance import provenance
 from rootcause.frontends.tvm.rules import rule_choices, verify_rules
 from rootcause.frontends.tvm.source import from_model, load_source
 from rootcause.frontends.tvm.work import work_counts
@@ -150,13 +150,12 @@ def _build_in_process(spec: VariantSpec, out_dir: Path) -> dict[str, Any]:
         if not overridden:
             mod = apply_overrides(mod, spec, target)
         after_fuse_tir = mod
-        groups = provenance(provenance_base, base if base is not None else provenance_base, after_fuse_tir)
+        groups, content = provenance(provenance_base, base if base is not None else provenance_base, after_fuse_tir)
         for transform in second:
             if pass_name(transform) not in spec.options.skip_passes:
                 mod = transform(mod)
         # work of the PrimFuncs as scheduled, the ones built (an inlined producer counts per output)
         catalog = kernel_catalog(mod, target, groups, rules, spec, work_counts(mod))
-        content = content_ids(provenance_base)
         for kernel in catalog:  # what lets alignment join kernels of two source files (model.py)
             ops = kernel["source_ops"]  # one location per op, in op order, or none
             kernel["source_locs"] = [content[op] for op in ops] if all(op in content for op in ops) else []

@@ -22,6 +22,7 @@ def kernel_catalog(mod: Any, target: Any, groups: dict[str, list[str]], rules: d
     prims = {gv.name_hint: f for gv, f in mod.functions_items() if isinstance(f, tirx.PrimFunc)}
     host, device_funcs = lower(mod, target)
     launched_by = _kernel_launches(host, set(device_funcs))
+    host_names = {gv.name_hint for gv in host.get_global_vars()}
     kernels = []
     for fname, func in prims.items():
         common = {"function": fname, "source_ops": groups.get(fname, []), "call_sites": [spec.entry],
@@ -31,7 +32,7 @@ def kernel_catalog(mod: Any, target: Any, groups: dict[str, list[str]], rules: d
             schedule = {"rule": "override", "override_file": spec.options.schedule_overrides[fname].name}
         names = launched_by.get(fname) or [n for n in device_funcs if n.startswith(fname + "_kernel")]
         if not device_funcs:  # CPU: the PrimFunc itself is the exported function
-            lowered = host[fname] if fname in {gv.name_hint for gv in host.get_global_vars()} else None
+            lowered = host[fname] if fname in host_names else None
             kernels.append(CatalogKernel(name=fname, schedule=schedule, access=hot_loop(lowered) if lowered else {},
                                          **common).to_dict())
             continue

@@ -7,15 +7,24 @@ from typing import Any
 from rootcause.frontends.tvm.calls import call_tir_callee, is_primitive
 
 
-def provenance(before: Any, after_fuse_ops: Any, after_fuse_tir: Any) -> dict[str, list[str]]:
-    """PrimFunc name (after FuseTIR) -> ids '<fn>/<var>:<callee>' of the input ops it computes.
+def provenance(before: Any, after_fuse_ops: Any, after_fuse_tir: Any
+               ) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """(PrimFunc name after FuseTIR -> ids '<fn>/<var>:<callee>' of the input ops it computes,
+    each such id -> the op's content id), from one walk of the input module.
 
     FuseOps renames bindings (a group's output becomes 'gv'), so ops are matched by what they
     compute: a hash of callee and argument hashes, with fused functions expanded in place.
     Identical computations (nine add(x, 1)) match in binding order. FuseTIR then replaces
     each call of a fused Relax function by one call_tir, binding for binding.
+
+    A content id 'relax:<hash>#<k>' is that hash (callee and, recursively, inputs: parameters by
+    position, constants by value), the k-th op of it in binding order. Binding names are the
+    source file's (FuseOps' 'gv', BlockBuilder's 'lv3', a user's 'q'), so two files that build the
+    same computation name its ops apart; their content ids are the same (issue 25's class 1: a
+    dataflow block split by hand in a second file).
     """
-    ops = [(sig, f"{fn}/{var}:{callee}") for sig, fn, var, callee, _ in _signatures(before)]
+    rows = _signatures(before)
+    ops = [(sig, f"{fn}/{var}:{callee}") for sig, fn, var, callee, _ in rows]
     located = [(sig, where) for sig, _, _, _, where in _signatures(after_fuse_ops)]
     groups: dict[str, list[str]] = {}
     for sig, op_id in ops:
@@ -29,22 +38,17 @@ def provenance(before: Any, after_fuse_ops: Any, after_fuse_tir: Any) -> dict[st
         for op_id in ids:
             if op_id not in out.setdefault(rename.get(where, where), []):
                 out[rename.get(where, where)].append(op_id)
-    return out
+    return out, _content_ids(ops)
 
 
-def content_ids(before: Any) -> dict[str, str]:
-    """Provenance id '<fn>/<var>:<callee>' -> the op's content id 'relax:<hash>#<k>': the hash of
-    its callee and, recursively, its inputs (parameters by position, constants by value), the
-    k-th op of that hash in binding order. Binding names are the source file's (FuseOps' 'gv',
-    BlockBuilder's 'lv3', a user's 'q'), so two files that build the same computation name its
-    ops apart; their content ids are the same (issue 25's class 1: a dataflow block split by
-    hand in a second file)."""
+def _content_ids(ops: list[tuple[str, str]]) -> dict[str, str]:
+    """Provenance id -> 'relax:<hash16>#<k>', k counting the ops of one hash in binding order."""
     seen: dict[str, int] = {}
-    out: dict[str, str] = {}
-    for sig, fn, var, callee, _ in _signatures(before):
+    content: dict[str, str] = {}
+    for sig, op_id in ops:
         seen[sig] = seen.get(sig, -1) + 1
-        out[f"{fn}/{var}:{callee}"] = f"relax:{sig[:16]}#{seen[sig]}"
-    return out
+        content[op_id] = f"relax:{sig[:16]}#{seen[sig]}"
+    return content
 
 
 def _signatures(mod: Any) -> list[tuple[str, str, str, str, str]]:
