@@ -56,6 +56,14 @@ Families (MLIR written here; shapes and op chains drawn from the seed):
              recomputation finding is false, and so is a shared-executable one (A's call sites
              share one shape).
 
+  workgroup  (IREE, llvm) a chain of math ops on x [M, K] in its own dispatch, then chain(x) @ w [K, N]
+             (M, N >= 128); B's source carries a compilation_info on the contraction alone (what a
+             user writes to tune one dispatch), IREE's own tiles but one: 'scalar' gives every
+             vector tile a size of 1, so the dispatch's loops run one element at a time (B slower;
+             the unit that dispatch, the mechanism its vector tiles); 'one-workgroup' makes the
+             whole M x N one workgroup (the direction and cause open: what one workgroup costs
+             depends on the cores free). The chain's dispatch is the same code on both sides.
+
     python benchmarks/gen_regressions.py --seed 0 --pairs 12 --out /tmp/gen   # build, run, analyze, score
     # a GPU batch: build here, run on the GPU host (fixtures/zoo/capture_tools), score here
     python benchmarks/gen_regressions.py --family unfuse --pairs 40 --target cuda:sm_90 --bundle-only --out /tmp/g
@@ -80,7 +88,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_zoo  # noqa: E402  (its scorer and table)
 
-FAMILIES = ("recompute", "null", "unfuse", "topk", "null-tvm", "schedule", "split", "horizontal")
+FAMILIES = ("recompute", "null", "unfuse", "topk", "null-tvm", "schedule", "split", "horizontal", "workgroup")
 # unary steps of the chain: MLIR body lines (%in -> %out) and their NumPy twin
 STEPS = {
     "tanh": ("math.tanh {v} : f32", "np.tanh({v})"),
@@ -111,14 +119,14 @@ def _chain_body(chain: list[str], first: str) -> tuple[list[str], str]:
     return lines, v
 
 
-def _contraction(m: int, k: int, n: int, lhs: str, chain: list[str]) -> str:
+def _contraction(m: int, k: int, n: int, lhs: str, chain: list[str], attrs: str = "") -> str:
     """%y = sum over l of chain(lhs[i, l]) * w[l, j], the chain (possibly empty) applied inside the
-    contraction's payload, with its accumulator."""
+    contraction's payload, with its accumulator; attrs: more entries of its attribute dictionary."""
     body, last = _chain_body(chain, "%a")
     payload = "".join(f"      {line}\n" for line in body)
     return f"""  %oe = tensor.empty() : tensor<{m}x{n}xf32>
   %acc = linalg.fill ins(%zero : f32) outs(%oe : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
-  %y = linalg.generic {{indexing_maps = [affine_map<(i, j, l) -> (i, l)>, affine_map<(i, j, l) -> (l, j)>,
+  %y = linalg.generic {{{attrs}indexing_maps = [affine_map<(i, j, l) -> (i, l)>, affine_map<(i, j, l) -> (l, j)>,
                                         affine_map<(i, j, l) -> (i, j)>],
                        iterator_types = ["parallel", "parallel", "reduction"]}}
        ins({lhs}, %w : tensor<{m}x{k}xf32>, tensor<{k}x{n}xf32>) outs(%acc : tensor<{m}x{n}xf32>) {{
@@ -132,10 +140,13 @@ def _contraction(m: int, k: int, n: int, lhs: str, chain: list[str]) -> str:
 """
 
 
-def _split_module(m: int, k: int, n: int, chain: list[str]) -> str:
+def _split_module(m: int, k: int, n: int, chain: list[str], config: str = "") -> str:
+    """The chain in its own dispatch, then the contraction; config: an #iree_codegen.compilation_info
+    the contraction carries (its workgroup and vector tiles, as a user pins them)."""
     body, last = _chain_body(chain, "%in")
     body = "\n        ".join(body)
-    return f"""// generated: the chain in its own dispatch, then the contraction
+    head = f"#config = {config}\n" if config else ""
+    return head + f"""// generated: the chain in its own dispatch, then the contraction
 func.func @main(%x: tensor<{m}x{k}xf32>, %w: tensor<{k}x{n}xf32>) -> tensor<{m}x{n}xf32> {{
   %zero = arith.constant 0.0 : f32
   %p = flow.dispatch.region -> (tensor<{m}x{k}xf32>) {{
@@ -149,7 +160,7 @@ func.func @main(%x: tensor<{m}x{k}xf32>, %w: tensor<{k}x{n}xf32>) -> tensor<{m}x
     }} -> tensor<{m}x{k}xf32>
     flow.return %r : tensor<{m}x{k}xf32>
   }}
-""" + _contraction(m, k, n, "%p", [])
+""" + _contraction(m, k, n, "%p", [], "compilation_info = #config, " if config else "")
 
 
 def _fused_module(m: int, k: int, n: int, chain: list[str]) -> str:
@@ -511,6 +522,46 @@ flags = ["--iree-dispatch-creation-enable-fuse-horizontal-contractions"]
     return Pair(folder, "horizontal", truth)
 
 
+# the workgroup family's configurations of the contraction (IREE 3.13's llvm-cpu syntax), tile sizes of
+# its loops i, j (parallel) and l (the reduction). IREE's own choice for these shapes on the generic
+# x86 CPU the builds target is distribution = cache_parallel = [32, 64, 0], vector tiles [8, 4, 0] and
+# [0, 0, 4] (--compile-to=executable-configurations): each kind changes one of them
+WORKGROUP_CONFIGS = {
+    "scalar": "distribution = [32, 64, 0], cache_parallel = [32, 64, 0], vector_common_parallel = [1, 1, 0], "
+              "vector_reduction = [0, 0, 1]",
+    "one-workgroup": "distribution = [{m}, {n}, 0], cache_parallel = [32, 64, 0], vector_common_parallel = [8, 4, 0], "
+                     "vector_reduction = [0, 0, 4]",
+}
+
+
+def _generate_workgroup(seed: int, root: Path, target: str) -> Pair:
+    if target != "llvm":
+        raise ValueError("the workgroup family writes llvm-cpu configurations: --target llvm only")
+    rng = random.Random(f"workgroup-{seed}")
+    m, k, n = rng.choice([128, 256]), rng.choice([64, 128, 256]), rng.choice([128, 256])
+    chain = [rng.choice(["tanh", "sin"]) for _ in range(rng.randint(1, 2))]
+    kind = rng.choice(sorted(WORKGROUP_CONFIGS))
+    config = ("#iree_codegen.compilation_info<lowering_config = #iree_cpu.lowering_config<"
+              f"{WORKGROUP_CONFIGS[kind].format(m=m, n=n)}>, translation_info = "
+              "#iree_codegen.translation_info<pipeline = #iree_cpu.pipeline<DoubleTilingExpert>>>")
+    name = f"gen_workgroup_{seed}"
+    folder = root / f"workgroup-{seed}"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "a.mlir").write_text(_split_module(m, k, n, chain))
+    (folder / "b.mlir").write_text(_split_module(m, k, n, chain, config))
+    (folder / "reference.py").write_text(_reference(chain))
+    (folder / "variants.toml").write_text(_spec(name, m, k, n, "b.mlir", target))
+    scalar = kind == "scalar"
+    truth = {"class": "workgroup", "slower": "B" if scalar else "none",
+             "top_unit_kernels": ["*matmul_like*"],
+             "cause_rule": "vector-tiles" if scalar else None,
+             "must_not_fire": ["recomputation", "shared-executable", "loop-stride"],
+             "family": "workgroup", "seed": seed, "target": target, "config": kind,
+             "shape": {"m": m, "k": k, "n": n}, "chain": chain, "a": "a", "b": "b"}
+    (folder / "truth.json").write_text(json.dumps(truth, indent=1) + "\n")
+    return Pair(folder, "workgroup", truth)
+
+
 def _topk_module(n: int, k: int) -> str:
     return f"""// generated: the {k} largest of {n} f16 values (values only: f16 ties make indices ambiguous)
 func.func @main(%x: tensor<{n}xf16>) -> tensor<{k}xf16> {{
@@ -560,7 +611,8 @@ def generate(seed: int, family: str, root: Path, target: str = "llvm") -> Pair:
     """One pair of `family` drawn from `seed`, written under root/<family>-<seed>/, for `target`
     (llvm, or cuda:sm_80 / cuda:sm_90 for the GPU batch)."""
     own = {"unfuse": _generate_unfuse, "topk": _generate_topk, "null-tvm": _generate_null_tvm,
-           "schedule": _generate_schedule, "split": _generate_split, "horizontal": _generate_horizontal}
+           "schedule": _generate_schedule, "split": _generate_split, "horizontal": _generate_horizontal,
+           "workgroup": _generate_workgroup}
     if family in own:
         return own[family](seed, root, target)
     rng = random.Random(f"{family}-{seed}")
