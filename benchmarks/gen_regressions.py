@@ -58,7 +58,8 @@ Families (MLIR written here; shapes and op chains drawn from the seed):
 
   workgroup  (IREE, llvm) a chain of math ops on x [M, K] in its own dispatch, then chain(x) @ w [K, N]
              (M, N >= 128); B's source carries a compilation_info on the contraction alone (what a
-             user writes to tune one dispatch), IREE's own tiles but one: 'scalar' gives every
+             user writes to tune one dispatch): IREE's own configuration of it (read from
+             iree-compile --compile-to=executable-configurations of A) with one field changed: 'scalar' gives every
              vector tile a size of 1, so the dispatch's loops run one element at a time (B slower;
              the unit that dispatch, the mechanism its vector tiles); 'one-workgroup' makes the
              whole M x N one workgroup (the direction and cause open: what one workgroup costs
@@ -79,6 +80,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import subprocess
 import sys
 import time
@@ -522,16 +524,34 @@ flags = ["--iree-dispatch-creation-enable-fuse-horizontal-contractions"]
     return Pair(folder, "horizontal", truth)
 
 
-# the workgroup family's configurations of the contraction (IREE 3.13's llvm-cpu syntax), tile sizes of
-# its loops i, j (parallel) and l (the reduction). IREE's own choice for these shapes on the generic
-# x86 CPU the builds target is distribution = cache_parallel = [32, 64, 0], vector tiles [8, 4, 0] and
-# [0, 0, 4] (--compile-to=executable-configurations): each kind changes one of them
-WORKGROUP_CONFIGS = {
-    "scalar": "distribution = [32, 64, 0], cache_parallel = [32, 64, 0], vector_common_parallel = [1, 1, 0], "
-              "vector_reduction = [0, 0, 1]",
-    "one-workgroup": "distribution = [{m}, {n}, 0], cache_parallel = [32, 64, 0], vector_common_parallel = [8, 4, 0], "
-                     "vector_reduction = [0, 0, 4]",
-}
+def _own_config(mlir: Path, target: str) -> tuple[dict[str, list[int]], str]:
+    """IREE's own configuration of the generated contraction (the op with three loops) for `target`,
+    as iree-compile configures it (--compile-to=executable-configurations, the build's target
+    flags): its lowering_config ({"distribution": [32, 64, 0], "vector_common_parallel": [8, 4, 0],
+    ...}) and its dispatch's translation_info, verbatim."""
+    from rootcause.frontends.iree.compile import iree_compile_path, target_flags
+
+    proc = subprocess.run([str(iree_compile_path()), str(mlir), *target_flags(target),
+                           "--compile-to=executable-configurations"], capture_output=True, text=True, check=True)
+    translation = None
+    for line in proc.stdout.splitlines():
+        found = re.search(r"translation_info = (#iree_codegen\.translation_info<.*>)\}", line)
+        if "func.func" in line and found:
+            translation = found.group(1)
+        for attr in re.findall(r"#iree_cpu\.lowering_config<([^>]*)>", line):
+            config = {k: [int(x) for x in v.split(",") if x.strip()] for k, v in re.findall(r"(\w+) = \[([^\]]*)\]", attr)}
+            if len(config.get("distribution", [])) == 3 and translation:
+                return config, translation
+    raise RuntimeError(f"{mlir}: iree-compile configured no contraction (no lowering_config of three loops)")
+
+
+def _substituted_config(own: dict[str, list[int]], kind: str, m: int, n: int) -> dict[str, list[int]]:
+    """IREE's own configuration of the contraction with one field changed: 'scalar' every vector
+    tile of size 1 (the loops step one element at a time), 'one-workgroup' the distribution
+    [M, N, 0] (the whole output one workgroup)."""
+    if kind == "scalar":
+        return {k: [min(x, 1) for x in v] if k.startswith("vector_") else v for k, v in own.items()}
+    return {**own, "distribution": [m, n, 0]}
 
 
 def _generate_workgroup(seed: int, root: Path, target: str) -> Pair:
@@ -540,14 +560,16 @@ def _generate_workgroup(seed: int, root: Path, target: str) -> Pair:
     rng = random.Random(f"workgroup-{seed}")
     m, k, n = rng.choice([128, 256]), rng.choice([64, 128, 256]), rng.choice([128, 256])
     chain = [rng.choice(["tanh", "sin"]) for _ in range(rng.randint(1, 2))]
-    kind = rng.choice(sorted(WORKGROUP_CONFIGS))
-    config = ("#iree_codegen.compilation_info<lowering_config = #iree_cpu.lowering_config<"
-              f"{WORKGROUP_CONFIGS[kind].format(m=m, n=n)}>, translation_info = "
-              "#iree_codegen.translation_info<pipeline = #iree_cpu.pipeline<DoubleTilingExpert>>>")
+    kind = rng.choice(["one-workgroup", "scalar"])
     name = f"gen_workgroup_{seed}"
     folder = root / f"workgroup-{seed}"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "a.mlir").write_text(_split_module(m, k, n, chain))
+    own, translation = _own_config(folder / "a.mlir", target)
+    pinned = _substituted_config(own, kind, m, n)
+    fields = ", ".join(f"{key} = {value}" for key, value in pinned.items())
+    config = (f"#iree_codegen.compilation_info<lowering_config = #iree_cpu.lowering_config<{fields}>, "
+              f"translation_info = {translation}>")
     (folder / "b.mlir").write_text(_split_module(m, k, n, chain, config))
     (folder / "reference.py").write_text(_reference(chain))
     (folder / "variants.toml").write_text(_spec(name, m, k, n, "b.mlir", target))
@@ -557,6 +579,7 @@ def _generate_workgroup(seed: int, root: Path, target: str) -> Pair:
              "cause_rule": "vector-tiles" if scalar else None,
              "must_not_fire": ["recomputation", "shared-executable", "loop-stride"],
              "family": "workgroup", "seed": seed, "target": target, "config": kind,
+             "own_config": own, "pinned_config": pinned,
              "shape": {"m": m, "k": k, "n": n}, "chain": chain, "a": "a", "b": "b"}
     (folder / "truth.json").write_text(json.dumps(truth, indent=1) + "\n")
     return Pair(folder, "workgroup", truth)

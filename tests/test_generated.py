@@ -15,19 +15,21 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import gen_regressions as gen  # noqa: E402
 
-SAMPLE = [("null", 0), ("recompute", 0), ("unfuse", 0), ("topk", 3), ("schedule", 0), ("split", 1),
-          ("horizontal", 3)]
+# name -> (family, seed); the workgroup family's seeds draw each of its two kinds
+SAMPLE = {"null": ("null", 0), "recompute": ("recompute", 0), "unfuse": ("unfuse", 0), "topk": ("topk", 3),
+          "schedule": ("schedule", 0), "split": ("split", 1), "horizontal": ("horizontal", 3),
+          "workgroup-scalar": ("workgroup", 102), "workgroup-one": ("workgroup", 104)}
 
 
 @pytest.fixture(scope="module")
 def analyzed(tmp_path_factory) -> dict[str, tuple[gen.Pair, dict]]:
     root = tmp_path_factory.mktemp("generated")
     out = {}
-    for family, seed in SAMPLE:
+    for name, (family, seed) in SAMPLE.items():
         pair = gen.generate(seed, family, root / "pairs")
         att, err = gen.analyze(pair, root / "analyses" / pair.folder.name)
         assert att is not None, f"{pair.folder.name}: analyze failed: {err}"
-        out[family] = (pair, att)
+        out[name] = (pair, att)
     return out
 
 
@@ -36,9 +38,9 @@ def test_generation_is_seeded(tmp_path):
     assert (a.folder / "b.mlir").read_text() == (b.folder / "b.mlir").read_text() and a.truth == b.truth
 
 
-@pytest.mark.parametrize("family", [f for f, _ in SAMPLE])
-def test_invariants(analyzed, family):
-    pair, att = analyzed[family]
+@pytest.mark.parametrize("name", list(SAMPLE))
+def test_invariants(analyzed, name):
+    pair, att = analyzed[name]
     whole = att["whole_graph"]
     if pair.truth["class"] == "null":
         assert not whole["significant"], "A against A called significant"
@@ -48,7 +50,8 @@ def test_invariants(analyzed, family):
     # a CPU analysis says what it left unread in a CPU's terms, not by pointing at a GPU's tools
     asks = [c for c in att["cannot_conclude"] if re.search(r"--gpu|\bncu\b", c)]
     assert not asks, "a CPU verdict asks for a GPU's tools"
-    assert not [f for f in att["findings"] if "blocks x" in f["sentence"]], "a CPU dispatch's workgroups called blocks"
+    gpu_words = re.compile(r"\bblock(s|\(s\))? x |\bSMs?\b|thread slots|threads per block")
+    assert not [f for f in att["findings"] if gpu_words.search(f["sentence"])], "a CPU dispatch described as a GPU's"
     launched = {(k["variant"], k["kernel"]) for k in att["kernels"] if k["launches_per_call"] > 0}
     for u in att["units"]:
         for v in "ab":
@@ -254,3 +257,50 @@ def test_the_h100_topk_batch_names_serial_work_on_both_sides(tmp_path):
         assert (evidence["threads"], evidence["other_threads_max"]) == (threads["a"], threads["b"]) == (1, 64)
         assert evidence["work_per_thread"] == 2 * shape["n"] + 2 * shape["k"]  # f16 in, f16 values out
         assert any("the thread count is not named as the cause" in c for c in att["cannot_conclude"])
+
+
+def test_a_pinned_configuration_is_read_from_the_source(analyzed):
+    """workgroup: B's source pins the contraction's lowering_config (a compilation_info), IREE's own
+    (read by the generator from iree-compile) with one field changed; both catalogs carry what the
+    generator wrote, and the chain's dispatch is configured alike on both sides."""
+    for name in ("workgroup-scalar", "workgroup-one"):
+        pair, att = analyzed[name]
+        configs = {v: {k["name"]: k["schedule"]["lowering_config"] for k in att["catalogs"][v]["kernels"].values()}
+                   for v in "ab"}
+        (a_mm,) = [c for n, c in configs["a"].items() if "matmul_like" in n]
+        (b_mm,) = [c for n, c in configs["b"].items() if "matmul_like" in n]
+        assert a_mm == pair.truth["own_config"] and b_mm == pair.truth["pinned_config"]
+        assert [c for n, c in configs["a"].items() if "matmul_like" not in n] == \
+            [c for n, c in configs["b"].items() if "matmul_like" not in n]
+
+
+def test_vector_tiles_of_one_are_named(analyzed):
+    """workgroup, scalar: B's contraction steps one element at a time (the construction); it is the
+    top unit, B is slower, and the vector-tiles finding names that dispatch with the generator's
+    tiles (A's elements a step: the product of IREE's own vector tile sizes)."""
+    pair, att = analyzed["workgroup-scalar"]
+    top = max(att["units"], key=lambda u: abs(u["delta_ns"]["median"]))
+    assert top["significant"] and top["delta_ns"]["median"] > 0 and "matmul_like" in top["kernels_b"][0]
+    (found,) = [f for f in top["findings"] if f["rule"] == "vector-tiles"]
+    own = pair.truth["own_config"]
+    step = 1
+    for i in range(3):
+        step *= max([v[i] for k, v in own.items() if k.startswith("vector_") and v[i] > 0] or [1])
+    assert found["evidence"]["elements_per_step"] == 1 and found["evidence"]["other_elements_per_step"] == step
+
+
+def test_one_workgroup_is_weighed_against_the_cpus(analyzed):
+    """workgroup, one-workgroup: B's contraction is one workgroup (the construction), A's as many as
+    IREE's own distribution tiles make; a parallelism finding, where the unit is slow enough to
+    name one, counts both and the CPUs this process may run on, and never speaks of blocks."""
+    import math
+    import os
+
+    pair, att = analyzed["workgroup-one"]
+    shape, own = pair.truth["shape"], pair.truth["own_config"]["distribution"]
+    tiles = math.ceil(shape["m"] / own[0]) * math.ceil(shape["n"] / own[1])
+    for f in att["findings"]:
+        if f["rule"] == "parallelism":
+            ev = f["evidence"]
+            assert (ev["workgroups"], ev["other_workgroups"]) == (1, tiles), ev
+            assert ev["cpus"] == len(os.sched_getaffinity(0)) and "block" not in f["sentence"]

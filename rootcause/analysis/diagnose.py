@@ -42,6 +42,12 @@ MECHANISM_MIN_SPEEDUP = 1.5
 SERIAL_WORK = 4096
 # a kernel's work, in the order it is asked for: flops where the catalog counts them, else bytes moved
 WORK_METRICS = (("flops", "flops"), ("bytes_moved", "bytes"))
+# On the CPU a dispatch keeping half the CPUs busy or fewer, where the other side's keeps all it can:
+# the runtime's threads, one a CPU, take the workgroups in turn (2 CPUs here: 1 workgroup against 16).
+CPU_BUSY_FACTOR = 2
+# An IREE CPU dispatch whose vector tiles hold this many times fewer elements than those of the other
+# side's dispatch for the same ops steps through its loops that many times more often for the same work.
+VECTOR_TILE_FACTOR = 4
 # A CPU loop stepping this many bytes between iterations gives every element a cache line of its
 # own (and no vector lanes): the x86 and Arm cores this runs on have 64-byte lines.
 CACHE_LINE_BYTES = 64
@@ -482,6 +488,8 @@ def parallelism(ctx: Context) -> list[dict[str, Any]]:
     if focus["grid"] is None or focus["block"] is None:
         return []
     method = ctx.unit.get("method")
+    if ctx.cpu:
+        return _cpu_parallelism(ctx, slow, focus, fast) if method in op_evidence_tiers() else []
     if method not in op_evidence_tiers() + ("remainder",):
         ctx.attribution.cannot_conclude.append(
             f"unit {ctx.unit['unit']}: joined by {method}, not by the ops its kernels compute: "
@@ -548,6 +556,46 @@ def parallelism(ctx: Context) -> list[dict[str, Any]]:
             text += f" over {_n(work['serial_elements_per_thread'])} elements serially"
     evidence["threads_doing_work"] = work
     return [_finding(ctx, "parallelism", text + ".", **evidence)]
+
+
+def _cpu_count(att: Attribution) -> int | None:
+    """The CPUs the measured process could run on (the run's environment record), or None."""
+    for moment in ("measure_start", "before"):
+        cpu = ((att.environment or {}).get(moment) or {}).get("cpu") or {}
+        count = cpu.get("affinity_cpus") or cpu.get("logical_cpus")
+        if isinstance(count, int) and count > 0:
+            return count
+    return None
+
+
+def _cpu_parallelism(ctx: Context, slow: Side, focus: pd.Series, fast: Side) -> list[dict[str, Any]]:
+    """CPU: the runtime's worker threads, one a CPU, take a dispatch's workgroups in turn, so a dispatch
+    keeps min(workgroups, CPUs) of them busy. Named where the slow side's dispatch keeps fewer CPUs
+    busy than the other side's for the same ops and the unit is MECHANISM_MIN_SPEEDUP times slower;
+    what the CPUs can explain is at most their ratio, which the sentence says."""
+    cpus = _cpu_count(ctx.attribution)
+    rows = [r for r in fast.kernels.itertuples(index=False) if r.grid is not None]
+    if cpus is None or not rows:
+        return []
+    best = max(rows, key=lambda r: _prod(r.grid))
+    mine, theirs = _prod(focus["grid"]), _prod(best.grid)
+    busy, busy_other = min(mine, cpus), min(theirs, cpus)
+    if busy_other < CPU_BUSY_FACTOR * busy:
+        return []
+    speedup = _unit_speedup(ctx, slow)
+    if speedup is None or speedup < MECHANISM_MIN_SPEEDUP:
+        ctx.attribution.cannot_conclude.append(
+            f"unit {ctx.unit['unit']}: {slow.label}'s `{short(focus['kernel'], NAME_LIMIT)}` runs {_n(mine)} "
+            f"workgroup(s), keeping {_n(busy)} of the {cpus} CPUs busy where {fast.label}'s keeps {_n(busy_other)}, "
+            f"yet the unit is only {speedup or 0:.2f}x slower: the CPUs left idle are not named as the cause")
+        return []
+    text = (f"{slow.label}'s `{focus['kernel']}` runs {_n(mine)} workgroup(s) and so keeps {_n(busy)} of the run's "
+            f"{cpus} CPUs busy, where {fast.label}'s `{best.kernel}` runs {_n(theirs)} workgroups that the runtime's "
+            f"threads share over {_n(busy_other)} CPUs: the unit is {speedup:.2f}x slower, of which spreading over "
+            f"the CPUs can give at most {busy_other / busy:.0f}x")
+    return [_finding(ctx, "parallelism", text + ".", source="profiled launches, the run's CPU count",
+                     pairing=ctx.unit.get("method"), kernel=focus["kernel"], workgroups=mine,
+                     other_kernel=best.kernel, other_workgroups=theirs, cpus=cpus, speedup=speedup)]
 
 
 def _unit_speedup(ctx: Context, slow: Side) -> float | None:
@@ -657,6 +705,55 @@ def shared_executable(ctx: Context) -> list[dict[str, Any]]:
     return out
 
 
+def _vector_step(cat: CatalogKernel | None) -> tuple[int, dict[str, list[int]]] | None:
+    """(elements one vector step computes, the vector tile levels read) of an IREE CPU dispatch: per
+    loop, the largest of its vector tile sizes (common parallel, reduction, inner parallel levels),
+    multiplied; None where the catalog has no iree_cpu lowering_config with vector tiles."""
+    schedule = (cat.schedule or {}) if cat is not None else {}
+    if schedule.get("lowering_config_attr") != "iree_cpu.lowering_config":
+        return None
+    levels = {k: v for k, v in (schedule.get("lowering_config") or {}).items()
+              if k.startswith("vector_") and isinstance(v, list) and all(isinstance(x, int) for x in v)}
+    if not levels:
+        return None
+    loops = max(len(v) for v in levels.values())
+    sizes = [max([v[i] for v in levels.values() if i < len(v) and v[i] > 0] or [1]) for i in range(loops)]
+    return math.prod(sizes), levels
+
+
+def vector_tiles(ctx: Context) -> list[dict[str, Any]]:
+    """IREE CPU: the slow side's dispatch computes VECTOR_TILE_FACTOR times fewer elements a vector
+    step than the other side's dispatch for the same ops (its lowering_config's vector tile sizes,
+    static), so its loops take that many more steps for the same work; a step of one element uses no
+    vector lanes. Only between dispatches paired by the ops they compute, and only where the unit is
+    MECHANISM_MIN_SPEEDUP times slower (else a cannot-conclude line)."""
+    if ctx.unit.get("method") not in op_evidence_tiers():
+        return []
+    p = pair(ctx)
+    if p is None:
+        return []
+    slow, focus, fast, counterpart = p
+    step_slow, step_fast = _vector_step(slow.cat(focus["kernel"])), _vector_step(fast.cat(counterpart["kernel"]))
+    if step_slow is None or step_fast is None or step_fast[0] < VECTOR_TILE_FACTOR * step_slow[0]:
+        return []
+    tiles = {side: ", ".join(f"{k} {v}" for k, v in step[1].items()) for side, step in (("slow", step_slow), ("fast", step_fast))}
+    speedup = _unit_speedup(ctx, slow)
+    if speedup is None or speedup < MECHANISM_MIN_SPEEDUP:
+        ctx.attribution.cannot_conclude.append(
+            f"unit {ctx.unit['unit']}: {slow.label}'s `{short(focus['kernel'], NAME_LIMIT)}` computes {_n(step_slow[0])} "
+            f"element(s) a vector step where {fast.label}'s computes {_n(step_fast[0])}, yet the unit is only "
+            f"{speedup or 0:.2f}x slower: its vector tiles are not named as the cause")
+        return []
+    one = " (no vector lanes: its loops step one element at a time)" if step_slow[0] == 1 else ""
+    text = (f"{slow.label}'s `{focus['kernel']}` computes {_n(step_slow[0])} element(s) a vector step{one}, by its "
+            f"vector tiles ({tiles['slow']}), where {fast.label}'s `{counterpart['kernel']}` computes "
+            f"{_n(step_fast[0])} ({tiles['fast']}): for the same ops its loops take {step_fast[0] // step_slow[0]}x "
+            f"the steps, and the unit is {speedup:.1f}x slower")
+    return [_finding(ctx, "vector-tiles", text + ".", source="static catalog lowering_config",
+                     kernel=focus["kernel"], other_kernel=counterpart["kernel"], elements_per_step=step_slow[0],
+                     other_elements_per_step=step_fast[0], speedup=speedup)]
+
+
 def loop_stride(ctx: Context) -> list[dict[str, Any]]:
     """CPU: the slow side's kernel steps through a buffer CACHE_LINE_BYTES or more from one iteration
     of its hot loop to the next, where the other side's kernel for the same ops steps through every
@@ -729,7 +826,7 @@ def schedule_rule(ctx: Context) -> list[dict[str, Any]]:
 
 UNIT_RULES: list[Callable[[Context], list[dict[str, Any]]]] = [
     launch_config, launch_count, parallelism, occupancy_limiter, shared_memory, local_memory, global_access,
-    bank_conflicts, bandwidth, recomputation, shared_executable, loop_stride, schedule_rule,
+    bank_conflicts, bandwidth, recomputation, shared_executable, vector_tiles, loop_stride, schedule_rule,
 ]
 # Rules about one side's kernels alone; every other rule compares the two sides as computing the
 # same ops, which a unit with one side, or joined by launch size alone, gives no ground for.
@@ -892,8 +989,9 @@ def _unexplained(ctx: Context) -> str:
             "names a mechanism (launch configuration and count, parallelism, occupancy, shared and local memory, "
             "recomputation and shared executables were compared where the facts allowed and showed none")
     if ctx.cpu:
-        return text + ("; nor do the hot loops' memory strides, where the catalogs read them); what else the "
-                       "kernels' bodies do differently (vectorization, instruction mix) is not read by any rule")
+        return text + ("; nor do the hot loops' memory strides and IREE's vector tiles, where the catalogs read "
+                       "them); what else the kernels' bodies do differently (the vector code LLVM emitted, "
+                       "instruction mix) is not read by any rule")
     if all(_counted(side, COUNTER_COLUMNS) for side in (ctx.a, ctx.b)):
         return text + ("; nor do the hardware counters: L2 sectors, sectors per global request and wavefronts "
                        "per shared instruction); what else the kernels' bodies do differently (instruction mix, "
