@@ -582,12 +582,9 @@ def _cpu_parallelism(ctx: Context, slow: Side, focus: pd.Series, fast: Side) -> 
     busy, busy_other = min(mine, cpus), min(theirs, cpus)
     if busy_other < CPU_BUSY_FACTOR * busy:
         return []
-    speedup = _unit_speedup(ctx, slow)
-    if speedup is None or speedup < MECHANISM_MIN_SPEEDUP:
-        ctx.attribution.cannot_conclude.append(
-            f"unit {ctx.unit['unit']}: {slow.label}'s `{short(focus['kernel'], NAME_LIMIT)}` runs {_n(mine)} "
-            f"workgroup(s), keeping {_n(busy)} of the {cpus} CPUs busy where {fast.label}'s keeps {_n(busy_other)}, "
-            f"yet the unit is only {speedup or 0:.2f}x slower: the CPUs left idle are not named as the cause")
+    speedup = _slow_enough(ctx, slow, focus, f"runs {_n(mine)} workgroup(s), keeping {_n(busy)} of the {cpus} CPUs "
+                           f"busy where {fast.label}'s keeps {_n(busy_other)}", "the CPUs left idle")
+    if speedup is None:
         return []
     text = (f"{slow.label}'s `{focus['kernel']}` runs {_n(mine)} workgroup(s) and so keeps {_n(busy)} of the run's "
             f"{cpus} CPUs busy, where {fast.label}'s `{best.kernel}` runs {_n(theirs)} workgroups that the runtime's "
@@ -596,6 +593,18 @@ def _cpu_parallelism(ctx: Context, slow: Side, focus: pd.Series, fast: Side) -> 
     return [_finding(ctx, "parallelism", text + ".", source="profiled launches, the run's CPU count",
                      pairing=ctx.unit.get("method"), kernel=focus["kernel"], workgroups=mine,
                      other_kernel=best.kernel, other_workgroups=theirs, cpus=cpus, speedup=speedup)]
+
+
+def _slow_enough(ctx: Context, slow: Side, focus: pd.Series, what: str, mechanism: str) -> float | None:
+    """The unit's speedup where it is MECHANISM_MIN_SPEEDUP or more, else None after a cannot-conclude
+    line: `what` the slow side's kernel does, `mechanism` the cause it then does not name."""
+    speedup = _unit_speedup(ctx, slow)
+    if speedup is not None and speedup >= MECHANISM_MIN_SPEEDUP:
+        return speedup
+    ctx.attribution.cannot_conclude.append(
+        f"unit {ctx.unit['unit']}: {slow.label}'s `{short(focus['kernel'], NAME_LIMIT)}` {what}, yet the unit is "
+        f"only {speedup or 0:.2f}x slower: {mechanism} is not named as the cause")
+    return None
 
 
 def _unit_speedup(ctx: Context, slow: Side) -> float | None:
@@ -727,9 +736,7 @@ def vector_tiles(ctx: Context) -> list[dict[str, Any]]:
     static), so its loops take that many more steps for the same work; a step of one element uses no
     vector lanes. Only between dispatches paired by the ops they compute, and only where the unit is
     MECHANISM_MIN_SPEEDUP times slower (else a cannot-conclude line)."""
-    if ctx.unit.get("method") not in op_evidence_tiers():
-        return []
-    p = pair(ctx)
+    p = pair(ctx) if ctx.unit.get("method") in op_evidence_tiers() else None
     if p is None:
         return []
     slow, focus, fast, counterpart = p
@@ -737,12 +744,9 @@ def vector_tiles(ctx: Context) -> list[dict[str, Any]]:
     if step_slow is None or step_fast is None or step_fast[0] < VECTOR_TILE_FACTOR * step_slow[0]:
         return []
     tiles = {side: ", ".join(f"{k} {v}" for k, v in step[1].items()) for side, step in (("slow", step_slow), ("fast", step_fast))}
-    speedup = _unit_speedup(ctx, slow)
-    if speedup is None or speedup < MECHANISM_MIN_SPEEDUP:
-        ctx.attribution.cannot_conclude.append(
-            f"unit {ctx.unit['unit']}: {slow.label}'s `{short(focus['kernel'], NAME_LIMIT)}` computes {_n(step_slow[0])} "
-            f"element(s) a vector step where {fast.label}'s computes {_n(step_fast[0])}, yet the unit is only "
-            f"{speedup or 0:.2f}x slower: its vector tiles are not named as the cause")
+    speedup = _slow_enough(ctx, slow, focus, f"computes {_n(step_slow[0])} element(s) a vector step where "
+                           f"{fast.label}'s computes {_n(step_fast[0])}", "its vector tiles")
+    if speedup is None:
         return []
     one = " (no vector lanes: its loops step one element at a time)" if step_slow[0] == 1 else ""
     text = (f"{slow.label}'s `{focus['kernel']}` computes {_n(step_slow[0])} element(s) a vector step{one}, by its "
@@ -761,9 +765,7 @@ def loop_stride(ctx: Context) -> list[dict[str, Any]]:
     for affine indices). Only between kernels paired by the ops they compute, and only where the
     unit is MECHANISM_MIN_SPEEDUP times slower on the slow side (else a cannot-conclude line: a
     strided loop that costs little is not what made the unit slower)."""
-    if ctx.unit.get("method") not in op_evidence_tiers():
-        return []
-    p = pair(ctx)
+    p = pair(ctx) if ctx.unit.get("method") in op_evidence_tiers() else None
     if p is None:
         return []
     slow, focus, fast, counterpart = p
@@ -775,12 +777,9 @@ def loop_stride(ctx: Context) -> list[dict[str, Any]]:
     near = max(hot_fast["strides_bytes"].values())
     if not far or near >= CACHE_LINE_BYTES:
         return []
-    speedup = _unit_speedup(ctx, slow)
-    if speedup is None or speedup < MECHANISM_MIN_SPEEDUP:
-        ctx.attribution.cannot_conclude.append(
-            f"unit {ctx.unit['unit']}: {slow.label}'s `{short(focus['kernel'], NAME_LIMIT)}` steps through memory "
-            f"{_n(max(far.values()))} bytes at a time in its innermost loop where {fast.label}'s steps at most "
-            f"{_n(near)}, yet the unit is only {speedup or 0:.2f}x slower: the loop's stride is not named as the cause")
+    speedup = _slow_enough(ctx, slow, focus, f"steps through memory {_n(max(far.values()))} bytes at a time in its "
+                           f"innermost loop where {fast.label}'s steps at most {_n(near)}", "the loop's stride")
+    if speedup is None:
         return []
     names = ", ".join(f"`{b}`" for b in sorted(far))
     text = (f"{slow.label}'s `{focus['kernel']}` steps through {names} {_n(max(far.values()))} bytes apart from one "
