@@ -65,6 +65,15 @@ Families (MLIR written here; shapes and op chains drawn from the seed):
              whole M x N one workgroup (the direction and cause open: what one workgroup costs
              depends on the cores free). The chain's dispatch is the same code on both sides.
 
+  version    (IREE, llvm) the recompute family's A graph (the chain's dispatch, then the contraction),
+             one source: A built by iree-base-compiler 3.12.0 (its own environment and runtime), B by
+             the installed release (3.8.0's runtime has no host-execution profiler, so a CPU pair of
+             it cannot be attributed: analyze says so and stops; CUPTI on a GPU profiles any release). Truth: direction, top unit and cause open (what changed between
+             the releases is theirs); the two sides compute the same ops in the same dispatches, so
+             a recomputation or shared-executable finding is false; every hybrid is built by the
+             release of the side it modifies, or left out with the compiler's reason (the row's
+             `own_release`: true, false, or none where no hybrid was planned).
+
     python benchmarks/gen_regressions.py --seed 0 --pairs 12 --out /tmp/gen   # build, run, analyze, score
     # a GPU batch: build here, run on the GPU host (fixtures/zoo/capture_tools), score here
     python benchmarks/gen_regressions.py --family unfuse --pairs 40 --target cuda:sm_90 --bundle-only --out /tmp/g
@@ -90,7 +99,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_zoo  # noqa: E402  (its scorer and table)
 
-FAMILIES = ("recompute", "null", "unfuse", "topk", "null-tvm", "schedule", "split", "horizontal", "workgroup")
+FAMILIES = ("recompute", "null", "unfuse", "topk", "null-tvm", "schedule", "split", "horizontal", "workgroup",
+            "version")
 # unary steps of the chain: MLIR body lines (%in -> %out) and their NumPy twin
 STEPS = {
     "tanh": ("math.tanh {v} : f32", "np.tanh({v})"),
@@ -585,6 +595,55 @@ def _generate_workgroup(seed: int, root: Path, target: str) -> Pair:
     return Pair(folder, "workgroup", truth)
 
 
+# the version family's older side: a release whose iree-compile reads the generated MLIR and whose
+# runtime has the host-execution profiler the CPU attribution needs
+VERSION_A = "iree-base-compiler==3.12.0"
+
+
+def _generate_version(seed: int, root: Path, target: str) -> Pair:
+    if target != "llvm":
+        raise ValueError("the version family profiles the older release's runtime here: --target llvm only")
+    rng = random.Random(f"version-{seed}")
+    m, k, n = rng.choice([64, 128, 256]), rng.choice([64, 128]), rng.choice([64, 128, 256])
+    chain = [rng.choice(["tanh", "sin"]) for _ in range(rng.randint(1, 3))]
+    name = f"gen_version_{seed}"
+    folder = root / f"version-{seed}"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "a.mlir").write_text(_split_module(m, k, n, chain))
+    (folder / "reference.py").write_text(_reference(chain))
+    spec = _spec(name, m, k, n, "a.mlir", target).replace(
+        f'name = "{name}-a"\n', f'name = "{name}-a"\ntoolchain = "{VERSION_A}"\n')
+    (folder / "variants.toml").write_text(spec)
+    truth = {"class": "version", "slower": "none", "top_unit_kernels": None, "cause_rule": None,
+             "must_not_fire": ["recomputation", "shared-executable"],
+             "family": "version", "seed": seed, "target": target, "toolchains": {"a": VERSION_A, "b": "installed"},
+             "shape": {"m": m, "k": k, "n": n}, "chain": chain, "a": "a", "b": "b"}
+    (folder / "truth.json").write_text(json.dumps(truth, indent=1) + "\n")
+    return Pair(folder, "version", truth)
+
+
+def hybrids_own_release(out: Path) -> bool | None:
+    """Every hybrid the plan names is built by the compiler of the side it modifies (its bundle's
+    manifest against that side's), or is left out with the compiler's reason; None where the plan
+    names no hybrid. out: the analysis folder (plan.json, bundles/)."""
+    plan = json.loads((out / "plan.json").read_text())
+    if not plan["hybrids"]:
+        return None
+
+    def compiler(name: str) -> dict | None:
+        manifest = out / plan["bundles"][name] / "manifest.json"
+        return json.loads(manifest.read_text())["toolchain"]["compiler"] if manifest.is_file() else None
+
+    for h in plan["hybrids"]:
+        if h["name"] in plan["failed"]:
+            if not plan["failed"][h["name"]]:
+                return False  # left out without a reason
+            continue
+        if h["name"] not in plan["bundles"] or compiler(h["name"]) != compiler(plan[h["base"]]):
+            return False
+    return True
+
+
 def _topk_module(n: int, k: int) -> str:
     return f"""// generated: the {k} largest of {n} f16 values (values only: f16 ties make indices ambiguous)
 func.func @main(%x: tensor<{n}xf16>) -> tensor<{k}xf16> {{
@@ -635,7 +694,7 @@ def generate(seed: int, family: str, root: Path, target: str = "llvm") -> Pair:
     (llvm, or cuda:sm_80 / cuda:sm_90 for the GPU batch)."""
     own = {"unfuse": _generate_unfuse, "topk": _generate_topk, "null-tvm": _generate_null_tvm,
            "schedule": _generate_schedule, "split": _generate_split, "horizontal": _generate_horizontal,
-           "workgroup": _generate_workgroup}
+           "workgroup": _generate_workgroup, "version": _generate_version}
     if family in own:
         return own[family](seed, root, target)
     rng = random.Random(f"{family}-{seed}")
@@ -691,14 +750,18 @@ def analyze(pair: Pair, out: Path, *, bundle_only: bool = False, from_run: Path 
 
 def score(pair: Pair, att: dict) -> dict:
     """bench_zoo's row; a pair whose direction the construction leaves open is scored on no side,
-    one whose mechanism it leaves open (cause_rule null) on no cause."""
+    one whose mechanism it leaves open (cause_rule null) on no cause, one whose changed kernels it
+    leaves open (top_unit_kernels null) on no top unit."""
     exp = dict(pair.truth)
-    open_cause = exp["cause_rule"] is None
-    row = bench_zoo.score(att, {**exp, "cause_rule": "none"} if open_cause else exp)
+    open_cause, open_top = exp["cause_rule"] is None, exp["top_unit_kernels"] is None
+    row = bench_zoo.score(att, {**exp, "cause_rule": "none" if open_cause else exp["cause_rule"],
+                                "top_unit_kernels": [] if open_top else exp["top_unit_kernels"]})
     if exp["slower"] == "none" and exp["class"] != "null":
         row["slower"] = None
     if open_cause:
         row["cause"] = None
+    if open_top:
+        row["top"] = None
     row["significant"] = bool(att["whole_graph"].get("significant"))
     return row
 
@@ -711,16 +774,19 @@ def summary(rows: list[dict]) -> str:
     real = [r for r in ok if not r["class"].startswith("null")]
     caused = [r for r in real if r["cause"] is not None]
     closed = [r for r in real if isinstance(r.get("closure"), (int, float))]
+    owned = [r for r in ok if r.get("own_release") is not None]
     pct = bench_zoo._pct
     return (f"scored {len(ok)} of {len(rows)}; slower right {pct(sum(r['slower'] for r in decided), len(decided))}; "
-            f"top unit right {pct(sum(r['top'] for r in real), len(real))}; "
+            f"top unit right {pct(sum(bool(r['top']) for r in real if r['top'] is not None), sum(1 for r in real if r['top'] is not None))}; "
             f"cause right {pct(sum(bool(r['cause']) for r in caused), len(caused))}; "
             f"false findings {sum(r['false'] for r in ok)} (in {sum(1 for r in ok if r['false'])} pairs); "
             f"significant headlines {sum(1 for r in ok if r.get('significant'))}; "
             # a decided pair without a significant headline: the tool said it cannot conclude
             f"cannot conclude {pct(sum(1 for r in decided if not r['class'].startswith('null') and not r.get('significant')), sum(1 for r in decided if not r['class'].startswith('null')))}; "
             f"closure within 95-105% {pct(sum(0.95 <= r['closure'] <= 1.05 for r in closed), len(closed))}; "
-            f"hybrids confirmed {sum(r['confirmed'] for r in ok)}/{sum(r['hybrids'] for r in ok)}")
+            f"hybrids confirmed {sum(r['confirmed'] for r in ok)}/{sum(r['hybrids'] for r in ok)}"
+            + (f"; hybrids built by their side's release (or left out with a reason) in "
+               f"{pct(sum(bool(r['own_release']) for r in owned), len(owned))} pairs" if owned else ""))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -754,6 +820,8 @@ def main(argv: list[str] | None = None) -> int:
                 row.update({"bundles": sorted(att["bundles"])} if att else {"error": err})
             else:
                 row.update(score(pair, att) if att else {"error": err})
+                if att and family == "version":
+                    row["own_release"] = hybrids_own_release(out)
             rows.append(row)
             print(json.dumps({k: v for k, v in row.items() if k != "top_kernels"}), flush=True)
     if not args.bundle_only:
