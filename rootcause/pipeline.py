@@ -27,7 +27,7 @@ from rootcause import frontends, sessions
 from rootcause.analysis import confirm
 from rootcause.analysis.align import align
 from rootcause.analysis.attribute import (CPU_MIN_EFFECT_SHARE, MIN_EFFECT_SHARE, Attribution, attribute,
-                                         require_repeat)
+                                         require_floor, require_repeat)
 from rootcause.analysis.diagnose import diagnose
 from rootcause.analysis.host import host_units
 from rootcause.artifacts import attribution, bundle as bundles, cpu_profiles as cpu, plan as plans, rundir
@@ -82,11 +82,13 @@ def attribute_pair(a: Side, b: Side, ctx: Context) -> dict[str, Any]:
     return _attribute_pair(a, b, ctx)[0]
 
 
-def _attribute_pair(a: Side, b: Side, ctx: Context, repeat: tuple[Side, Side] | None = None
+def _attribute_pair(a: Side, b: Side, ctx: Context, repeat: tuple[Side, Side] | None = None,
+                    apart: tuple[dict[str, list[float]], str] | None = None
                     ) -> tuple[dict[str, Any], dict[int, dict[str, Any]]]:
     """(attribution document, each unit's ns per profiled call of A and B: Attribution.unit_calls_ns).
     repeat: a second pair of profiles of A and B, taken apart from the first (cpu_profiles); a unit
-    is significant only when it is in both."""
+    is significant only when it is in both. apart: where A and B were timed in two processes on the
+    CPU, each side's measured seconds per call and which processes (attribute.require_floor)."""
     alignment = align(a.events, b.events, a.catalog, b.catalog, a.entry, b.entry)
     att = _attribute(a, b, alignment, ctx)
     if a.profiled_apart or b.profiled_apart:
@@ -102,6 +104,8 @@ def _attribute_pair(a: Side, b: Side, ctx: Context, repeat: tuple[Side, Side] | 
                  if first.timed_apart_ns and second.timed_apart_ns}
         require_repeat(att, _attribute(*repeat, alignment, ctx),
                        "the second pair, profiled after both in the mirrored order (B, then A)", timed)
+    if apart is not None:
+        require_floor(att, *apart)
     att.notes[:0] = ctx.notes
     try:
         diagnose(att, alignment, a.catalog, b.catalog, ctx.device, a.entry, b.entry, ctx.device_b, ctx.cpu)
@@ -393,7 +397,8 @@ def analyze_run(plan: dict[str, Any], out: Path, run_dir: Path, threshold: float
                   rundir.measurement_meta(measurement["measurement"], mpath, (a, b)), command, split_notes,
                   cpu=plan["target"].startswith("llvm"))
     doc, unit_ns = _attribute_pair(sides[a], sides[b], ctx,
-                                   (repeats[a], repeats[b]) if len(repeats) == 2 else None)
+                                   (repeats[a], repeats[b]) if len(repeats) == 2 else None,
+                                   _timed_apart(measurement["measurement"], a, b) if ctx.cpu else None)
     hybrids = [Hybrid.from_dict(h) for h in plan.get("hybrids", [])]
     # per launch, as the units were timed: a kernel split per source op counts only its own launches
     unit_calls = {u: {v: t / 1e9 for v, t in sides_ns.items()} for u, sides_ns in unit_ns.items()}
@@ -406,6 +411,16 @@ def analyze_run(plan: dict[str, Any], out: Path, run_dir: Path, threshold: float
                   "env_warnings": measurement.get("env_warnings", []), "target": plan["target"],
                   "profiles": profiles, "notes": run_notes}
     return doc
+
+
+def _timed_apart(measured: dict[str, Any], a: str, b: str) -> tuple[dict[str, list[float]], str] | None:
+    """Where the run timed A and B in two processes (one side's runtime is another release's, in its
+    own environment): each side's seconds per call and which pythons timed them; else None."""
+    processes = measured.get("processes") or {}
+    samples = {v: (measured["variants"].get(n) or {}).get("samples_s") for v, n in (("a", a), ("b", b))}
+    if a not in processes or b not in processes or processes[a] == processes[b] or not all(samples.values()):
+        return None
+    return samples, f"{a} was timed in a process of {processes[a]} and {b} in one of {processes[b]}"
 
 
 def _timed_ns(record: dict[str, Any] | None) -> float | None:

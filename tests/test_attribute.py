@@ -401,3 +401,64 @@ def test_a_unit_scaled_to_a_noisy_measurement_is_not_significant(case):
     assert not any(u["significant"] for u in att.units) and not att.whole_graph["significant"]
     assert any("the difference comes from the two sides' scale factors" in c
                for c in att.cannot_conclude), att.cannot_conclude
+
+
+def _captured_pair(sub: str, name: str):
+    """Sides (first and repeat profiles) and the measurement of one pair of
+    fixtures/captures/cpu-2026-12-06-release-pair."""
+    import statistics
+
+    from rootcause.artifacts import rundir
+    from rootcause.pipeline import Side, profile_events
+
+    root = Path(__file__).parents[1] / "fixtures/captures/cpu-2026-12-06-release-pair" / sub
+    records = json.loads((root / "profiles.json").read_text())["records"]
+    measurement = rundir.read_measurement(root / "run")
+    sides, repeats = [], []
+    for v in "ab":
+        label = f"{name}-{v}"
+        whole = rundir.variant_whole_graph(measurement, label, root / "run/measurement.json")
+        record = records[label]
+        for folder, out, rec in (("", sides, record), ("repeat/", repeats, record["repeat"])):
+            path = str(root / f"{folder}{label}.iree-dispatch.jsonl.gz")
+            out.append(Side(label, path, profile_events(path, rec["calls"], [], label), whole=whole,
+                            profiled_apart=True,
+                            timed_apart_ns=statistics.median(rec["timed_ns"]) if rec.get("timed_ns") else None))
+    return sides, repeats, measurement["measurement"]
+
+
+@pytest.mark.parametrize("sub", ["first", "again"])
+def test_a_delta_of_stalls_between_two_processes_is_not_significant(sub):
+    """gen_version_101: one source, the same dispatches and configurations built by IREE 3.12.0 (timed
+    in its environment's process) and 3.13.0 (here). The medians came out far apart, with intervals
+    that exclude zero, while the fastest tenth of each side's calls agree (NumPy): the delta is how
+    often calls stalled in each process. The whole graph is not called significant, and one line says
+    why; the measurement's own interval alone called it."""
+    import numpy as np
+
+    from rootcause.pipeline import Context, _attribute_pair, _timed_apart
+
+    sides, repeats, measured = _captured_pair(sub, "gen_version_101")
+    a, b = (s.label for s in sides)
+    floors = [np.quantile(measured["variants"][n]["samples_s"], 0.1) for n in (a, b)]
+    assert abs(floors[1] / floors[0] - 1) < 0.05  # the premise: the calls that did not stall agree
+    low, high = measured["ratios"][0]["delta_ci_s"]
+    assert low > 0 or high < 0  # and the measurement alone called the delta
+    samples = {v: measured["variants"][n]["samples_s"] for v, n in (("a", a), ("b", b))}
+    apart = _timed_apart(measured, a, b) or (samples, "the two sides were timed in two processes")
+    doc, _ = _attribute_pair(*sides, Context(cpu=True), tuple(repeats), apart)
+    assert not doc["whole_graph"]["significant"]
+    assert any("rests on how often calls stalled" in c for c in doc["cannot_conclude"]), doc["cannot_conclude"]
+
+
+def test_a_real_difference_stands_on_the_fastest_calls_too():
+    """gen_workgroup_102: B's contraction runs with vector tiles of 1 (the construction), B slower.
+    Asked whether the delta stands on the calls that did not stall, it does: the whole graph stays
+    significant, B slower."""
+    from rootcause.pipeline import Context, _attribute_pair
+
+    sides, repeats, measured = _captured_pair("scalar", "gen_workgroup_102")
+    samples = {v: measured["variants"][s.label]["samples_s"] for v, s in zip("ab", sides)}
+    doc, _ = _attribute_pair(*sides, Context(cpu=True), tuple(repeats), (samples, "asked as if apart"))
+    assert doc["whole_graph"]["significant"] and doc["whole_graph"]["delta_ns"]["median"] > 0
+    assert not any("rests on how often calls stalled" in c for c in doc["cannot_conclude"])

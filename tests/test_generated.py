@@ -5,6 +5,7 @@ construction decides; every unit's kernels were launched; the unit blamed holds 
 perturbation made. The full scoreboard (top unit, cause) is the benchmark's."""
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ import gen_regressions as gen  # noqa: E402
 # name -> (family, seed); the workgroup family's seeds draw each of its two kinds
 SAMPLE = {"null": ("null", 0), "recompute": ("recompute", 0), "unfuse": ("unfuse", 0), "topk": ("topk", 3),
           "schedule": ("schedule", 0), "split": ("split", 1), "horizontal": ("horizontal", 3),
-          "workgroup-scalar": ("workgroup", 102), "workgroup-one": ("workgroup", 104)}
+          "workgroup-scalar": ("workgroup", 102), "workgroup-one": ("workgroup", 104), "version": ("version", 0)}
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +82,6 @@ def test_the_h200_batch_measures_its_nulls_alike():
     """The committed H200 batch (fixtures/captures/h200-2026-12-05-gen): the 40 A-against-A pairs'
     interleaved medians agree within 5% (one build against itself), and every generated pair of
     the batch was run."""
-    import json
     import tarfile
 
     folder = ROOT / "fixtures/captures/h200-2026-12-05-gen"
@@ -104,7 +104,6 @@ def test_the_h200_tvm_batch_against_its_construction(tmp_path):
     records B launches one kernel per op of the generated chain and A one; attributed here from
     the run directories, every pair says B slower, blames A's fused kernel against B's op kernels,
     with no finding the construction rules out."""
-    import json
     import subprocess
     import tarfile
 
@@ -229,7 +228,6 @@ def test_the_h100_topk_batch_names_serial_work_on_both_sides(tmp_path):
     132 SMs; B is barely faster. The rules must say the unit is a serial chain on both sides, with
     the launch from the capture and each thread's work from the construction (N f16 in, K out),
     and must not name the thread count as the cause of a 1% delta."""
-    import json
     import tarfile
 
     folder = ROOT / "fixtures/captures/h100-2026-12-05-gen-topk"
@@ -304,3 +302,23 @@ def test_one_workgroup_is_weighed_against_the_cpus(analyzed):
             ev = f["evidence"]
             assert (ev["workgroups"], ev["other_workgroups"]) == (1, tiles), ev
             assert ev["cpus"] == len(os.sched_getaffinity(0)) and "block" not in f["sentence"]
+
+
+def test_a_release_pair_is_built_by_each_sides_release(analyzed):
+    """version: one source, A built by the release the generator names (its own environment and
+    runtime), B by the installed one; each side's manifest says so, the run measured each with its
+    own runtime, and every hybrid is built by the release of the side it modifies (or left out with
+    the compiler's reason)."""
+    from importlib import metadata
+
+    pair, att = analyzed["version"]
+    out = Path(att["run"]["directory"]).parent
+    plan = json.loads((out / "plan.json").read_text())
+    compilers = {v: json.loads((out / plan["bundles"][plan[v]] / "manifest.json").read_text())["toolchain"]
+                 for v in "ab"}
+    release = pair.truth["toolchains"]["a"].split("==")[1]
+    assert compilers["a"]["compiler"] == {"iree-base-compiler": release}
+    assert compilers["a"]["runtime"] == {"iree-base-runtime": release}
+    assert compilers["b"]["compiler"] == {"iree-base-compiler": metadata.version("iree-base-compiler")}
+    assert gen.hybrids_own_release(out) in (True, None)
+    assert not [f for f in att["findings"] if f["rule"] in pair.truth["must_not_fire"]]

@@ -38,7 +38,8 @@ PROFILE = {"profiler?": str, "ok?": bool, "file?": Opt(str), "error?": Opt(str),
            "call_starts_ns?": Opt([NUM]), "end_ns?": Opt(NUM), "records?": Opt(int)}
 MEASUREMENT_SHAPE = {"bundles?": Opt(Map(str)), "devices?": Opt(Map(Opt(str))), "verification?": Opt(dict),
                      "measurement": {"variants": Map(VARIANT_TIMES), "protocol?": Opt((dict, str)),
-                                     "rounds?": Opt(int), "budget_s?": Opt(NUM), "ratios?": Opt([dict])},
+                                     "rounds?": Opt(int), "budget_s?": Opt(NUM), "ratios?": Opt([dict]),
+                                     "processes?": Opt(Map(str))},
                      "profiles?": Opt(Map(PROFILE)), "env_warnings?": Opt([str])}
 
 
