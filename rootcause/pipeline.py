@@ -416,7 +416,7 @@ def analyze_run(plan: dict[str, Any], out: Path, run_dir: Path, threshold: float
 def _timed_apart(measured: dict[str, Any], a: str, b: str) -> tuple[dict[str, list[float]], str] | None:
     """Where the run timed A and B in two processes (one side's runtime is another release's, in its
     own environment): each side's seconds per call and which pythons timed them; else None."""
-    processes = measured.get("processes") or {}
+    processes = measured.get("timed_by") or {}
     samples = {v: (measured["variants"].get(n) or {}).get("samples_s") for v, n in (("a", a), ("b", b))}
     if a not in processes or b not in processes or processes[a] == processes[b] or not all(samples.values()):
         return None

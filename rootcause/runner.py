@@ -70,7 +70,7 @@ def measure(sessions: list, budget_s: float, warmup_calls: int | None = None,
     result = measure_interleaved({s.bundle.name: s.timer for s in sessions}, budget_s=budget_s, protocol=protocol)
     result["timers"] = {s.bundle.name: getattr(s, "timer_includes", "not recorded by this runner") for s in sessions}
     # the python whose process timed each variant: this one, or another release's environment's
-    result["processes"] = {s.bundle.name: str(getattr(s, "python", None) or sys.executable) for s in sessions}
+    result["timed_by"] = {s.bundle.name: str(getattr(s, "python", None) or sys.executable) for s in sessions}
     return result
 
 

@@ -39,7 +39,7 @@ PROFILE = {"profiler?": str, "ok?": bool, "file?": Opt(str), "error?": Opt(str),
 MEASUREMENT_SHAPE = {"bundles?": Opt(Map(str)), "devices?": Opt(Map(Opt(str))), "verification?": Opt(dict),
                      "measurement": {"variants": Map(VARIANT_TIMES), "protocol?": Opt((dict, str)),
                                      "rounds?": Opt(int), "budget_s?": Opt(NUM), "ratios?": Opt([dict]),
-                                     "processes?": Opt(Map(str))},
+                                     "timed_by?": Opt(Map(str))},
                      "profiles?": Opt(Map(PROFILE)), "env_warnings?": Opt([str])}
 
 
