@@ -29,6 +29,11 @@ def median(x) -> float:
     return float(np.median(np.asarray(x, dtype=float)))
 
 
+def quantile(x, q: float) -> float:
+    """The q-quantile of x (NumPy's default, linear interpolation)."""
+    return float(np.quantile(np.asarray(x, dtype=float), q))
+
+
 def bootstrap_medians(x, resamples: int, rng: np.random.Generator) -> np.ndarray:
     """Medians of `resamples` resamples of x with replacement (indices drawn row by row)."""
     from rootcause.errors import UsageError

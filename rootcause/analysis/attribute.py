@@ -30,7 +30,7 @@ from rootcause.artifacts.attribution import SCHEMA_VERSION
 from rootcause.model import COUNTER_COLUMNS, KERNEL_EVENT_COLUMNS, Interval, WholeGraph
 from rootcause.profilers import split_calls
 from rootcause.stats import (CPU_MIN_EFFECT_SHARE, LEVEL, MIN_EFFECT_SHARE, medians_at_ranks,
-                             percentile_interval, rank_draws)
+                             percentile_interval, quantile, rank_draws)
 
 
 
@@ -519,7 +519,7 @@ def require_floor(att: Attribution, samples: dict[str, list[float]], apart: str)
     whole = att.whole_graph
     if not whole["significant"]:
         return
-    floor = {v: float(np.quantile(samples[v], FLOOR_QUANTILE)) * 1e9 for v in "ab"}
+    floor = {v: quantile(samples[v], FLOOR_QUANTILE) * 1e9 for v in "ab"}
     moved, d = floor["b"] - floor["a"], whole["delta_ns"]["median"]
     if (moved > 0) == (d > 0) and abs(moved) >= CPU_MIN_EFFECT_SHARE * floor["a"]:
         return
