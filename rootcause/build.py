@@ -27,7 +27,7 @@ from rootcause import child, envs, frontends, toolchain, toolchains
 from rootcause.artifacts import handoff
 from rootcause.artifacts.bundle import is_bundle, write_bundle
 from rootcause.errors import InternalError, ToolFailed, UsageError
-from rootcause.fileio import cache_dir, check_replaceable, exchange, locked, mark_owned, write_atomic
+from rootcause.fileio import cache_dir, check_replaceable, exchange, locked, make_folder, mark_owned, write_atomic
 from rootcause.model import BuildOutput, CatalogKernel
 from rootcause.spec import InputSpec, VariantSpec
 from rootcause.verify import reference_outputs
@@ -154,7 +154,7 @@ def _publish(cached: Path, out: Path) -> None:
     where the swap is atomic, without a bundle."""
     check_replaceable(out, "bundle")
     try:
-        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=_mkdir(out.parent)))
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=make_folder(out.parent)))
     except OSError as err:
         raise UsageError(f"{out.parent}: cannot write the bundle here: {err.strerror or err}") from None
     try:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from rootcause.errors import OutputsDiffer, UsageError
-from rootcause.fileio import check_replaceable, mark_owned
+from rootcause.fileio import check_replaceable, make_folder, mark_owned
 
 def stage_error(err: BaseException) -> str:
     """One line for a stage that raised: bad input and differing outputs as the CLI words them,
@@ -41,7 +41,7 @@ def stage_error(err: BaseException) -> str:
 
 def staging_folder(final: Path, stage: str) -> Path:
     """A fresh staging folder beside final (stale ones from killed attempts removed)."""
-    final.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(final.parent)
     for stale in final.parent.glob(f".{final.name}.{stage}.*"):
         shutil.rmtree(stale, ignore_errors=True)
     return Path(tempfile.mkdtemp(prefix=f".{final.name}.{stage}.", dir=final.parent))

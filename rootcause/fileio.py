@@ -5,6 +5,7 @@ old ones (a SIGKILL between renames) is finished by the next writer or reader (s
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -49,6 +50,7 @@ def cache_dir() -> Path:
 
 STAGING = ".rootcause-staging-"
 COMMIT = ".commit"  # inside a staging folder: every file is staged, roll the set forward
+WRITER = ".writer"  # inside a staging folder: written first, so only write_set's own are settled
 
 
 def write_set(folder: str | os.PathLike, files: dict[str, bytes | str]) -> list[Path]:
@@ -69,14 +71,14 @@ def write_set(folder: str | os.PathLike, files: dict[str, bytes | str]) -> list[
     bad = next((name for name in files if not is_plain_name(name)), None)
     if bad is not None:  # a bug, not bad input: callers name their own files
         raise ValueError(f"write_set writes plain file names only, not {bad!r}")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise UsageError(f"{folder}: cannot write output here: {err.strerror or err}") from None
+    make_folder(folder)
     with _folder_lock(folder):
         _settle_locked(folder)
+        for name in files:
+            check_replaceable_file(folder / name)
         try:
             staging = Path(tempfile.mkdtemp(prefix=STAGING, dir=folder))
+            (staging / WRITER).write_text(str(os.getpid()), encoding="utf-8")
         except OSError as err:
             raise UsageError(f"{folder}: cannot write output here: {err.strerror or err}") from None
         name, kept = "", "; the previous files are unchanged"
@@ -91,7 +93,9 @@ def write_set(folder: str | os.PathLike, files: dict[str, bytes | str]) -> list[
         except OSError as err:
             shutil.rmtree(staging, ignore_errors=True)
             raise UsageError(f"{folder / name}: cannot write: {err.strerror or err}{kept}") from None
-    return [folder / name for name in files]
+    written = [folder / name for name in files]
+    record_written(written)
+    return written
 
 
 def settle(folder: str | os.PathLike) -> None:
@@ -110,7 +114,7 @@ def settle(folder: str | os.PathLike) -> None:
 
 def _settle_locked(folder: Path) -> None:
     for staging in folder.glob(STAGING + "*"):
-        if staging.is_symlink() or not staging.is_dir():
+        if staging.is_symlink() or not staging.is_dir() or not (staging / WRITER).is_file():
             continue  # not a folder write_set made: none of ours to finish or remove
         if (staging / COMMIT).exists():
             names = committed_names(staging)
@@ -145,7 +149,7 @@ def committed_names(staging: Path) -> list[str] | None:
 def is_plain_name(name: object) -> bool:
     """A file name with no path in it: what write_set writes, and all a staging record may name."""
     return (isinstance(name, str) and name not in ("", ".", "..") and "/" not in name and "\0" not in name
-            and not name.startswith(STAGING) and name != COMMIT)
+            and not name.startswith(STAGING) and name not in (COMMIT, WRITER))
 
 
 def _roll_forward(staging: Path, folder: Path, names: list[str]) -> None:
@@ -158,6 +162,103 @@ def _roll_forward(staging: Path, folder: Path, names: list[str]) -> None:
 
 
 OWNED = ".rootcause-owned"  # in a folder rootcause publishes whole: the files it wrote there
+
+# Output roots: the folders a command was given to write into (--out), held for the command's
+# block by output_root. Under a root, nothing is written through a symbolic link (a folder on the
+# way that is a link is refused), and a file is replaced only when the root's OWNED record lists
+# it as written by rootcause; every file write_set puts there is added to the record.
+_ROOTS: list[Path] = []
+
+
+@contextlib.contextmanager
+def output_root(folder: str | os.PathLike) -> Iterator[Path]:
+    """Hold folder as an output root for the block (see _ROOTS): writes under it are checked."""
+    root = Path(os.path.abspath(folder))
+    _ROOTS.append(root)
+    try:
+        yield Path(folder)
+    finally:
+        _ROOTS.remove(root)
+
+
+def _root_of(path: Path) -> Path | None:
+    """The innermost output root that path lies in (by its text: no link is resolved), or None."""
+    path = Path(os.path.abspath(path))
+    found = [root for root in _ROOTS if root == path or root in path.parents]
+    return max(found, key=lambda r: len(r.parts)) if found else None
+
+
+def check_no_links(path: str | os.PathLike) -> None:
+    """UsageError when a path between path's output root and path is a symbolic link: a link
+    planted inside an output must not carry a write outside it. Outside a root, nothing is checked
+    (the user named the folder, links on the way to it included)."""
+    from rootcause.errors import UsageError
+
+    root = _root_of(Path(path))
+    if root is None:
+        return
+    step = root
+    for part in Path(os.path.abspath(path)).relative_to(root).parts:
+        step = step / part
+        if step.is_symlink():
+            raise UsageError(f"{step}: is a symbolic link inside the output {root}; rootcause never writes through "
+                             "a link: remove it, or name another --out")
+
+
+def make_folder(folder: str | os.PathLike) -> Path:
+    """folder made (with its parents) for writing, after check_no_links; UsageError when it cannot be."""
+    from rootcause.errors import UsageError
+
+    folder = Path(folder)
+    check_no_links(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UsageError(f"{folder}: cannot write output here: {err.strerror or err}") from None
+    check_no_links(folder)  # made by another process between the check and mkdir
+    return folder
+
+
+def _owned_record(root: Path) -> set[str]:
+    try:
+        listed = json.loads((root / OWNED).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return set()
+    return {x for x in listed if isinstance(x, str)} if isinstance(listed, list) else set()
+
+
+def check_replaceable_file(path: Path) -> None:
+    """UsageError when path, under an output root, exists and the root's record does not list it
+    as rootcause's own: a user's report.md or measurement.json in --out is never replaced."""
+    from rootcause.errors import UsageError
+
+    root = _root_of(path)
+    if root is None or not os.path.lexists(path):
+        return
+    check_no_links(path.parent)
+    if path.is_symlink() or not path.is_file():
+        raise UsageError(f"{path}: exists and is not a file rootcause wrote; refusing to replace it: name a new or "
+                         "empty --out, or remove it yourself")
+    if Path(os.path.abspath(path)).relative_to(root).as_posix() not in _owned_record(root):
+        raise UsageError(f"{path}: exists and rootcause did not write it; refusing to replace it: name a new or "
+                         "empty --out, or remove it yourself")
+
+
+def record_written(paths: list[Path]) -> None:
+    """Add paths (files just written under an output root) to the root's OWNED record."""
+    by_root: dict[Path, list[str]] = {}
+    for path in paths:
+        root = _root_of(path)
+        if root is not None and root != Path(os.path.abspath(path)):
+            by_root.setdefault(root, []).append(Path(os.path.abspath(path)).relative_to(root).as_posix())
+    for root, rels in by_root.items():
+        with _folder_lock(root):
+            listed = _owned_record(root)
+            if set(rels) <= listed:
+                continue
+            tmp = root / f"{OWNED}.{os.getpid()}.tmp"
+            tmp.write_text(json.dumps(sorted(listed | set(rels)), indent=0) + "\n", encoding="utf-8")
+            os.replace(tmp, root / OWNED)
 
 
 def mark_owned(folder: Path) -> None:
@@ -221,7 +322,6 @@ def exchange(a: Path, b: Path) -> bool:
     moment leaves either name missing; False where the call or the file system lacks it (the
     caller then renames twice, with a window between the renames)."""
     import ctypes
-    import errno
 
     libc = ctypes.CDLL(None, use_errno=True)
     call = getattr(libc, "renameat2", None)
@@ -318,8 +418,11 @@ def output_lock(folder: str | os.PathLike, command: str) -> Iterator[Path]:
     while True:
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
         except OSError as err:
+            if err.errno == errno.ELOOP:
+                raise UsageError(f"{lock}: is a symbolic link; rootcause never writes through a link: "
+                                 "remove it") from None
             raise UsageError(f"{folder}: cannot write output here: {err.strerror or err}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -335,7 +438,8 @@ def output_lock(folder: str | os.PathLike, command: str) -> Iterator[Path]:
             break
         os.close(fd)  # the previous holder removed it between our open and our lock: lock the new one
     try:
-        yield folder
+        with output_root(folder):
+            yield folder
     finally:
         try:
             lock.unlink()

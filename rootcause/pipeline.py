@@ -33,7 +33,7 @@ from rootcause.analysis.host import host_units
 from rootcause.artifacts import attribution, bundle as bundles, cpu_profiles as cpu, plan as plans, rundir
 from rootcause.errors import OutputsDiffer, ToolFailed, UsageError
 from rootcause.exporters import collapse, pattern
-from rootcause.fileio import safe_name, write_set
+from rootcause.fileio import check_replaceable, make_folder, mark_owned, safe_name, write_set
 from rootcause.model import CatalogKernel, Hybrid, WholeGraph
 from rootcause.profilers.selection import profile_events
 from rootcause.spec import VariantSpec
@@ -326,6 +326,7 @@ def cpu_profiles(plan: dict[str, Any], out: Path, run_dir: Path, calls: int) -> 
     if done is not None:
         progress(f"reusing the CPU profiles taken for this run ({folder})")
         return {n: cpu.absolute(out, r) for n, r in done.items()}
+    check_replaceable(folder, "CPU profiles")  # the profilers' children write there: only our files are replaced
     records: dict[str, dict[str, Any]] = {}
     variants = rundir.read_measurement(run_dir)["measurement"]["variants"]
     again_folder = folder / cpu.REPEAT
@@ -336,12 +337,13 @@ def cpu_profiles(plan: dict[str, Any], out: Path, run_dir: Path, calls: int) -> 
         n = max(calls, min(CPU_PROFILE_CALLS, fit))
         again = where != folder
         progress(f"profiling {name} on the CPU ({b.frontend}){' again' if again else ''}")
-        where.mkdir(parents=True, exist_ok=True)
+        make_folder(where)
         try:
             record = sessions.cpu_profile(b, where, n)  # with the bundle's own runtime
         except (UsageError, ToolFailed) as err:
             record = {"profiler": f"{b.frontend}-cpu", "ok": False, "error": str(err)}
             progress(f"{name}: CPU profile failed: {err}")
+        mark_owned(folder)  # each profile as it lands: a killed analysis's profiles are still its own
         if not again:
             records[name] = record
         elif record.get("ok"):

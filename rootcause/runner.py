@@ -28,9 +28,9 @@ from parsers.ncu_csv import NCU_METRICS
 from rootcause import child, env, envs
 from rootcause.artifacts import handoff
 from rootcause.artifacts.bundle import Bundle, read_bundle
-from rootcause.artifacts.rundir import write_env, write_measurement
+from rootcause.artifacts.rundir import check_replaceable as check_run_dir, write_env, write_measurement
 from rootcause.errors import InternalError, OutputsDiffer, ToolFailed, UsageError
-from rootcause.fileio import write_atomic
+from rootcause.fileio import make_folder, write_atomic
 from rootcause.sessions import load_session
 from rootcause.toolchains import runtime_python
 from rootcause.verify import common_inputs, verify
@@ -204,8 +204,8 @@ def run_bundles(args: RunRequest) -> dict[str, Any]:
     names = [b.name for b in bundles]
     if len(set(names)) != len(names):
         raise UsageError(f"bundles: variant names repeat ({', '.join(names)}); each bundle needs its own name")
-    out: Path = args.out
-    out.mkdir(parents=True, exist_ok=True)
+    out: Path = make_folder(args.out)
+    check_run_dir(out)
     before = env.snapshot()
     sessions = [load_session(b, args.device) for b in bundles]
     result: dict[str, Any] = {"bundles": {b.name: str(b.path) for b in bundles},

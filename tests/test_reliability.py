@@ -428,3 +428,123 @@ def test_escape_codes_in_a_captures_kernel_names_stay_inert(tmp_path):
 def test_a_newline_in_a_path_keeps_the_error_on_one_line(tmp_path):
     proc = rootcause("report", tmp_path / "no\nsuch" / "attribution.json")
     assert proc.returncode == 2 and "no\\nsuch" in one_line(proc)
+
+
+# ---- round 4: no write through a planted link, no user file replaced --------------------------
+
+def _compare(out: Path) -> subprocess.CompletedProcess:
+    from tests.captures import CAPTURE, CATALOGS
+
+    return rootcause("compare", f"{CAPTURE}#1", f"{CAPTURE}#0", "--catalog-a", CATALOGS / "pool_fusion_off.manifest.json",
+                     "--catalog-b", CATALOGS / "pool_fusion_on.manifest.json", "--out", out)
+
+
+def test_compare_replaces_only_the_reports_it_wrote(tmp_path):
+    """A folder of the user's notes that happens to hold a report.md is never written over; a
+    folder compare wrote itself it replaces again and again."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "report.md").write_text("a week of notes\n")
+    before = snapshot(notes)
+    proc = _compare(notes)
+    assert proc.returncode == 2 and "rootcause did not write it" in one_line(proc)
+    assert snapshot(notes) == before
+    ours = tmp_path / "ours"
+    for _ in range(2):
+        proc = _compare(ours)
+        assert proc.returncode == 0, proc.stderr
+    assert {"attribution.json", "report.md", "report.html"} <= {p.name for p in ours.iterdir()}
+
+
+def test_a_planted_link_inside_the_output_carries_no_write_outside(tmp_path, env):
+    """A `.rootcause-lock` that is a link, and a `bundles/` that is a link to a folder elsewhere:
+    analyze refuses each in one line, and nothing appears where the links point."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / ".rootcause-lock").symlink_to(elsewhere / "made-by-the-link")
+    spec_a, spec_b = f"{POOL / 'variants.toml'}#on", f"{POOL / 'variants.toml'}#off"
+    proc = rootcause("analyze", spec_a, spec_b, "--target", "llvm", "--out", out, env=env)
+    assert proc.returncode == 2 and "symbolic link" in one_line(proc)
+    assert list(elsewhere.iterdir()) == []
+    (out / ".rootcause-lock").unlink()
+    (out / "bundles").symlink_to(elsewhere, target_is_directory=True)
+    proc = rootcause("analyze", spec_a, spec_b, "--target", "llvm", "--out", out, "--bundle-only", env=env)
+    assert proc.returncode == 2 and "symbolic link" in one_line(proc)
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_run_never_replaces_a_measurement_it_did_not_write(tmp_path, env):
+    bundle = tmp_path / "bundle"
+    assert rootcause("build", f"{POOL / 'variants.toml'}#on", "--target", "llvm", "--out", bundle,
+                     env=env).returncode == 0
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "measurement.json").write_text('{"mine": true}\n')
+    before = snapshot(out)
+    proc = rootcause("run", bundle, "--out", out, "--profile", "none", "--budget-s", "0.2", env=env)
+    assert proc.returncode == 2 and "rootcause did not write it" in one_line(proc)
+    assert snapshot(out) == before
+
+
+def test_a_bundles_module_that_is_a_link_is_not_loaded(tmp_path, env):
+    bundle = tmp_path / "bundle"
+    assert rootcause("build", f"{POOL / 'variants.toml'}#on", "--target", "llvm", "--out", bundle,
+                     env=env).returncode == 0
+    module = bundle / json.loads((bundle / "manifest.json").read_text())["module"]
+    outside = tmp_path / "outside.so"
+    shutil.copy(module, outside)
+    module.unlink()
+    module.symlink_to(outside)
+    proc = rootcause("run", bundle, "--out", tmp_path / "run", "--profile", "none", "--budget-s", "0.2", env=env)
+    assert proc.returncode == 2 and "symbolic link" in one_line(proc)
+
+
+@pytest.mark.parametrize("flag", ["--iree-opt-splat-parameters=victim", "--iree-parameter-splat=victim",
+                                  "--iree-opt-export-parameters=victim", "--iree-parameter-export=victim",
+                                  "--iree-cuda-use-ptxas-from=/bin/sh", "--iree-cuda-use-ptxas-from=sh",
+                                  "--iree-llvmcpu-target-cpu=../../x"])
+def test_an_iree_flag_that_writes_or_runs_a_path_is_refused(tmp_path, flag):
+    """Flags that would write an archive over a file or run a program: refused before anything runs."""
+    from rootcause.errors import UsageError
+    from rootcause.spec import load
+
+    (tmp_path / "m.mlir").write_text("func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> { return %a : tensor<4xf32> }\n")
+    (tmp_path / "v.toml").write_text(f'name = "m"\nfrontend = "iree"\nsource = "m.mlir"\ntarget = "llvm"\n'
+                                     f'entry = "main"\ninputs = [{{shape = [4], dtype = "float32"}}]\n'
+                                     f'[iree]\nflags = ["{flag}"]\n')
+    with pytest.raises(UsageError, match="refused"):
+        load(tmp_path / "v.toml")
+    assert not (tmp_path / "victim").exists()
+
+
+def test_string_typed_iree_options_outside_the_names_are_refused_by_the_compilers_own_types():
+    """The allowlist at its kind: every option iree-compile types '=<string>' is refused unless it
+    is one of the name-valued ones, read from the installed compiler's --help-hidden."""
+    import re
+
+    from rootcause.errors import UsageError
+    from rootcause.frontends.iree.compile import iree_compile_path
+    from rootcause.frontends.iree.options import NAME_OPTIONS, check_string_options
+
+    text = subprocess.run([str(iree_compile_path()), "--help-hidden"], capture_output=True, text=True).stdout
+    typed = sorted(set(re.findall(r"^\s+(--[\w-]+)=<string>", text, re.M)))
+    assert "--iree-cuda-use-ptxas-from" in typed  # the compiler's own word, not ours
+    for name in typed:
+        if name in NAME_OPTIONS:
+            check_string_options([f"{name}=x"], text, "[iree] flags")
+        else:
+            with pytest.raises(UsageError, match="free-form string"):
+                check_string_options([f"{name}=x"], text, "[iree] flags")
+
+
+def test_report_leaves_a_folder_that_shares_the_staging_prefix(tmp_path):
+    folder = tmp_path / "got"
+    mine = folder / ".rootcause-staging-mine"
+    mine.mkdir(parents=True)
+    (mine / "keep.txt").write_text("the user's\n")
+    shutil.copy(ATTRIBUTION, folder / "attribution.json")
+    proc = rootcause("report", folder / "attribution.json", "--format", "markdown", "--out", folder / "r.md")
+    assert proc.returncode == 0, proc.stderr
+    assert (mine / "keep.txt").read_text() == "the user's\n"

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from rootcause.fileio import COMMIT, STAGING, settle, write_set
+from rootcause.fileio import COMMIT, OWNED, STAGING, WRITER, settle, write_set
 from tests.captures import CAPTURE, CATALOGS, ROOT, compare_shared
 
 SET = ("attribution.json", "report.html", "report.md")
@@ -75,7 +75,7 @@ def test_file_size_limit_keeps_the_previous_set(previous):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "report.html" in lines[0] and "File too large" in lines[0], r.stderr
     assert _digests(out) == before
-    assert sorted(p.name for p in out.iterdir()) == sorted(SET)  # no staging folder left
+    assert sorted(p.name for p in out.iterdir()) == sorted((*SET, OWNED))  # no staging folder left
 
 
 def test_out_naming_a_file_is_one_line(tmp_path):
@@ -160,6 +160,7 @@ def test_settle_finishes_a_committed_set(previous):
     out, _ = previous
     staging = out / (STAGING + "dead")
     staging.mkdir()
+    (staging / WRITER).write_text("1")
     for name in SET[1:]:
         (staging / name).write_text((out / name).read_text().replace("OLD-SET", "NEW-SET"))
     (out / SET[0]).write_text((out / SET[0]).read_text().replace("OLD-SET", "NEW-SET"))
@@ -174,9 +175,23 @@ def test_settle_drops_an_uncommitted_staging_folder(previous):
     out, before = previous
     staging = out / (STAGING + "dead")
     staging.mkdir()
+    (staging / WRITER).write_text("1")
     (staging / SET[0]).write_text("half")
     settle(out)
     assert not staging.exists() and _digests(out) == before
+
+
+def test_settle_leaves_a_folder_write_set_did_not_make(previous):
+    """A folder of the user's that only shares the staging prefix holds no writer record: a
+    reader's settle (report) and a writer's leave it and everything in it."""
+    out, before = previous
+    mine = out / (STAGING + "mine")
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep")
+    settle(out)
+    write_set(out, {"other.txt": "x\n"})
+    assert (mine / "notes.txt").read_text() == "keep"
+    (out / "other.txt").unlink()
 
 
 def test_exchange_swaps_two_folders_in_one_step(tmp_path):

@@ -156,11 +156,17 @@ def named_paths(manifest: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def inside(bundle_dir: Path, name: str, where: str) -> Path:
-    """bundle_dir/name, when name is a relative path that stays inside the bundle (an edited
-    manifest must not point a reader, or the runtime's loader, at a file elsewhere)."""
+    """bundle_dir/name, when name is a relative path that stays inside the bundle and passes
+    through no symbolic link (an edited manifest, or a file replaced by a link, must not point a
+    reader, or the runtime's loader, at a file elsewhere)."""
     rel = Path(name)
     if rel.is_absolute() or ".." in rel.parts or not name:
         raise UsageError(f"{where}: {name!r} is not a path inside the bundle")
+    step = Path(bundle_dir)
+    for part in rel.parts:  # a link inside the bundle can point anywhere: none is followed
+        step = step / part
+        if step.is_symlink():
+            raise UsageError(f"{where}: {name!r} is a symbolic link; a bundle's files are regular files inside it")
     return bundle_dir / rel
 
 

@@ -17,11 +17,18 @@ from typing import Any
 from rootcause.errors import OutputsDiffer, UsageError
 from rootcause.artifacts import schema
 from rootcause.artifacts.schema import NUM, Map, Opt
-from rootcause.fileio import read_json, write_json
+from rootcause.fileio import check_replaceable_file, read_json, write_json
 from rootcause.model import WholeGraph
 
 MEASUREMENT = "measurement.json"
 ENV = "env.json"
+
+
+def check_replaceable(run_dir: Path) -> None:
+    """UsageError before a run starts when run_dir holds a measurement.json or env.json that
+    rootcause did not write there (fileio.check_replaceable_file)."""
+    for name in (MEASUREMENT, ENV):
+        check_replaceable_file(Path(run_dir) / name)
 
 
 def write_measurement(run_dir: Path, doc: dict[str, Any]) -> Path:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from rootcause import argtypes
 from rootcause.errors import UsageError
-from rootcause.fileio import output_lock, safe_name
+from rootcause.fileio import make_folder, output_lock, safe_name
 from rootcause.stats import CONFIRM_THRESHOLD
 
 if TYPE_CHECKING:
@@ -102,7 +102,7 @@ def _analyze(args: argparse.Namespace, spec_a: VariantSpec, spec_b: VariantSpec,
     else:
         target = spec_mod.resolve_target(args.target, spec_a, args.bundle_only)
         spec_a, spec_b = spec_mod.with_target(spec_a, target), spec_mod.with_target(spec_b, target)
-        out.mkdir(parents=True, exist_ok=True)
+        make_folder(out)
         plan = pipeline.build_variants(spec_a, spec_b, out, args.no_confirm, args.hybrids)
         if args.bundle_only:
             bundles = " ".join(str(out / plan["bundles"][n]) for n in plan["bundles"] if n not in plan["failed"])

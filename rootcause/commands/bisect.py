@@ -14,10 +14,11 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from rootcause import argtypes, executors
 from rootcause.errors import EXIT_BAD_INPUT, EXIT_TOOL_FAILED, ToolFailed, UsageError
-from rootcause.fileio import safe_name
+from rootcause.fileio import make_folder, output_root, safe_name
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -69,7 +70,12 @@ def run(args: argparse.Namespace) -> int:
     else:
         candidates = bisect.registry_candidates(spec, args.good, args.bad)
     out: Path = args.out or Path("reports") / f"bisect-{safe_name(spec.name)}"
-    out.mkdir(parents=True, exist_ok=True)
+    with output_root(out):
+        return _bisect(args, spec, candidates, out)
+
+
+def _bisect(args: argparse.Namespace, spec: Any, candidates: Any, out: Path) -> int:
+    make_folder(out)
     parallel = None
     if args.ray:
         executors.init_ray(args.ray, args.num_cpus)
@@ -116,7 +122,7 @@ def _change(result: dict) -> str:
 def _analyze(spec_a, spec_b, out: Path, args: argparse.Namespace) -> dict:
     from rootcause import pipeline
 
-    out.mkdir(parents=True, exist_ok=True)
+    make_folder(out)
     plan = pipeline.build_variants(spec_a, spec_b, out, False, 4)
     pipeline.run_variants(plan, out, out / "run", args.budget_s, args.profile_calls)
     argv = ["rootcause", "bisect", args.spec] + (["--versions", args.versions] if args.versions else

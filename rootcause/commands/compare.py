@@ -17,7 +17,7 @@ import argparse
 from pathlib import Path
 
 from rootcause import argtypes
-from rootcause.fileio import refuse_overwriting
+from rootcause.fileio import output_root, refuse_overwriting
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -83,7 +83,8 @@ def run(args: argparse.Namespace) -> int:
     ctx = pipeline.Context(device_a, environment, measured, argtypes.command_line(_argv(args)), notes,
                            device_b=device_b)
     doc = pipeline.attribute_pair(a, b, ctx)
-    written = pipeline.write_reports(doc, Path(args.out), args.title)
+    with output_root(args.out):
+        written = pipeline.write_reports(doc, Path(args.out), args.title)
     print(render_text(doc))
     print("\nwrote " + ", ".join(map(str, written)))
     return 0

@@ -30,8 +30,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rootcause.fileio import output_root
     from rootcause.runner import RunRequest, run_bundles  # here: `run --help` imports no runtime
 
+    with output_root(args.out):
+        return _run(args, RunRequest, run_bundles)
+
+
+def _run(args: argparse.Namespace, RunRequest, run_bundles) -> int:
     result = run_bundles(RunRequest(
         [Path(b) for b in args.bundles], args.out, profile=args.profile, budget_s=args.budget_s,
         processes=args.processes, warmup_calls=args.warmup_calls, warmup_s=args.warmup_s, rtol=args.rtol,

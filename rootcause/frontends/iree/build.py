@@ -38,8 +38,8 @@ from rootcause.child import first_error_line
 from rootcause.errors import UsageError
 from rootcause.frontends.iree.catalog import catalog
 from rootcause.frontends.iree.catalog import LOCATED_FLOW
-from rootcause.frontends.iree.compile import (DEDUP_PASS, KEEP_PHASES, compile_command, compile_error,
-                                             compiler_version, locations_command)
+from rootcause.frontends.iree.compile import (DEDUP_PASS, KEEP_PHASES, check_flags, compile_command,
+                                             compile_error, compiler_version, locations_command)
 from rootcause.frontends.iree.configs import check_substitutions, prepare_substitutions
 from rootcause.frontends.iree.model import exported_spec, module_paths
 from rootcause.model import BuildOutput
@@ -75,6 +75,7 @@ def build(spec: Any, out_dir: Path) -> BuildOutput:
     if spec.model is not None:
         spec, exported = exported_spec(spec, out_dir)
     check_syntax(spec.source)
+    check_flags(spec)
     substitutions = prepare_substitutions(spec, ir)
     cmd = compile_command(spec, out_dir, substitutions)
     proc = subprocess.run(cmd, capture_output=True, text=True)

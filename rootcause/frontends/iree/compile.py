@@ -53,6 +53,19 @@ def target_flags(target: str, where: str = "target") -> list[str]:
                      f"got {target!r}")
 
 
+def check_flags(spec: Any) -> None:
+    """The spec's checked flags against the types this iree-compile gives its options
+    (options.check_string_options); unchecked_flags are the user's call."""
+    from rootcause.frontends.iree.options import check_string_options
+
+    checked = spec.options.flags[:len(spec.options.flags) - len(spec.options.unchecked_flags)]
+    if not checked:
+        return
+    proc = subprocess.run([str(iree_compile_path()), "--help-hidden"], capture_output=True, text=True)
+    where = spec.where("iree", "flags") if hasattr(spec, "where") else "[iree] flags"
+    check_string_options(checked, proc.stdout, where)
+
+
 def compile_command(spec: Any, out_dir: Path, substitutions: dict[str, Path] | None = None) -> list[str]:
     ir, binaries = out_dir / "ir", out_dir / "binaries"
     cmd = [str(iree_compile_path()), str(spec.source)]

@@ -23,7 +23,22 @@ FLAG_FAMILIES = ("--iree-", "--mlir-elide-", "--mlir-print-", "--mlir-disable-th
 _UNSAFE_WORDS = frozenset((
     "path", "paths", "dir", "file", "files", "filename", "dump", "plugin", "plugins", "library", "link",
     "linker", "output", "preprocess", "preprocessing", "substitute", "reproducer", "object", "objects",
-    "bc", "bitcode", "import", "listing", "debugger", "pipeline", "jit", "stacktrace", "tree"))
+    "bc", "bitcode", "import", "listing", "debugger", "pipeline", "jit", "stacktrace", "tree",
+    "export", "splat", "parameter", "parameters", "params", "ptxas", "dotgraph", "archive"))
+# The options that take a free-form string (iree-compile --help-hidden types them '=<string>') and
+# are allowed: each names a target, a feature list, a device or dispatches. Their values must be
+# names (NAME_VALUE); every other string-typed option is refused at build time
+# (check_string_options), since a string is where a path or a program goes.
+NAME_OPTIONS = frozenset((
+    "--iree-cuda-target", "--iree-cuda-target-features", "--iree-rocm-target", "--iree-rocm-target-features",
+    "--iree-vulkan-target", "--iree-vulkan-target-features", "--iree-gpu-test-target",
+    "--iree-hal-target-device", "--iree-hal-target-backends", "--iree-hal-default-device",
+    "--iree-hal-local-target-device-backends", "--iree-hal-local-host-device-backends", "--iree-input-type",
+    "--iree-llvmcpu-target-cpu", "--iree-llvmcpu-target-cpu-features", "--iree-llvmcpu-target-triple",
+    "--iree-llvmcpu-target-abi", "--iree-llvmcpu-target-data-layout", "--iree-llvmcpu-vscale-range",
+    "--iree-llvmcpu-enable-ukernels", "--iree-llvmcpu-enable-llvm-ukernels", "--iree-rocm-enable-ukernels",
+    "--iree-rocm-encoding-layout-resolver", "--iree-flow-break-dispatch", "--iree-flow-trace-dispatch"))
+NAME_VALUE = re.compile(r"^[A-Za-z0-9_.,:+@=<>-]*$")  # no '/', '~' or spaces: never a path or command
 
 
 @dataclass
@@ -56,7 +71,23 @@ def unsafe_flag(flag: str) -> str | None:
         return f"'{bad[0]}' options read, write, load or run files outside the compile"
     if any(c in flag for c in "\n\r\0"):
         return "holds a control character"
+    value = flag.partition("=")[2]
+    if not NAME_VALUE.match(value):
+        return "its value is not a name, number or list of them (a path or a command is never a codegen option)"
     return None
+
+
+def check_string_options(flags: list[str], help_text: str, where: str) -> None:
+    """UsageError for a flag that iree-compile types as a free-form string (a '=<string>' option in
+    help_text, its --help-hidden) and that is not one of NAME_OPTIONS: the allowlist at its kind,
+    read from the compiler that will run (a release adds options the static check cannot know)."""
+    typed = set(re.findall(r"^\s+(--[\w-]+)=<(?:string|filename|path)>", help_text, re.M))
+    for n, flag in enumerate(flags):
+        name = flag.split("=", 1)[0]
+        if name in typed and name not in NAME_OPTIONS:
+            raise UsageError(f"{where}[{n}]: {flag!r} refused: iree-compile types {name} as a free-form string "
+                             "(a path or program goes there), not one of the name-valued options; if you mean "
+                             "it, move it to [iree] unchecked_flags (the report names them)")
 
 
 def check(table: Any, place: Callable[[str | None], str], files: SpecFiles) -> IreeOptions:
