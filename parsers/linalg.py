@@ -13,6 +13,10 @@ line (the region of a linalg.generic / linalg.reduce on the lines after it):
 
 flops = domain size x ops per point. An op whose domain is dynamic ('?') or whose structure
 is not known (convolutions, softmax, ...) gets flops None and a reason, never a guess.
+
+evaluations: how often the op evaluates each transcendental math op (math.exp -> 'exp', math.powf
+-> 'pow'): domain size x its count in the body (a fused reduction's body runs once per point of
+the whole domain, reduction loops included), the output's size for a named elementwise op.
 """
 from __future__ import annotations
 
@@ -26,6 +30,12 @@ _OP = re.compile(r"^\s*(?:%[\w#:, ]+=\s*)?((?:iree_linalg_ext|linalg)\.\w+)\b")
 _ALIAS = re.compile(r"^(#[\w.$-]+)\s*=\s*(affine_map<.*>)\s*$", re.M)
 _AFFINE = re.compile(r"affine_map<\(([^)]*)\)(?:\[[^\]]*\])?\s*->\s*\(([^)]*)\)>")
 _BODY_OP = re.compile(r"=\s*((?:arith|math)\.\w+)")
+# math dialect ops counted as transcendental evaluations, by the names rootcause.model.EVALUATED uses
+TRANSCENDENTAL = {"math.exp": "exp", "math.exp2": "exp", "math.expm1": "exp", "math.log": "log", "math.log1p": "log",
+                  "math.log2": "log", "math.tanh": "tanh", "math.rsqrt": "rsqrt", "math.sqrt": "sqrt",
+                  "math.erf": "erf", "math.powf": "pow", "math.fpowi": "pow", "math.sin": "sin", "math.cos": "cos"}
+_NAMED_TRANSCENDENTAL = {"exp": "exp", "log": "log", "tanh": "tanh", "rsqrt": "rsqrt", "sqrt": "sqrt", "erf": "erf",
+                         "powf": "pow"}
 # Not arithmetic: constants, conversions, selects.
 _NOT_COUNTED = re.compile(r"^arith\.(constant|ext\w*|trunc\w*|\w*tofp|fpto\w*|bitcast|index_cast\w*|select)$")
 _ZERO_WORK = {"fill", "copy", "transpose", "broadcast", "pack", "unpack", "yield", "index"}
@@ -45,6 +55,7 @@ class LinalgOp:
     ops_per_point: int | None
     flops: int | None
     why: str | None = None  # why flops is None
+    evaluations: dict[str, int] = field(default_factory=dict)  # transcendental op -> evaluations
 
 
 @dataclass
@@ -57,6 +68,15 @@ class Work:
         if any(op.flops is None for op in self.ops):
             return None
         return sum(op.flops for op in self.ops)
+
+    @property
+    def evaluations(self) -> dict[str, int]:
+        """Each transcendental op's evaluations, summed over the ops whose domain is known."""
+        out: dict[str, int] = {}
+        for op in self.ops:
+            for name, n in op.evaluations.items():
+                out[name] = out.get(name, 0) + n
+        return out
 
     def unknown(self) -> list[str]:
         return [f"{op.name} (line {op.line}): {op.why}" for op in self.ops if op.flops is None]
@@ -189,6 +209,15 @@ def _body_ops(region: list[str]) -> int:
     return count
 
 
+def _body_transcendentals(region: list[str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for row in region:
+        for name in _BODY_OP.findall(row):
+            if name in TRANSCENDENTAL:
+                out[TRANSCENDENTAL[name]] = out.get(TRANSCENDENTAL[name], 0) + 1
+    return out
+
+
 def _short_form_ops(header: str) -> int:
     """linalg.reduce { arith.addf } ins(...): the ops named in the leading braces."""
     m = re.search(r"linalg\.reduce\s*\{([^}]*)\}", header)
@@ -208,21 +237,23 @@ def _op_work(name: str, header: str, region: list[str], line: int, aliases: dict
             raise ParseError(file, f"line {line}", f"{len(maps)} indexing maps for {len(shapes)} operands")
         domain = _domain(maps, shapes, file, line)
         per = _body_ops(region) if kind == "generic" else 2
-        return _result(name, line, domain, per, "a loop extent is dynamic (?) or not a plain dim of any operand")
+        return _result(name, line, domain, per, "a loop extent is dynamic (?) or not a plain dim of any operand",
+                       _body_transcendentals(region) if kind == "generic" else {})
     if not outs and kind not in ("reduce",):
         return LinalgOp(name, line, None, None, None, "no outs(...) operand read")
     out = shapes[len(ins)] if outs else []
     if kind in _ZERO_WORK:
         return _result(name, line, out, 0, "dynamic (?) output shape")
     if kind in _ELEMENTWISE:
-        return _result(name, line, out, 1, "dynamic (?) output shape")
+        named = {_NAMED_TRANSCENDENTAL[kind]: 1} if kind in _NAMED_TRANSCENDENTAL else {}
+        return _result(name, line, out, 1, "dynamic (?) output shape", named)
     if kind in _CONTRACTIONS and ins:
         a = shapes[0]
         k = (a[-2] if "transpose_a" in kind else a[-1]) if a else None
         return _result(name, line, out + [k], 2, "dynamic (?) output or contracted dim")
     if kind == "reduce" and ins:
         per = _body_ops(region) or _short_form_ops(header)
-        return _result(name, line, shapes[0], per, "dynamic (?) input shape")
+        return _result(name, line, shapes[0], per, "dynamic (?) input shape", _body_transcendentals(region))
     return LinalgOp(name, line, None, None, None, "loop structure of this op is not known")
 
 
@@ -245,10 +276,12 @@ def _domain(maps, shapes, file: str, line: int) -> list[int] | None:
     return [extents[d] for d in dims]
 
 
-def _result(name: str, line: int, domain: list[int | None] | None, per: int, why: str) -> LinalgOp:
+def _result(name: str, line: int, domain: list[int | None] | None, per: int, why: str,
+            per_point: dict[str, int] | None = None) -> LinalgOp:
     if domain is None or any(d is None for d in domain):
         return LinalgOp(name, line, None, per, None, why)
-    return LinalgOp(name, line, list(domain), per, math.prod(domain) * per)
+    size = math.prod(domain)
+    return LinalgOp(name, line, list(domain), per, size * per, evaluations={k: size * n for k, n in (per_point or {}).items()})
 
 
 def function_text(text: str, symbol: str) -> tuple[str, int] | None:

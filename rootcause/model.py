@@ -76,6 +76,10 @@ class CatalogKernel:
     - access: a CPU kernel's hot loop (the innermost loop that runs the most iterations) and the
       bytes between consecutive iterations' accesses to each buffer: {"loop": "i", "extent": 128,
       "iterations": 262144, "strides_bytes": {"x": 8192}} (TVM on llvm); {} where not read.
+    - evaluations: how often one launch evaluates each transcendental function, by the names of
+      EVALUATED ('exp': 4608), read from the kernel's body and its iteration space (IREE's linalg
+      ops, XLA's HLO); {} where not read. Two producers' kernels of one module compare by it: a
+      kernel that evaluates a producer's exp once per reduction step recomputes it.
     """
 
     name: str
@@ -91,6 +95,7 @@ class CatalogKernel:
     flops: int | None = None
     module_paths: list[str] = field(default_factory=list)
     access: dict[str, Any] = field(default_factory=dict)
+    evaluations: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -98,6 +103,11 @@ class CatalogKernel:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "CatalogKernel":
         return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
+
+
+# The transcendental functions a catalog's `evaluations` counts, each frontend's op names mapped to
+# these: what two compilers' kernels are compared by.
+EVALUATED = ("exp", "log", "tanh", "logistic", "rsqrt", "sqrt", "erf", "pow", "sin", "cos")
 
 
 @dataclass

@@ -61,3 +61,18 @@ def test_readme_main_job_leaves_the_repository_clean(copy):
     assert "NVML" not in done.stderr  # a CPU run does not warn about the GPU library it does not need
     # nor speaks of a GPU's launches or tools: IREE's CPU dispatches run workgroups
     assert not re.search(r"\bblock(s|\(s\))? x |\bSMs?\b|thread slots", done.stdout) and "--gpu" not in done.stdout
+    # the seed's mechanism, named with the counts the sources fix: the fused generic evaluates both
+    # producers' exp at every (c, i, j, k), the split form once per element of each operand
+    n, c = _small_size()
+    found = [f for u in doc["units"] for f in u.get("findings", []) if f["rule"] == "recomputation"]
+    assert len(found) == 1, done.stdout
+    evidence = found[0]["evidence"]
+    assert evidence["einsum-fused-small"] == 2 * c * n ** 3 and evidence["einsum-split-small"] == 2 * n * n * c
+    assert f"evaluates exp {2 * c * n ** 3:,} times a call" in done.stdout
+
+
+def _small_size() -> tuple[int, int]:
+    """(N, C) of the small einsum sources, from the generator that writes them."""
+    text = (ROOT / "fixtures" / "cases" / "einsum_fusion" / "gen_mlir.py").read_text()
+    n, c = re.search(r'"small": \((\d+), (\d+)\)', text).groups()
+    return int(n), int(c)

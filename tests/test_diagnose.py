@@ -232,12 +232,26 @@ def test_einsum_catalog_flops_from_linalg(einsum_runs):
     assert ew["flops"] == split[0] and mm["flops"] == split[2]
 
 
-def test_recomputation_is_not_claimed_without_op_evidence(einsum_runs, tmp_path):
+def test_exp_evaluations_are_the_sources_iteration_spaces_times_their_exps(einsum_runs):
+    """The catalog's evaluations: the fused dispatch's math.exp lines (read with a regex from the
+    input file) at every point of its (c, i, j, k) domain; the split form's producers once per
+    element of their (i, k, c) domain (one executable serving both: each launch counts once)."""
+    text = (EINSUM / "einsum_fused_small.mlir").read_text()
+    exps = len(re.findall(r"= math\.exp ", text))
+    (k,) = einsum_runs["fused_small"][1]["kernels"]
+    assert exps == 2 and k["evaluations"] == {"exp": exps * 8 * 24 * 24 * 24}
+    ks = {kk["name"]: kk for kk in einsum_runs["split_small"][1]["kernels"]}
+    ew = next(kk for n, kk in ks.items() if "elementwise" in n)
+    mm = next(kk for n, kk in ks.items() if "matmul_like" in n)
+    assert ew["evaluations"] == {"exp": 24 * 24 * 8} and mm["evaluations"] == {}
+
+
+def test_recomputation_across_sources_is_claimed_by_evaluations_not_by_flops(einsum_runs, tmp_path):
     """The two einsum variants compile different sources (the thread's fused generic written out
     against the split producers): their kernels share no source op, so the unit is joined by
-    elimination. The fused kernel does 6.75x the flops (the MLIR text's own arithmetic below),
-    but without op-level evidence that it computes what the two kernels compute, the
-    recomputation rule stays silent and says what it could not check."""
+    elimination. Flops alone (6.75x, the MLIR text's own arithmetic below) are no evidence that
+    the fused kernel computes what the two kernels compute; how often each side evaluates exp for
+    the same outputs is: the finding rests on the evaluations, counted from the IR, never on flops."""
     import subprocess
     import sys
 
@@ -250,15 +264,17 @@ def test_recomputation_is_not_claimed_without_op_evidence(einsum_runs, tmp_path)
     fused_name = m_fused["kernels"][0]["name"]
     unit = next(u for u in att["units"] if fused_name in u["kernels_b"])
     assert unit["method"] == "remainder" and len(unit["kernels_a"]) == 2 and unit["significant"]
-    assert not [f for f in unit["findings"] if f["rule"] == "recomputation"]
-    assert any(f"unit {unit['unit']}: joined by remainder" in n and "recomputes" in n for n in att["cannot_conclude"])
-    # What the rule would have had to go on: flops per call from the MLIR text, times launches per
-    # call counted in the raw iree-profile JSONL (events per dispatch key / benchmark iterations).
+    (found,) = [f for f in unit["findings"] if f["rule"] == "recomputation"]
+    assert found["evidence"]["metric"] == "evaluations of exp" and "arithmetic" not in found["sentence"]
+    # exp per call from the MLIR text: the fused generic's two exps at every (c, i, j, k); the split
+    # producers' one exp per element, launched as often as the raw iree-profile JSONL counts them
     rows = [json.loads(x) for x in p_split.read_text().splitlines() if '"host_dispatch_event"' in x]
     calls = 12
     per_call = {k: sum(r["key"] == k for r in rows) / calls for k in {r["key"] for r in rows}}
+    producer_launches = sum(n for k, n in per_call.items() if "elementwise" in k)
+    assert found["evidence"]["einsum-split-small"] == producer_launches * 24 * 24 * 8 == 2 * 24 * 24 * 8
+    assert found["evidence"]["einsum-fused-small"] == 2 * 8 * 24 ** 3
     fused_flops = _generic_flops((EINSUM / "einsum_fused_small.mlir").read_text())[0]
     ew, mm = [24 * 24 * 8 * 8, 8 * 24 ** 3 * 2]
     split_flops = sum(n * (ew if "elementwise" in k else mm) for k, n in per_call.items())
     assert split_flops == 2 * ew + mm and fused_flops / split_flops > 6
-    assert "Cannot conclude: unit" in r.stdout

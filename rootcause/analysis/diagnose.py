@@ -19,7 +19,7 @@ import pandas as pd
 
 from rootcause import frontends, gpus
 from rootcause.names import short
-from rootcause.analysis.align import Alignment, catalog_index, frontend_tiers
+from rootcause.analysis.align import Alignment, base_kernel, catalog_index, frontend_tiers
 from rootcause.analysis.attribute import Attribution
 from rootcause.model import COUNTER_COLUMNS, CatalogKernel, strip_kernel
 
@@ -421,12 +421,53 @@ def _work(side: Side, metric: str) -> float | None:
     return total
 
 
+def _evaluations(side: Side) -> dict[str, float]:
+    """Per call: each transcendental function's evaluations by the side's kernels in the unit
+    (catalog evaluations x launches per call)."""
+    out: dict[str, float] = {}
+    for r in side.kernels.itertuples(index=False):
+        cat = side.cat(base_kernel(r.kernel)[0])
+        for name, n in (cat.evaluations if cat else {}).items():
+            out[name] = out.get(name, 0.0) + n * r.launches_per_call
+    return out
+
+
+def recomputed_evaluations(ctx: Context) -> list[dict[str, Any]] | None:
+    """The slower side evaluates a transcendental function RECOMPUTE_FACTOR or more times as often
+    a call as the faster side, for the same ops (each compiler's IR read for its kernels' bodies
+    and iteration spaces: a producer's exp fused into a reduction runs once per reduction step).
+    None where the two sides' catalogs do not both count one function (a frontend that does not
+    read them), so the other checks run; [] where they do and no count differs that much."""
+    slow, fast = (ctx.b, ctx.a) if ctx.unit["delta_ns"]["median"] > 0 else (ctx.a, ctx.b)
+    es, ef = _evaluations(slow), _evaluations(fast)
+    common = sorted(set(es) & set(ef))
+    if not common:
+        return None
+    kind = max(common, key=lambda k: es[k] / ef[k] if ef[k] else 0.0)
+    ratio = es[kind] / ef[kind] if ef[kind] else 0.0
+    if ratio < RECOMPUTE_FACTOR:
+        return []
+    top = max(slow.kernels.itertuples(index=False), default=None,
+              key=lambda r: ((slow.cat(base_kernel(r.kernel)[0]) or CatalogKernel("", "")).evaluations.get(kind, 0)))
+    where = f"`{top.kernel}`" if top is not None else "kernels"
+    sentence = (f"{slow.label}'s {where} evaluates {kind} {_n(es[kind])} times a call where {fast.label}'s kernels "
+                f"evaluate it {_n(ef[kind])} times ({ratio:.1f}x), counted from each compiler's IR (bodies x "
+                f"iteration spaces): {slow.label} recomputes a producer the other side computes once.")
+    return [_finding(ctx, "recomputation", sentence, source="static evaluations (IR bodies x iteration spaces)",
+                     metric=f"evaluations of {kind}", ratio=ratio, fused_kernel=top.kernel if top is not None else None,
+                     **{slow.label: es[kind], fast.label: ef[kind]})]
+
+
 def recomputation(ctx: Context) -> list[dict[str, Any]]:
-    """A fused kernel recomputes its producers: it covers the source ops of two or more of the
-    other side's kernels (a strict superset of each), its side launches fewer kernels, and its
-    work (flops, else bytes moved) is RECOMPUTE_FACTOR or more times theirs. Never on the side
-    with more launches, never on the faster side, never across a pairing that is not by ops
-    (shape, remainder)."""
+    """A fused kernel recomputes its producers: the slower side evaluates a transcendental function
+    more often for the same ops (recomputed_evaluations), or, where the catalogs do not count
+    evaluations, it covers the source ops of two or more of the other side's kernels (a strict
+    superset of each), its side launches fewer kernels, and its work (flops, else bytes moved) is
+    RECOMPUTE_FACTOR or more times theirs. Never on the side with more launches, never on the
+    faster side, never across a pairing that is not by ops (shape, remainder)."""
+    by_evaluations = recomputed_evaluations(ctx)
+    if by_evaluations is not None:
+        return by_evaluations
     la, lb = ctx.unit["launches_a"], ctx.unit["launches_b"]
     # 'absorbed' (a producer joined to the consumer launched after it, the catalogs' work
     # permitting) is checked below by what the kernels compute, as read from their sources

@@ -120,7 +120,8 @@ RESOURCES = {"name?": Opt(str), "file?": Opt(str), "format?": Opt(str), "arch?":
 CATALOG_KERNEL = {"name": str, "function?": str, "source_ops?": [str], "call_sites?": [str],
                   "launch?": {"grid?": EXTENT, "block?": EXTENT, "dynamic_shared_bytes?": COUNT, "grids?": Opt(dict)},
                   "resources?": RESOURCES, "schedule?": dict, "source_locs?": [str], "source_op_kinds?": [str],
-                  "module_paths?": [str], "bytes_moved?": Opt(NUM), "flops?": Opt(NUM)}
+                  "module_paths?": [str], "bytes_moved?": Opt(NUM), "flops?": Opt(NUM),
+                  "evaluations?": Map(int)}
 # What compare reads of a manifest given as a catalog (--catalog-a), and all a bundle's holds.
 TOOLCHAIN = {"source?": Opt(str), "requirements?": Opt([str]), "python?": Opt(str),
              "compiler?": Opt(Map(Opt(str))), "runtime?": Opt(Map(Opt(str)))}

@@ -84,19 +84,22 @@ def catalog(out_dir: Path, target: str, notes: list[str] | None = None) -> list[
         my_sites = sites.get(export, [])
         if not my_sites:
             notes.append(f"{export}: no call site found in the flow phase")
+        work = dispatch_work(ir, schedule.get("executable"), export, notes, module)
         kernels.append(CatalogKernel(
             name=schedule.get("symbol") or export, function=export,
             source_ops=[f"{entry}/{original}" for entry, original in my_sites],
             call_sites=sorted({entry for entry, _ in my_sites}),
             launch=launch, resources=resources, schedule=schedule, source_locs=locations.get(export, []),
             bytes_moved=schedule.pop("bytes_moved", None),
-            flops=dispatch_flops(ir, schedule.get("executable"), export, notes, module)))
+            flops=work.flops if work else None, evaluations=work.evaluations if work else {}))
     return kernels
 
 
-def dispatch_flops(ir: Path, executable: str | None, export: str, notes: list[str], module: str = "module") -> int | None:
+def dispatch_work(ir: Path, executable: str | None, export: str, notes: list[str],
+                  module: str = "module") -> linalg.Work | None:
     """Arithmetic work of one export, from the linalg ops of its dumped executable source
-    (ir/<module>_<executable>.mlir): iteration domain x arith/math ops per point (parsers.linalg)."""
+    (ir/<module>_<executable>.mlir): iteration domain x arith/math ops per point, and the
+    transcendental evaluations (parsers.linalg); None where the source is missing or unread."""
     path = ir / f"{module}_{executable}.mlir"
     if executable is None or not path.is_file():
         notes.append(f"{export}: flops not counted: no dumped source {path.name}")
@@ -110,7 +113,7 @@ def dispatch_flops(ir: Path, executable: str | None, export: str, notes: list[st
         return None
     if work.flops is None:
         notes.append(f"{export}: flops not counted: {'; '.join(work.unknown())}")
-    return work.flops
+    return work
 
 
 def _binary(bins: Path, module: str, mine: list[iree_ir.HalDispatch]) -> Path | None:
