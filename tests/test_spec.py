@@ -70,7 +70,7 @@ def test_bad_keys_name_the_place(tmp_path, extra, message):
 
 
 @pytest.mark.parametrize("old, new, message", [
-    ('frontend = "tvm"', 'frontend = "xla"', r'frontend: unknown frontend "xla"; valid: tvm, iree'),
+    ('frontend = "tvm"', 'frontend = "tensorrt"', r'frontend: unknown frontend "tensorrt"; valid: tvm, iree, xla'),
     ('target = "llvm"', 'target = "cuda:90"', r'target: unknown target "cuda:90"; valid:'),
     ('source = "graph.py"', 'source = "other.py"', r'spec.toml: source: file not found: other.py'),
     ('shape = [1, 16, 64, 64]', 'shape = [1, -16]', r'inputs\[0\].shape: must be an array of non-negative'),

@@ -51,7 +51,7 @@ CASES = [
     # ---- top level
     ("unknown-key", HEAD + "colour = 1\n" + INPUTS, "spec.toml: unknown key \"colour\""),
     ("missing-frontend", GOOD.replace('frontend = "tvm"\n', ""), "frontend: missing required key"),
-    ("unknown-frontend", GOOD.replace('"tvm"', '"xla"'), "frontend: unknown frontend"),
+    ("unknown-frontend", GOOD.replace('"tvm"', '"tensorrt"'), "frontend: unknown frontend"),
     ("name-not-string", GOOD.replace('name = "bad"', "name = 3"), "name: must be a non-empty string"),
     ("target-typo", GOOD.replace('"llvm"', '"cuda:sm90"'), "target: unknown target"),
     ("target-unknown", GOOD.replace('"llvm"', '"vulkan"'), "target: unknown target"),

@@ -22,6 +22,11 @@ in registry order):
   arguments, renumbered torch.compile suffixes), the key unique on each side.
 - cpu-op: the CPU op that launched the kernel (Kineto's External id), when it launches a few
   (CPU_OP_KERNELS) distinct unmatched kernels on each side (the library picked another GEMM).
+- module-path: across producers (the two catalogs share no source op: two compilers, or two
+  sources of one model), the model module a kernel computes (its catalog's first module path,
+  'blocks.3.mlp'): every kernel of A and of B that computes in one module instance is one unit,
+  whatever each compiler fused there. What a model's structure names is the language two
+  compilers share; within one producer provenance says more, and this tier does not run.
 - the frontends' name tiers (rootcause.model.AlignmentTier, each frontend's alignment_tiers):
   IREE's dispatch-name (symbols without the '<entry>$async_dispatch_<n>_' prefix, unique on each
   side), TVM's fused-name (fused names split into the op names they fuse, 'fused_pool2d_add2'
@@ -67,6 +72,7 @@ from typing import Callable
 import pandas as pd
 
 from rootcause import frontends
+from rootcause.exporters import pattern
 from rootcause.model import AlignmentTier, CatalogKernel, strip_kernel
 
 # One row per unit.
@@ -76,8 +82,8 @@ UNIT_COLUMNS: dict[str, str] = {
     "kernels_b": "tuple of kernel names of variant B in this unit (may be empty)",
     "source_ops": "tuple of source-op ids (provenance) or op names (fused-name) covered",
     "method": "weakest tier that joined the unit (TIERS): provenance, location, name, normalized-name, cpu-op, "
-              "a frontend's name tier (dispatch-name, fused-name), shape, launch-order, remainder, absorbed, "
-              "unmatched",
+              "module-path, a frontend's name tier (dispatch-name, fused-name), shape, launch-order, remainder, "
+              "absorbed, unmatched",
     "flagged": "True when the unit has kernels on one side only or was joined by shape",
 }
 
@@ -95,8 +101,8 @@ KERNEL_COLUMNS: dict[str, str] = {
 }
 
 # The generic tiers, strongest first; the frontends' name tiers run after cpu-op (tiers()).
-TIERS = ("provenance", "location", "name", "normalized-name", "cpu-op", "shape", "launch-order", "remainder",
-         "absorbed", "unmatched")
+TIERS = ("provenance", "location", "name", "normalized-name", "cpu-op", "module-path", "shape", "launch-order",
+         "remainder", "absorbed", "unmatched")
 NAME_TIERS_AFTER = "cpu-op"
 INSTANCE = "#@"  # node name of the i-th launch of a split kernel: KERNEL#@i
 
@@ -301,9 +307,14 @@ def align(events_a: pd.DataFrame, events_b: pd.DataFrame,
             shared = tuple(k.call_sites) if k and len(k.call_sites) > 1 else ()
             info[node] = {"catalog": k is not None, "source_ops": tuple(ops),
                           "source_locs": tuple(k.source_locs) if k else (), "shared_call_sites": shared,
+                          "module_paths": tuple(k.module_paths) if k else (),
                           "bytes_moved": k.bytes_moved if k else None, "flops": k.flops if k else None}
         if catalogs["a"] and catalogs["b"]:
             _split_per_op(v, names, info, events_a if v == "a" else events_b)
+    across = bool(catalogs["a"] and catalogs["b"]) and not _share_ops(info)
+    for v in "ab":
+        if across:
+            _split_per_path(v, names, info, events_a if v == "a" else events_b)
         missing = [n for n in names[v] if catalogs[v] and not info[f"{v}:{n}"]["catalog"]]
         if missing:
             notes.append(f"variant {v}: {len(missing)} launched kernel(s) not in the catalog "
@@ -368,6 +379,10 @@ def align(events_a: pd.DataFrame, events_b: pd.DataFrame,
         counts = pd.Series(list(mine.values()), dtype=object).value_counts()
         keys.update({f"{v}:{n}": [op] for n, op in mine.items() if counts.get(op) <= CPU_OP_KERNELS})
     link_through(keys, "cpu-op", "cpuop")
+    # module-path: across producers, the model module each kernel computes in
+    if across:
+        left = pending()
+        link_through(_module_keys([f"{v}:{n}" for v in "ab" for n in left[v]], info), "module-path", "module")
     # the frontends' name tiers (IREE dispatch names, TVM fused names)
     for tier in name_tiers:
         keys, active = tier.keys(names, pending(), info)
@@ -415,6 +430,60 @@ def align(events_a: pd.DataFrame, events_b: pd.DataFrame,
     place(list(info), "unmatched")
 
     return _tables(names, info, uf, method, op_keys, notes, tiers(name_tiers))
+
+
+def _instance(path: str) -> str:
+    """The repeated module a path lies in: its prefix up to its first index ('blocks.3.mlp.up' ->
+    'blocks.3'); the path itself when it has none."""
+    parts = path.split(".")
+    index = next((i for i, p in enumerate(parts) if p.isdigit()), None)
+    return ".".join(parts[:index + 1]) if index is not None else path
+
+
+def _split_per_path(v: str, names: dict[str, list[str]], info: dict[str, dict], events: pd.DataFrame) -> None:
+    """Across producers: a kernel that serves several instances of a repeated module, launched
+    once per instance in every call (IREE's one executable for the four blocks' up-projections,
+    TVM's one PrimFunc for three basic blocks' convolutions), becomes one node per launch ordinal
+    carrying that instance's module paths, instances in the catalog's order (program order)."""
+    out = []
+    for n in names[v]:
+        node = f"{v}:{n}"
+        groups: dict[str, list[str]] = {}
+        for path in info[node]["module_paths"]:
+            groups.setdefault(_instance(path), []).append(path)
+        if base_kernel(n)[1] is not None or len(groups) < 2 or _launches_per_call(events, n) != {len(groups)}:
+            out.append(n)
+            continue
+        row = info.pop(node)
+        for i, paths in enumerate(groups.values()):
+            out.append(f"{n}{INSTANCE}{i}")
+            info[f"{v}:{n}{INSTANCE}{i}"] = {**row, "module_paths": tuple(paths)}
+    names[v] = out
+
+
+def _module_keys(nodes: list[str], info: dict[str, dict]) -> dict[str, list[str]]:
+    """The module-path tier's keys: every module path a kernel computes in (a fused kernel joins
+    the modules it spans: the thread's producers fused into the einsum), except where joining by
+    all of them would chain instances of one repeated module into one unit (a residual add fused
+    with the next block's norm, block after block): there each kernel keeps its first path only."""
+    full = {node: list(info[node]["module_paths"]) for node in nodes if info[node]["module_paths"]}
+    chains = _UnionFind()
+    for node, paths in full.items():
+        for path in paths:
+            chains.union(f"path:{path}", node)
+    by_component: dict[str, set[str]] = {}
+    for paths in full.values():
+        for path in paths:
+            by_component.setdefault(chains.find(f"path:{path}"), set()).add(path)
+    chained = {root for root, paths in by_component.items()
+               if len({pattern(p) for p in paths}) < len(paths) and any(pattern(p) != p for p in paths)}
+    return {node: paths if chains.find(node) not in chained else paths[:1] for node, paths in full.items()}
+
+
+def _share_ops(info: dict[str, dict]) -> bool:
+    """Whether any source op is named by kernels of both sides (one producer's ids: provenance)."""
+    ops = {v: {op for node, i in info.items() if node[0] == v for op in i["source_ops"]} for v in "ab"}
+    return bool(ops["a"] & ops["b"])
 
 
 def _absorbed(v: str, free: list[str], events: dict[str, pd.DataFrame], uf: _UnionFind,

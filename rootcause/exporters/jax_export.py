@@ -20,6 +20,11 @@ from rootcause.exporters import Exported, failure, load_factory
 
 
 def to_stablehlo(source: Path, factory: str) -> Exported:
+    return export(source, factory)[1]
+
+
+def export(source: Path, factory: str, platforms: tuple[str, ...] | None = None) -> tuple[Any, Exported]:
+    """jax.export of the model: (jax's Exported, which serializes, and the export record)."""
     import jax
 
     made = load_factory(source, factory)
@@ -40,10 +45,11 @@ def to_stablehlo(source: Path, factory: str) -> Exported:
     flat.__name__ = getattr(function, "__name__", "model")
     shapes = [jax.ShapeDtypeStruct(tuple(r["shape"]), r["dtype"]) for r in arguments]
     try:
-        text = jax.export.export(jax.jit(flat))(*shapes).mlir_module()
+        exported = jax.export.export(jax.jit(flat), platforms=platforms)(*shapes)
+        text = exported.mlir_module()
     except Exception as err:  # noqa: BLE001  jax's own diagnosis of the function
         raise failure(source, "jax.export", err) from None
-    return Exported(arguments, name_stack_paths(text), text=text, versions={"jax": jax.__version__})
+    return exported, Exported(arguments, name_stack_paths(text), text=text, versions={"jax": jax.__version__})
 
 
 _QUOTED = re.compile(r'"([^"\\]+)"')
@@ -54,13 +60,28 @@ def name_stack_paths(text: str) -> dict[str, str]:
     """Each name-stack location in the exported text -> the module path it names (module doc)."""
     out = {}
     for name in set(_QUOTED.findall(text)):
-        parts = name.split("/")
-        if len(parts) < 2 or not _TRANSFORM.match(parts[0]):
-            continue  # an argument's or a file's location, not an op's name stack
-        scopes = [p for p in parts[1:-1] if not _TRANSFORM.match(p)]
-        if scopes:
-            out[name] = ".".join(scopes)
+        path = module_path(name)
+        if path:
+            out[name] = path
     return out
+
+
+CALL_EXPORTED = "call_exported"  # the scope jax opens where a deserialized export is called
+
+
+def module_path(name: str) -> str | None:
+    """The module path one name stack names ('jit(model)/blocks.0/mlp/dot_general' ->
+    'blocks.0.mlp'), or None for what is no op's name stack (an argument's or a file's location,
+    an op outside every scope). A name stack that passes through a called export
+    ('jit(call)/call_exported/jit(model)/...', XLA's names of a deserialized jax.export) counts
+    from inside it."""
+    parts = name.split("/")
+    if CALL_EXPORTED in parts:
+        parts = parts[len(parts) - parts[::-1].index(CALL_EXPORTED):]
+    if len(parts) < 2 or not _TRANSFORM.match(parts[0]):
+        return None
+    scopes = [p for p in parts[1:-1] if not _TRANSFORM.match(p)]
+    return ".".join(scopes) or None
 
 
 def _row(name: str, value: Any, role: str) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from rootcause.errors import UsageError
 FRONTENDS: dict[str, str] = {
     "tvm": "rootcause.frontends.tvm",
     "iree": "rootcause.frontends.iree",
+    "xla": "rootcause.frontends.xla",
 }
 ENTRY_POINT_GROUP = "rootcause.frontends"
 
