@@ -37,21 +37,26 @@ STAGES = records.STAGES
 def load(path: str | Path, resolve_target: Callable[[str, VariantSpec], str]) -> Sweep:
     """The sweep file (sweepfile.read), each pair with its stage keys."""
     sweep = sweepfile.read(path, resolve_target)
+    digests: dict[int, str] = {}  # id(spec) -> its digest: a spec many pairs share is hashed once
     for pair in sweep.pairs:
-        pair.keys = _stage_keys(pair, sweep.file.parent)
+        pair.keys = _stage_keys(pair, sweep.file.parent, digests)
     return sweep
 
 
 # ---- stage keys ----------------------------------------------------------------------------------
 
-def _stage_keys(pair: Pair, folder: Path) -> dict[str, str]:
+def _stage_keys(pair: Pair, folder: Path, digests: dict[int, str] | None = None) -> dict[str, str]:
     """One key per stage: what decides the stage's output. Paths are taken relative to the
     sweep file's folder, so a sweep built in one checkout resumes in another."""
+    digests = {} if digests is None else digests
     h = hashlib.sha256()
     for spec in (pair.spec_a, pair.spec_b):
-        h.update(json.dumps(_relative(canonical(spec), str(folder)), sort_keys=True).encode())
-        for path in _spec_files(spec):
-            h.update(Path(path).read_bytes())
+        if id(spec) not in digests:
+            one = hashlib.sha256(json.dumps(_relative(canonical(spec), str(folder)), sort_keys=True).encode())
+            for path in _spec_files(spec):
+                one.update(Path(path).read_bytes())
+            digests[id(spec)] = one.hexdigest()
+        h.update(digests[id(spec)].encode())
     o = pair.options
     build = _digest(h.hexdigest(), pair.target, o.hybrids)
     run = _digest(build, o.budget_s, o.profile_calls)

@@ -118,13 +118,16 @@ def read(path: str | Path, resolve_target: Callable[[str, VariantSpec], str]) ->
         raise UsageError(f"{name}: no pairs: add [[pair]] tables (a = \"x.toml#A\", b = \"x.toml#B\") or a [matrix]")
     folder = file.resolve().parent
     pairs, seen = [], {}
+    loaded: dict[str, VariantSpec] = {}  # ref -> its spec: a spec named by many pairs is read once
+    targeted: dict[tuple[str, str], VariantSpec] = {}  # (ref, target) -> the spec for that target, made once
     for where, a, b, target, given_id in written:
-        spec_a, spec_b = (_spec(ref, folder, outside, f"{where}.{side}") for side, ref in (("a", a), ("b", b)))
+        spec_a, spec_b = (_spec(ref, folder, outside, f"{where}.{side}", loaded) for side, ref in (("a", a), ("b", b)))
         if spec_a.name == spec_b.name:
             raise UsageError(f"{where}: A and B are both variant '{spec_a.name}'; a pair needs two variants")
         try:
             concrete = resolve_target(target, spec_a)
-            spec_a, spec_b = spec_mod.with_target(spec_a, concrete), spec_mod.with_target(spec_b, concrete)
+            spec_a, spec_b = (targeted.setdefault((ref, concrete), spec_mod.with_target(spec, concrete))
+                              for ref, spec in ((a, spec_a), (b, spec_b)))
         except UsageError as err:
             raise UsageError(f"{where}.target: {err}") from None
         pid = safe_name(given_id or _default_id(a, b, concrete, folder))
@@ -167,7 +170,14 @@ def _pairs(data: dict[str, Any], name: str, default_target: str) -> list[tuple[s
     return out
 
 
-def _spec(ref: str, folder: Path, outside: bool, where: str) -> VariantSpec:
+def _spec(ref: str, folder: Path, outside: bool, where: str, loaded: dict[str, VariantSpec]) -> VariantSpec:
+    if ref in loaded:
+        return loaded[ref]
+    loaded[ref] = _load_spec(ref, folder, outside, where)
+    return loaded[ref]
+
+
+def _load_spec(ref: str, folder: Path, outside: bool, where: str) -> VariantSpec:
     file_part, hash_, variant = ref.partition("#")
     try:
         path = spec_mod.SpecFiles(folder, outside).existing(file_part, where)

@@ -548,3 +548,24 @@ def test_report_leaves_a_folder_that_shares_the_staging_prefix(tmp_path):
     proc = rootcause("report", folder / "attribution.json", "--format", "markdown", "--out", folder / "r.md")
     assert proc.returncode == 0, proc.stderr
     assert (mine / "keep.txt").read_text() == "the user's\n"
+
+
+def test_a_sweep_loads_each_spec_once_however_many_pairs_name_it(tmp_path):
+    """Loading is linear in the pairs: 4,000 pairs naming one spec cost about what 400 do plus the
+    pairs' own rows (the spec is read, targeted and hashed once), well under the old 1.7 ms a pair."""
+    import time
+
+    from rootcause import spec as spec_mod
+    from rootcause import sweep as sweeps
+
+    shutil.copytree(POOL, tmp_path / "pool_fusion")
+    times = {}
+    for n in (400, 4000):
+        rows = ['[sweep]\ntarget = "llvm"\n'] + [f'[[pair]]\nname = "p{i}"\na = "pool_fusion/variants.toml#on"\n'
+                                                 f'b = "pool_fusion/variants.toml#off"\n' for i in range(n)]
+        (tmp_path / f"s{n}.toml").write_text("".join(rows))
+        start = time.process_time()
+        loaded = sweeps.load(tmp_path / f"s{n}.toml", lambda t, s: spec_mod.resolve_target(t, s, False))
+        times[n] = time.process_time() - start
+        assert len(loaded.pairs) == n and len({p.keys["build"] for p in loaded.pairs}) == 1
+    assert times[4000] < 4000 * 0.5e-3, times
