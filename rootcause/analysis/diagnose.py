@@ -844,6 +844,31 @@ def _schedule_keys() -> tuple[str, ...]:
     return tuple(dict.fromkeys(k for keys in frontends.hooks("schedule_keys") for k in keys))
 
 
+def library_call(ctx: Context) -> list[dict[str, Any]]:
+    """The faster side runs the unit's work as a library call (its catalog's schedule names the
+    library: XLA's custom calls and custom fusions, YNNPACK, oneDNN, cuBLAS) where the slower side
+    runs code its compiler generated for the same module: which of the two each producer chose, and
+    what the unit's time was on each side. Named only that way round: a library call on the slower
+    side says nothing about why it is slower."""
+    slow, fast = (ctx.b, ctx.a) if ctx.unit["delta_ns"]["median"] > 0 else (ctx.a, ctx.b)
+    libs = {r.kernel: (fast.cat(base_kernel(r.kernel)[0]) or CatalogKernel("", "")).schedule.get("library")
+            for r in fast.kernels.itertuples(index=False)}
+    called = {k: lib for k, lib in libs.items() if lib}
+    if not called or any((slow.cat(base_kernel(r.kernel)[0]) or CatalogKernel("", "")).schedule.get("library")
+                         for r in slow.kernels.itertuples(index=False)):
+        return []
+    top = slow.dominant()
+    generated = (slow.cat(base_kernel(top["kernel"])[0]) or CatalogKernel("", "")).schedule if top is not None else {}
+    how = next((f"{k} '{generated[k]}'" for k in ("pipeline", "rule") if generated.get(k)), "its own code")
+    kernel, lib = next(iter(called.items()))
+    ts, tf = slow.kernels.time_per_call_ns.sum(), fast.kernels.time_per_call_ns.sum()
+    sentence = (f"{fast.label} runs `{kernel}` as a library call ({lib}) where {slow.label} generates "
+                f"`{top['kernel']}` ({how}): {ts / 1e3:,.1f} us against {tf / 1e3:,.1f} us a call "
+                "for the same module.")
+    return [_finding(ctx, "library-call", sentence, source="static catalog (schedule.library)",
+                     library=lib, library_kernel=kernel, generated_kernel=top["kernel"] if top is not None else None)]
+
+
 def schedule_rule(ctx: Context) -> list[dict[str, Any]]:
     """The scheduling choice (TVM rule, IREE pipeline / workgroup size) differs."""
     p = pair(ctx)
@@ -854,6 +879,8 @@ def schedule_rule(ctx: Context) -> list[dict[str, Any]]:
     if ca is None or cb is None:
         return []
     sa, sb = ca.schedule or {}, cb.schedule or {}
+    if not set(sa) & set(sb) & set(_schedule_keys()):
+        return []  # two producers' schedules name different things (library_call compares them)
     diff = {k: (sa.get(k), sb.get(k)) for k in _schedule_keys()
             if (k in sa or k in sb) and sa.get(k) != sb.get(k)}
     if not diff:
@@ -866,7 +893,8 @@ def schedule_rule(ctx: Context) -> list[dict[str, Any]]:
 
 UNIT_RULES: list[Callable[[Context], list[dict[str, Any]]]] = [
     launch_config, launch_count, parallelism, occupancy_limiter, shared_memory, local_memory, global_access,
-    bank_conflicts, bandwidth, recomputation, shared_executable, vector_tiles, loop_stride, schedule_rule,
+    bank_conflicts, bandwidth, recomputation, shared_executable, vector_tiles, loop_stride, library_call,
+    schedule_rule,
 ]
 # Rules about one side's kernels alone; every other rule compares the two sides as computing the
 # same ops, which a unit with one side, or joined by launch size alone, gives no ground for.
@@ -874,7 +902,7 @@ ONE_SIDE_RULES = (shared_executable,)
 WEAK_TIERS = ("shape", "unmatched")
 # Findings that describe a unit without naming why it is slower: achieved bandwidth is a
 # consequence, and a differing schedule says which choice changed, not what it did to the kernel.
-DESCRIPTIVE_RULES = ("bandwidth", "schedule")
+DESCRIPTIVE_RULES = ("bandwidth", "schedule", "library-call")
 # On the CPU a dispatch's workgroups are tasks that the runtime's few threads take in turn: how many
 # there are on each side is said, but no rule weighs them against the cores, so it names no mechanism
 # (the README's main job: the slower side ran 16 workgroups against 1).
