@@ -256,9 +256,10 @@ def test_recomputation_across_sources_is_claimed_by_evaluations_not_by_flops(ein
     import sys
 
     (d_split, m_split, p_split), (d_fused, m_fused, p_fused) = einsum_runs["split_small"], einsum_runs["fused_small"]
+    calls = 12  # each profile's calls (the fixture's): a one-dispatch call has no sequence to split by
     r = subprocess.run([sys.executable, "-m", "rootcause", "compare", str(p_split), str(p_fused),
-                        "--catalog-a", str(d_split), "--catalog-b", str(d_fused), "--out", str(tmp_path)],
-                       capture_output=True, text=True, cwd=ROOT)
+                        "--catalog-a", str(d_split), "--catalog-b", str(d_fused), "--calls", str(calls),
+                        "--out", str(tmp_path)], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     att = json.loads((tmp_path / "attribution.json").read_text())
     fused_name = m_fused["kernels"][0]["name"]
@@ -269,7 +270,6 @@ def test_recomputation_across_sources_is_claimed_by_evaluations_not_by_flops(ein
     # exp per call from the MLIR text: the fused generic's two exps at every (c, i, j, k); the split
     # producers' one exp per element, launched as often as the raw iree-profile JSONL counts them
     rows = [json.loads(x) for x in p_split.read_text().splitlines() if '"host_dispatch_event"' in x]
-    calls = 12
     per_call = {k: sum(r["key"] == k for r in rows) / calls for k in {r["key"] for r in rows}}
     producer_launches = sum(n for k, n in per_call.items() if "elementwise" in k)
     assert found["evidence"]["einsum-split-small"] == producer_launches * 24 * 24 * 8 == 2 * 24 * 24 * 8

@@ -72,7 +72,9 @@ from typing import Callable
 import pandas as pd
 
 from rootcause import frontends
+from rootcause.errors import UsageError
 from rootcause.exporters import pattern
+from rootcause.profilers import split_calls
 from rootcause.model import AlignmentTier, CatalogKernel, strip_kernel
 
 # One row per unit.
@@ -254,16 +256,31 @@ def _work_sizes(events: pd.DataFrame) -> dict[str, int]:
     return dict(zip(dims["kernel"].astype(str), work.astype("int64")))
 
 
-def _launches_per_call(events: pd.DataFrame, kernel: str) -> set[int]:
-    """Distinct launch counts of `kernel` per graph call (empty without call numbers)."""
+def _launches_per_call(events: pd.DataFrame) -> dict[str, set[int]]:
+    """Each kernel's distinct launch counts per graph call (a call that does not launch it counts
+    0); empty without call numbers."""
     if "call" not in events.columns:
-        return set()
+        return {}
     ev = events[events["call"] >= 0]
-    counts = ev[ev["kernel"] == kernel].groupby("call").size().reindex(pd.unique(ev["call"]), fill_value=0)
-    return set(int(c) for c in counts)
+    if ev.empty:
+        return {}
+    table = ev.groupby(["kernel", "call"]).size().unstack(fill_value=0)
+    return {str(k): {int(c) for c in row} for k, row in zip(table.index, table.to_numpy())}
 
 
-def _split_per_op(v: str, names: dict[str, list[str]], info: dict[str, dict], events: pd.DataFrame) -> None:
+def _numbered(events: pd.DataFrame) -> pd.DataFrame:
+    """events with graph-call numbers: as given, or, where the profile marks none, split by the
+    repeating kernel sequence as the attribution splits them (profilers.split_calls), so a kernel
+    launched once per op or per module instance is split here as its launches are counted there."""
+    if ("call" in events.columns and (events["call"] >= 0).any()) or "start_ns" not in events.columns:
+        return events
+    try:
+        return split_calls(events)
+    except UsageError:  # no repeating sequence: the attribution says so; nothing is split here
+        return events
+
+
+def _split_per_op(v: str, names: dict[str, list[str]], info: dict[str, dict], launches: dict[str, set[int]]) -> None:
     """Replace a kernel that serves several source ops, launched once per op in every call, by one
     node per launch ordinal carrying that op (module doc), and that op's location where the catalog
     gives one per op (TVM's content ids, model.CatalogKernel.source_locs)."""
@@ -271,7 +288,7 @@ def _split_per_op(v: str, names: dict[str, list[str]], info: dict[str, dict], ev
     for n in names[v]:
         node = f"{v}:{n}"
         ops = info[node]["source_ops"]
-        if len(ops) < 2 or len(set(ops)) != len(ops) or _launches_per_call(events, n) != {len(ops)}:
+        if len(ops) < 2 or len(set(ops)) != len(ops) or launches.get(n) != {len(ops)}:
             out.append(n)
             continue
         row = info.pop(node)
@@ -297,6 +314,7 @@ def align(events_a: pd.DataFrame, events_b: pd.DataFrame,
     notes: list[str] = []
     normalize, name_tiers = op_normalizer(), frontend_tiers()
     op_keys: dict[str, dict[str, list[str]]] = {}  # tier -> node -> the op names its keys are
+    numbered: dict[str, dict[str, set[int]]] = {}  # each side's launches per graph call, for the per-launch splits
 
     for v in ("a", "b"):
         for kernel in names[v]:
@@ -310,11 +328,12 @@ def align(events_a: pd.DataFrame, events_b: pd.DataFrame,
                           "module_paths": tuple(k.module_paths) if k else (),
                           "bytes_moved": k.bytes_moved if k else None, "flops": k.flops if k else None}
         if catalogs["a"] and catalogs["b"]:
-            _split_per_op(v, names, info, events_a if v == "a" else events_b)
+            numbered[v] = _launches_per_call(_numbered(events_a if v == "a" else events_b))
+            _split_per_op(v, names, info, numbered[v])
     across = bool(catalogs["a"] and catalogs["b"]) and not _share_ops(info)
     for v in "ab":
         if across:
-            _split_per_path(v, names, info, events_a if v == "a" else events_b)
+            _split_per_path(v, names, info, numbered[v])
         missing = [n for n in names[v] if catalogs[v] and not info[f"{v}:{n}"]["catalog"]]
         if missing:
             notes.append(f"variant {v}: {len(missing)} launched kernel(s) not in the catalog "
@@ -440,7 +459,8 @@ def _instance(path: str) -> str:
     return ".".join(parts[:index + 1]) if index is not None else path
 
 
-def _split_per_path(v: str, names: dict[str, list[str]], info: dict[str, dict], events: pd.DataFrame) -> None:
+def _split_per_path(v: str, names: dict[str, list[str]], info: dict[str, dict],
+                    launches: dict[str, set[int]]) -> None:
     """Across producers: a kernel that serves several instances of a repeated module, launched
     once per instance in every call (IREE's one executable for the four blocks' up-projections,
     TVM's one PrimFunc for three basic blocks' convolutions), becomes one node per launch ordinal
@@ -451,7 +471,7 @@ def _split_per_path(v: str, names: dict[str, list[str]], info: dict[str, dict], 
         groups: dict[str, list[str]] = {}
         for path in info[node]["module_paths"]:
             groups.setdefault(_instance(path), []).append(path)
-        if base_kernel(n)[1] is not None or len(groups) < 2 or _launches_per_call(events, n) != {len(groups)}:
+        if base_kernel(n)[1] is not None or len(groups) < 2 or launches.get(n) != {len(groups)}:
             out.append(n)
             continue
         row = info.pop(node)
