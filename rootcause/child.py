@@ -44,6 +44,19 @@ def python_env(extra: dict[str, str] | None = None, base: dict[str, str] | None 
     return env
 
 
+def die_with_parent() -> None:
+    """preexec_fn of every long-running child (a build worker, a compiler, a measuring child): the
+    kernel sends it SIGKILL when rootcause dies, also by SIGKILL, which no handler of ours sees
+    (Linux PR_SET_PDEATHSIG; elsewhere nothing is set)."""
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (AttributeError, OSError):
+        pass
+
+
 def run(cmd: Sequence[str], *, env: dict[str, str], timeout: float | None = None,
         **kwargs: Any) -> subprocess.CompletedProcess:
     """subprocess.run for a child, its output captured as text; a child past its timeout is killed
@@ -51,7 +64,7 @@ def run(cmd: Sequence[str], *, env: dict[str, str], timeout: float | None = None
     through subprocess.run, which kills the child first."""
     try:
         return subprocess.run(list(cmd), env=env, capture_output=True, text=True, errors="replace",
-                              timeout=timeout, **kwargs)
+                              timeout=timeout, preexec_fn=die_with_parent, **kwargs)
     except subprocess.TimeoutExpired:
         raise ToolFailed(f"{Path(cmd[0]).name} {' '.join(cmd[1:3])}: no answer after {timeout:g} s; stopped") from None
 

@@ -33,6 +33,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from rootcause.child import die_with_parent
 from rootcause.errors import UsageError
 from rootcause.fileio import cache_dir, write_json
 
@@ -148,7 +149,7 @@ def _make(staging: Path, requirements: list[str]) -> None:
         cmd += ["--no-index", "--no-deps", *requirements]
     else:
         cmd += [*requirements, *rootcause_dependencies()]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=die_with_parent)
     if proc.returncode != 0:
         raise UsageError(f"pip cannot install {' '.join(_label(r) for r in requirements)} for Python "
                          f"{sys.version_info.major}.{sys.version_info.minor}: {_pip_error(proc.stderr)}")

@@ -650,7 +650,8 @@ def render(rows: list[dict[str, Any]], fmt: str) -> str:
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(ROW_KEYS)
         for r in rows:
-            w.writerow(["" if r[k] is None else _cell(r[k]) if k == "block" else r[k] for k in ROW_KEYS])
+            w.writerow(["" if r[k] is None else _cell(r[k]) if k == "block" or isinstance(r[k], str) else r[k]
+                        for k in ROW_KEYS])
         return buf.getvalue()
     headers = [_SHORT.get(k, k) for k in ROW_KEYS]
     cells = [[_cell(r[k]) for k in ROW_KEYS] for r in rows]

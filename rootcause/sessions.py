@@ -93,7 +93,8 @@ class RemoteSession:
         self._log = open(self._dir / "stderr.log", "w+")
         self._proc = subprocess.Popen([str(python), "-m", "rootcause.sessions", "--serve", str(bundle.path),
                                        "--device", device], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                      stderr=self._log, text=True, env=envs.checkout_env())
+                                      stderr=self._log, text=True, env=envs.checkout_env(),
+                                      preexec_fn=child.die_with_parent)
         hello = self._request(None)
         self.device = hello["device"]
         self.timer_includes = f"{hello['timer_includes']} (in a child process of {python})"

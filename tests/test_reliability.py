@@ -569,3 +569,60 @@ def test_a_sweep_loads_each_spec_once_however_many_pairs_name_it(tmp_path):
         times[n] = time.process_time() - start
         assert len(loaded.pairs) == n and len({p.keys["build"] for p in loaded.pairs}) == 1
     assert times[4000] < 4000 * 0.5e-3, times
+
+
+def test_escape_codes_inside_a_findings_code_span_stay_inert(tmp_path):
+    """A finding names a kernel between backticks; a name holding escape codes stays inert in
+    `report --format markdown` on stdout and in the Markdown file."""
+    doc = json.loads(ATTRIBUTION.read_text())
+    unit = next(u for u in doc["units"] if u.get("findings"))
+    unit["findings"][0]["sentence"] = f"`{HOSTILE}` launches more blocks than `add2`."
+    att = tmp_path / "attribution.json"
+    att.write_text(json.dumps(doc))
+    proc = rootcause("report", att, "--format", "markdown")
+    assert proc.returncode == 0, proc.stderr
+    written = rootcause("report", att, "--format", "markdown", "--out", tmp_path / "r.md")
+    assert written.returncode == 0, written.stderr
+    for text in (proc.stdout, (tmp_path / "r.md").read_text()):
+        assert "add2" in text and not any(c in text for c in "\x1b\x07\r"), repr(text[:300])
+
+
+def test_inspect_csv_escapes_a_binarys_names():
+    from rootcause.inspect import ROW_KEYS, render
+
+    row = {k: None for k in ROW_KEYS}
+    row.update(name=HOSTILE, file="k\x1b[2J.cubin", format="cubin", arch="sm_90")
+    text = render([row], "csv")
+    assert not any(c in text for c in "\x1b\x07\r") and "add2" in text
+
+
+def test_a_child_ends_when_rootcause_is_killed(tmp_path):
+    """A child started through rootcause.child (a build worker, a compiler) gets SIGKILL from the
+    kernel when its parent dies by SIGKILL, which no handler of the parent sees."""
+    import signal
+    import time
+
+    pid_file = tmp_path / "child.pid"
+    parent = subprocess.Popen([sys.executable, "-c",
+                               "import os, sys\nfrom rootcause import child\n"
+                               f"child.run(['sh', '-c', 'echo $$ > {pid_file}; exec sleep 60'], env=dict(os.environ))"],
+                              cwd=ROOT)
+    deadline = time.monotonic() + 30
+    while not (pid_file.is_file() and pid_file.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pid = int(pid_file.read_text())
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        state = Path(f"/proc/{pid}/stat").read_text().split()[2] if Path(f"/proc/{pid}/stat").exists() else "X"
+        if state == "Z":
+            break  # dead, waiting for init to reap it
+        time.sleep(0.05)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        raise AssertionError("the child outlived its killed parent")

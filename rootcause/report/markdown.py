@@ -249,6 +249,7 @@ def _finding_line(unit: int | None, f: dict[str, Any]) -> str:
 
 
 def _sentence(s: str) -> str:
-    """A finding's sentence keeps its `code` spans; the text between them is escaped."""
+    """A finding's sentence keeps its `code` spans (their control characters escaped, as every
+    name's are); the text between them is escaped."""
     parts = re.split(r"(`[^`]*`)", str(s))
-    return "".join(p if p.startswith("`") and p.endswith("`") and len(p) > 1 else text(p) for p in parts)
+    return "".join(code(p[1:-1]) if p.startswith("`") and p.endswith("`") and len(p) > 1 else text(p) for p in parts)

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from parsers import iree_ir
-from rootcause.child import first_error_line
+from rootcause.child import die_with_parent, first_error_line
 from rootcause.errors import UsageError
 from rootcause.frontends.iree.catalog import catalog
 from rootcause.frontends.iree.catalog import LOCATED_FLOW
@@ -78,7 +78,7 @@ def build(spec: Any, out_dir: Path) -> BuildOutput:
     check_flags(spec)
     substitutions = prepare_substitutions(spec, ir)
     cmd = compile_command(spec, out_dir, substitutions)
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=die_with_parent)
     before, log = iree_ir.ir_before(proc.stderr, DEDUP_PASS)
     if proc.returncode != 0:
         (out_dir / "iree-compile.log").write_text(proc.stderr)
@@ -94,7 +94,8 @@ def build(spec: Any, out_dir: Path) -> BuildOutput:
     for p in (ir / "phases").glob("*.mlir"):
         if p.stem.split(".")[-1] not in KEEP_PHASES:
             p.unlink()
-    located = subprocess.run(locations_command(spec, ir / LOCATED_FLOW), capture_output=True, text=True)
+    located = subprocess.run(locations_command(spec, ir / LOCATED_FLOW), capture_output=True, text=True,
+                             preexec_fn=die_with_parent)
     if located.returncode != 0:
         (ir / LOCATED_FLOW).unlink(missing_ok=True)
         notes.append("no source locations: iree-compile --compile-to=flow --mlir-print-debuginfo failed: "
