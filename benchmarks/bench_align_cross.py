@@ -81,14 +81,12 @@ def main() -> int:
                 return 1
             rows.append((wall, cpu))
         doc = json.loads((folder / "compare0" / "attribution.json").read_text())
-        per_call = {k: doc["whole_graph"][k].get("launches_per_call") for k in ("a", "b")} \
-            if isinstance(doc["whole_graph"].get("a"), dict) else {}
         methods = {}
         for u in doc["units"]:
             methods[u["method"]] = methods.get(u["method"], 0) + 1
         walls, cpus = sorted(r[0] for r in rows), sorted(r[1] for r in rows)
         print(f"compare (median of {args.runs}): {cpus[len(cpus) // 2]:.2f} s CPU, {walls[len(walls) // 2]:.2f} s wall "
-              f"(min {cpus[0]:.2f} s CPU); units by tier: {methods}; {per_call}")
+              f"(min {cpus[0]:.2f} s CPU); units by tier: {methods}")
     return 0
 
 
