@@ -18,7 +18,9 @@ rows have pid = device). A ROCm kernel may have no grid: grid is NA then.
 
 The CPU op that launched each GPU row (cpu_op column) is the cpu_op event with the row's
 External id, else the innermost cpu_op around the runtime call (cuda_runtime / cuda_driver)
-with the row's correlation id on that call's thread. Host events are never rows; steps()
+with the row's correlation id on that call's thread. The row's module_path is the chain of
+nn.Module spans (python_function events named 'nn.Module: <Class>_<n>', which torch.profiler
+writes with with_stack or with_modules) around that runtime call on its thread, outermost first. Host events are never rows; steps()
 gives the ProfilerStep#N spans and read_trace() the deviceProperties GPU names.
 
 Decoding: msgspec reads the document with traceEvents left raw (validating its syntax), then
@@ -57,6 +59,7 @@ STEP_PREFIX = "ProfilerStep#"
 # Where a trace has no ProfilerStep (torch.autograd.profiler, a profile without a schedule), the
 # data loader's fetch that opens each iteration of a training loop marks the steps instead.
 LOADER_PREFIX = "enumerate(DataLoader)#"
+MODULE_PREFIX = "nn.Module: "  # python_function spans of nn.Module forwards (torch.profiler with_stack/with_modules)
 # Top-level keys of trace files (Kineto, Chrome, Perfetto): one as the first key identifies the
 # format, however long the header before "traceEvents" is.
 TOP_KEYS = {"traceEvents", "schemaVersion", "deviceProperties", "distributedInfo", "displayTimeUnit",
@@ -248,6 +251,7 @@ class _Accumulator:
         self.ops: list[Any] = []  # cpu_op events
         self.calls: list[Any] = []  # runtime calls (cuda_runtime, cuda_driver)
         self.annotations: list[Any] = []  # user_annotation events (record_function, ProfilerStep#N)
+        self.modules: list[Any] = []  # python_function events of nn.Module forwards ('nn.Module: X_n')
         self.step_rows: list[tuple[int, Any]] = []
         self.loader_rows: list[Any] = []  # data-loader fetches: steps of a trace without ProfilerStep
 
@@ -278,6 +282,9 @@ class _Accumulator:
                 self.calls.extend(recs[k] for k in ks)
             elif cat.lower() == "user_annotation":
                 self.annotations.extend(recs[k] for k in ks)
+            elif cat == "python_function":
+                self.modules.extend(recs[k] for k in ks if type(recs[k].name) is str
+                                    and recs[k].name.startswith(MODULE_PREFIX))
             if cat in STEP_CATS:
                 self.step_rows.extend((numbers[k], recs[k]) for k in ks if _is_step(recs[k].name))
                 self.loader_rows.extend(recs[k] for k in ks if _is_loader_fetch(recs[k].name))
@@ -350,6 +357,7 @@ class _Accumulator:
         out["device"] = int_column(device, labels, "event", file, "args.device")
         out["kind"] = [r[1] for r in rows]
         out["cpu_op"] = _launching_ops(self.ops, self.calls, out["external_id"], out["correlation_id"])
+        out["module_path"] = _module_paths(self.modules, self.calls, out["correlation_id"])
         return check_intervals(frame(out, SOURCE), file, "event", labels)
 
     def step_table(self) -> "pd.DataFrame":
@@ -473,6 +481,34 @@ def _launching_ops(ops: list, calls: list, external_ids, correlations) -> list:
 
 
 _ARGS, _NAME = attrgetter("args"), attrgetter("name")
+
+
+def _module_paths(modules: list, calls: list, correlations) -> list:
+    """Each row's chain of nn.Module spans around its runtime call, outermost first, joined by
+    '.' (None where the trace has none around it): every module span's own chain is found once
+    per thread by the nesting sweep, then the innermost one around each call, as for cpu ops."""
+    import numpy as np
+    import pandas as pd
+
+    n = len(correlations)
+    if not n or not modules or not calls:
+        return [None] * n
+    start, end, ok = _times(modules)
+    chains = np.full(len(modules), None, dtype=object)
+    codes = _thread_codes(modules)
+    for code in np.unique(codes):
+        mine = np.flatnonzero((codes == code) & ok)
+        order = mine[np.lexsort((-end[mine], start[mine]))]
+        parent = _parents(start[order], end[order])
+        for k, i in enumerate(order.tolist()):
+            name = modules[i].name[len(MODULE_PREFIX):]
+            chains[i] = name if parent[k] < 0 else f"{chains[order[parent[k]]]}.{name}"
+    wanted = pd.array(correlations, dtype="Int64")
+    out = np.full(n, None, dtype=object)
+    have = np.flatnonzero(~pd.isna(wanted))
+    if have.size:
+        out[have] = _enclosing_ops(modules, chains, calls, wanted[have])
+    return out.tolist()
 
 
 def _times(events: list) -> tuple:

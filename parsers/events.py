@@ -38,6 +38,9 @@ EVENT_COLUMNS: dict[str, str] = {
     "external_id": "Kineto 'External id' linking the row to its CPU op, NA when absent",
     "bytes": "bytes copied or set (memcpy / memset rows), NA for kernels",
     "cpu_op": "name of the CPU op that launched the row (Kineto), missing (None/NaN) when the trace does not say",
+    "module_path": "the nn.Module instances around the launch, outermost first, joined by '.' ('BertModel_0."
+                   "BertEncoder_0.BertLayer_1'; Kineto's python_function 'nn.Module: X_n' spans, with_modules / "
+                   "with_stack), missing where the trace records none",
     # Hardware counters of the launch (ncu's raw page, the metrics named in parsers/ncu_csv.py
     # COUNTERS), NA where the profile did not count them: activity tracers never do.
     "global_sectors": "32-byte L1 sectors the global loads and stores touched",
@@ -109,6 +112,8 @@ def frame(columns: dict[str, Any], source: str,
     out["kind"] = pd.Categorical.from_codes(codes, categories=KINDS)  # a byte a row, not an object
     op = columns.get("cpu_op")
     out["cpu_op"] = pd.array([None] * n if op is None else op, dtype=object)
+    module = columns.get("module_path")
+    out["module_path"] = pd.array([None] * n if module is None else module, dtype=object)
     return pd.DataFrame(out, columns=list(EVENT_COLUMNS), copy=False)  # readers hand over arrays they do not reuse
 
 

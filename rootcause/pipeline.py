@@ -9,6 +9,8 @@ write_reports writes attribution.json, report.html and report.md into one folder
 """
 from __future__ import annotations
 
+import re
+
 import contextlib
 import dataclasses
 import hashlib
@@ -125,6 +127,13 @@ def _attribute_pair(a: Side, b: Side, ctx: Context, repeat: tuple[Side, Side] | 
     return doc, att.unit_calls_ns
 
 
+def trace_module_path(chain: str) -> str:
+    """A trace's module chain as a module path: each 'Class_n' instance (torch.profiler numbers a
+    class's instances in call order) written 'Class.n', so repeated layers collapse
+    ('BertLayer_1.Linear_4' -> 'BertLayer.1.Linear.4' -> 'BertLayer.*.Linear.*')."""
+    return ".".join(re.sub(r"_(\d+)$", r".\1", part) for part in chain.split(".") if part)
+
+
 def _unit_modules(doc: dict[str, Any]) -> None:
     """Each unit's module_paths: the model modules its kernels compute (a [model] source's
     catalogs), repeats collapsed ('layers.*.mlp.down'), and `repeats`: how many instances of the
@@ -132,6 +141,8 @@ def _unit_modules(doc: dict[str, Any]) -> None:
     for unit in doc["units"]:
         paths = [p for v in "ab" for k in unit[f"kernels_{v}"]
                  for p in doc["catalogs"][v]["kernels"].get(k, {}).get("module_paths", [])]
+        if not paths and unit["method"] == "op-tree":  # a trace's module spans: the key's module part
+            paths = [trace_module_path(op.rpartition("/")[0]) for op in unit["source_ops"]]
         if paths:
             unit["module_paths"] = collapse(paths)
             unit["repeats"] = len({p for p in paths if pattern(p) == unit["module_paths"][0]})

@@ -107,3 +107,33 @@ def test_a_trace_against_itself_blames_nothing(compared: dict, name: str) -> Non
     doc = compared[name]["doc"]
     assert not doc["whole_graph"]["significant"] and not any(u["significant"] for u in doc["units"])
     assert compared[name]["a"]["kernels"] and doc["variants"]["a"]["launches_per_call"] > 0
+
+
+def _module_spans(path: Path) -> set[str]:
+    """The nn.Module instances a trace's python_function spans name, read with json alone."""
+    events = json.loads(gzip.open(path).read())["traceEvents"]
+    return {e["name"][len("nn.Module: "):] for e in events
+            if e.get("cat") == "python_function" and str(e.get("name", "")).startswith("nn.Module: ")}
+
+
+@pytest.mark.parametrize("name", ["tracelens-bert-h100-mi300", "tracelens-vit-h100-mi300", "tracelens-qwen-h100-mi300"])
+def test_one_model_on_two_vendors_aligns_by_the_op_tree(compared: dict, name: str) -> None:
+    """One Hugging Face model's step on an H100 and on an MI300X (cuBLAS/cutlass against
+    hipBLASLt/Tensile, the kernel names mostly different): most of both sides' kernels are joined
+    by the module instance and op that launched them, each such unit names modules both traces'
+    own nn.Module spans hold, and nothing joined by launch order or elimination holds half the delta."""
+    doc = compared[name]["doc"]
+    a, b = PAIRS[name]
+    spans = _module_spans(a)
+    assert spans == _module_spans(b)  # one model: the same module instances on both vendors
+    units = doc["units"]
+    tree = [u for u in units if u["method"] == "op-tree"]
+    launches = {v: sum(len(u[f"kernels_{v}"]) for u in units) for v in "ab"}
+    assert len(tree) >= 0.8 * len([u for u in units if u["kernels_a"] and u["kernels_b"]])
+    for u in tree:
+        for op in u["source_ops"]:
+            chain, _, cpu_op = op.rpartition("/")
+            assert set(chain.split(".")) <= spans and cpu_op, op
+    weak = sum(abs(u["share"] or 0) for u in units if u["method"] in ("launch-order", "remainder"))
+    assert weak < 0.5, weak
+    assert launches["a"] and launches["b"]

@@ -17,6 +17,11 @@ in registry order):
   files that build one graph share where their binding names differ). Any two kernels sharing
   one join, whatever tier placed them: a serial reduction meets its split partial + combine
   dispatches, a fused dispatch the dispatches of the producers it absorbed.
+- op-tree: traces of one model from two vendors or engines (kernel names mostly differ, and both
+  traces record the nn.Module spans around each launch: the events' module_path): each launch is
+  keyed by the module instance and the CPU op that launched it ('...BertLayer_1.BertAttention_1.
+  BertSdpaSelfAttention_1.Linear_4/aten::addmm'); a kernel launched in several modules a call is
+  first split into one node per launch ordinal, as the per-op split does.
 - name: the same kernel name in both variants.
 - normalized-name: the same name once numbers and hashes are made anonymous (template
   arguments, renumbered torch.compile suffixes), the key unique on each side.
@@ -103,8 +108,8 @@ KERNEL_COLUMNS: dict[str, str] = {
 }
 
 # The generic tiers, strongest first; the frontends' name tiers run after cpu-op (tiers()).
-TIERS = ("provenance", "location", "name", "normalized-name", "cpu-op", "module-path", "shape", "launch-order",
-         "remainder", "absorbed", "unmatched")
+TIERS = ("provenance", "location", "op-tree", "name", "normalized-name", "cpu-op", "module-path", "shape",
+         "launch-order", "remainder", "absorbed", "unmatched")
 NAME_TIERS_AFTER = "cpu-op"
 INSTANCE = "#@"  # node name of the i-th launch of a split kernel: KERNEL#@i
 
@@ -331,6 +336,10 @@ def align(events_a: pd.DataFrame, events_b: pd.DataFrame,
             numbered[v] = _launches_per_call(_numbered(events_a if v == "a" else events_b))
             _split_per_op(v, names, info, numbered[v])
     across = bool(catalogs["a"] and catalogs["b"]) and not _share_ops(info)
+    tree_keys: dict[str, list[str]] = {}
+    if not (catalogs["a"] or catalogs["b"]) and _other_producers(events_a, events_b):
+        for v in "ab":
+            tree_keys.update(_split_per_tree(v, names, info, events_a if v == "a" else events_b))
     for v in "ab":
         if across:
             _split_per_path(v, names, info, numbered[v])
@@ -374,6 +383,10 @@ def align(events_a: pd.DataFrame, events_b: pd.DataFrame,
     # many to many: a serial reduction meets its split partial and combine dispatches
     link_through({node: list(i["source_locs"]) for node, i in info.items() if i["source_locs"]},
                  "location", "loc")
+    # op-tree: across vendors or engines, the module instance and CPU op around each launch
+    if tree_keys:
+        link_through(tree_keys, "op-tree", "optree")
+        op_keys["op-tree"] = tree_keys
     # name: identical names
     left = pending()
     link_through({f"{v}:{n}": [n] for v in "ab" for n in left[v]}, "name", "name")
@@ -498,6 +511,54 @@ def _module_keys(nodes: list[str], info: dict[str, dict]) -> dict[str, list[str]
     chained = {root for root, paths in by_component.items()
                if len({pattern(p) for p in paths}) < len(paths) and any(pattern(p) != p for p in paths)}
     return {node: paths if chains.find(node) not in chained else paths[:1] for node, paths in full.items()}
+
+
+TREE_COVERAGE = 0.5  # share of a trace's launches with a module path for the op-tree tier to run
+NAMES_SHARED = 0.5  # kernel names both traces hold, as a share of either's: above it, one producer
+
+
+def _other_producers(events_a: pd.DataFrame, events_b: pd.DataFrame) -> bool:
+    """Two traces of one model from two vendors or engines: each records module paths for most of
+    its launches, and their kernel names mostly differ (another library, another vendor)."""
+    for ev in (events_a, events_b):
+        if "module_path" not in ev.columns or len(ev) == 0 or ev["module_path"].notna().mean() < TREE_COVERAGE:
+            return False
+    a, b = set(events_a["kernel"]), set(events_b["kernel"])
+    return len(a & b) < NAMES_SHARED * min(len(a), len(b))
+
+
+def _split_per_tree(v: str, names: dict[str, list[str]], info: dict[str, dict],
+                    events: pd.DataFrame) -> dict[str, list[str]]:
+    """The op-tree tier's keys of side v ('<module path>/<cpu op>' of each launch). A kernel launched
+    k > 1 times a call with the same sequence of distinct keys in every call becomes k nodes, the
+    i-th launch's (as _split_per_op); one whose sequence varies between calls keeps no key."""
+    ev = events[events["module_path"].notna()]
+    if "call" in ev.columns and (ev["call"] >= 0).any():
+        ev = ev[ev["call"] >= 0]
+    ev = ev.sort_values("start_ns", kind="stable")
+    key = ev["module_path"].astype(str) + "/" + ev["cpu_op"].astype(object).where(ev["cpu_op"].notna(), "?").astype(str)
+    calls = ev["call"] if "call" in ev.columns else pd.Series(0, index=ev.index)
+    sequences: dict[str, set[tuple[str, ...]]] = {}
+    for (kernel, _), keys in key.groupby([ev["kernel"], calls], sort=False):
+        sequences.setdefault(str(kernel), set()).add(tuple(keys))
+    out, found = [], {}
+    for n in names[v]:
+        seqs = sequences.get(n)
+        if not seqs or len(seqs) != 1 or base_kernel(n)[1] is not None:
+            out.append(n)
+            continue
+        (seq,) = seqs
+        if len(set(seq)) == 1 or len(seq) == 1:
+            out.append(n)
+            found[f"{v}:{n}"] = [seq[0]]
+            continue
+        row = info.pop(f"{v}:{n}")
+        for i, k in enumerate(seq):
+            out.append(f"{n}{INSTANCE}{i}")
+            info[f"{v}:{n}{INSTANCE}{i}"] = dict(row)
+            found[f"{v}:{n}{INSTANCE}{i}"] = [k]
+    names[v] = out
+    return found
 
 
 def _share_ops(info: dict[str, dict]) -> bool:

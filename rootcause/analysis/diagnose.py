@@ -1072,8 +1072,9 @@ def _unexplained(ctx: Context) -> str:
 def _limits(att, catalog_a, catalog_b, device, cpu: bool = False) -> list[str]:
     out = []
     if not catalog_a or not catalog_b:
-        out.append("without both catalogs (bundles' manifest.json), units are joined by kernel names "
-                   "and launch shapes, not provenance; schedule rules, lowering_config, bytes moved "
+        out.append("without both catalogs (bundles' manifest.json), units are joined by what the traces show "
+                   "(kernel names, launch shapes, the CPU ops and modules around each launch), not provenance; "
+                   "schedule rules, lowering_config, bytes moved "
                    "(bandwidth vs peak), work (recomputation) and spills cannot be checked")
     if device is None and not cpu:
         out.append("no --gpu given: waves per SM, occupancy and bandwidth against peak are not computed")
