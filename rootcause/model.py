@@ -178,6 +178,9 @@ class WholeGraph:
     source: str  # 'measured' | 'profiled-span' | 'profiler-steps' | 'loader-iterations' | 'launch-interval'
     # | 'call-interval'
     samples: int | None = None
+    # call-interval: how many different call signatures (kernel sequences) the calls found in the
+    # profile have; one when every call launches the same kernels
+    signatures: int | None = None
 
     def interval(self) -> Interval:
         return Interval(self.median_ns, self.low_ns, self.high_ns)

@@ -137,3 +137,35 @@ def test_one_model_on_two_vendors_aligns_by_the_op_tree(compared: dict, name: st
     weak = sum(abs(u["share"] or 0) for u in units if u["method"] in ("launch-order", "remainder"))
     assert weak < 0.5, weak
     assert launches["a"] and launches["b"]
+
+
+def _compare(a: Path, b: Path, tmp_path: Path) -> tuple[dict, str]:
+    proc = subprocess.run([sys.executable, "-m", "rootcause", "compare", str(a), str(b), "--out", str(tmp_path)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads((tmp_path / "attribution.json").read_text()), proc.stdout
+
+
+def test_no_headline_across_two_kinds_of_iteration(tmp_path: Path) -> None:
+    """A trace timed by its ProfilerStep spans against one whose calls are found in its kernel
+    sequence (no markers): two kinds of time, so no verdict and no ratio, and each side's basis
+    named (the traces' own kinds, read with json: steps on one side, none on the other)."""
+    kineto = CAPTURES / "h200-2026-12-03-kineto"
+    a, b = kineto / "null-a.json.gz", kineto / "nomarker-slow.json.gz"
+    assert trace_corpus.profiler_steps(json.loads(gzip.open(a).read())["traceEvents"])
+    assert not trace_corpus.profiler_steps(json.loads(gzip.open(b).read())["traceEvents"])
+    doc, text = _compare(a, b, tmp_path)
+    whole = doc["whole_graph"]
+    assert whole["basis"] == {"a": "profiler-steps", "b": "call-interval"} and not whole["significant"]
+    first = text.splitlines()[0]
+    assert first.startswith("No whole-graph verdict:") and "ProfilerStep spans" in first and "repeating" in first
+    assert " slower" not in first and " faster" not in first
+
+
+def test_two_samples_a_side_are_no_verdict_not_no_difference(compared: dict) -> None:
+    """HTA's two ranks, 2 ProfilerSteps each (read with json): 2 against 2 can never separate at
+    95% (6 orderings), so the words say there is no verdict, never that there is no difference."""
+    pair = compared["hta-ranks"]
+    assert len(pair["a"]["steps"]) == len(pair["b"]["steps"]) == 2
+    assert pair["doc"]["whole_graph"].get("undetermined") and "too few" in pair["doc"]["whole_graph"]["undetermined"]
+    assert pair["text"].startswith("No whole-graph verdict:") and "No significant" not in pair["text"]

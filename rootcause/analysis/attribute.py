@@ -392,7 +392,36 @@ def attribute(events_a: pd.DataFrame, events_b: pd.DataFrame, alignment: Alignme
     if min(samples.values()) == 1:
         _undetermined(att, f"{samples['a']} against {samples['b']} sample(s) of the whole graph: with one a side "
                            "there is no interval, so no significance; the delta is that of the single samples")
+    elif not separable(samples["a"], samples["b"]):
+        _undetermined(att, f"{samples['a']} against {samples['b']} samples of the whole graph are too few for the test "
+                           f"(complete separation happens by chance once in {comb(samples['a'] + samples['b'], samples['a'])})"
+                           ", so there is no verdict either way")
+    if whole_a is not None and whole_b is not None:
+        _shared_basis(att, whole_a, whole_b, labels)
     return att
+
+
+BASES = {"measured": "measured calls", "profiled-span": "profiled spans", "profiler-steps": "ProfilerStep spans",
+         "loader-iterations": "data-loader iterations", "launch-interval": "launches, one a call",
+         "call-interval": "calls found in the repeating kernel sequence"}
+
+
+def _shared_basis(att: Attribution, whole_a: WholeGraph, whole_b: WholeGraph, labels: tuple[str, str]) -> None:
+    """A whole-graph verdict only on one basis both sides share: the same kind of iteration, and,
+    where the calls were found in the kernel sequence (no markers), calls of one signature a side:
+    calls of several signatures are a guess at the iterations, and a ratio of guesses is no verdict."""
+    att.whole_graph["basis"] = {"a": whole_a.source, "b": whole_b.source}
+    if whole_a.source != whole_b.source:
+        _undetermined(att, f"{labels[0]} has {whole_a.samples or '?'} {BASES.get(whole_a.source, whole_a.source)}, "
+                           f"{labels[1]} has {whole_b.samples or '?'} {BASES.get(whole_b.source, whole_b.source)}: "
+                           "the two times are not of one kind")
+        return
+    for i, w in enumerate((whole_a, whole_b)):
+        if w.source == "call-interval" and (w.signatures or 1) > 1:
+            _undetermined(att, f"{labels[i]}'s calls, found in its repeating kernel sequence (no ProfilerStep or call "
+                               f"markers), have {w.signatures} different signatures: they are a guess at its "
+                               "iterations, not the trace's own")
+            return
 
 
 # What the whole-graph time is, by its source (WholeGraph.source)

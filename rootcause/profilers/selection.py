@@ -152,7 +152,9 @@ def call_interval_whole_graph(events: pd.DataFrame) -> WholeGraph | None:
     d = np.diff(firsts).astype("float64")
     lo, hi = median_ci(d)
     one_each = np.bincount(split["call"].to_numpy("int64")).max() == 1
-    return WholeGraph(float(np.median(d)), lo, hi, "launch-interval" if one_each else "call-interval", len(d))
+    signatures = int(split["signature"].nunique()) if "signature" in split else 1
+    return WholeGraph(float(np.median(d)), lo, hi, "launch-interval" if one_each else "call-interval", len(d),
+                      signatures)
 
 
 def split_into(events: pd.DataFrame, calls: int, where: str) -> pd.DataFrame:

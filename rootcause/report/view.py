@@ -92,6 +92,7 @@ def verdict(doc: dict[str, Any]) -> dict[str, Any]:
     return {"a": A, "b": B, "significant": significant, "slower": B if b_slower else A,
             "faster": A if b_slower else B, "ratio": ratio, "ratio_low": lo, "ratio_high": hi,
             "time_a": a, "time_b": b, "delta": w["delta_ns"], "source": w.get("source", "not available"),
+            "basis": w.get("basis") if isinstance(w.get("basis"), dict) else None,
             "source_note": w.get("note"), "closure": doc.get("closure"), "undetermined": w.get("undetermined"),
             "unit_sum_ns": w.get("unit_delta_sum_ns"), "residual": get(doc, "residual.delta_ns"),
             "min_effect_ns": get(doc, "significance.whole_min_effect_ns") or get(doc, "significance.min_effect_ns")}
@@ -110,14 +111,20 @@ def _below_threshold(v: dict[str, Any]) -> str:
     return ""
 
 
+SOURCES = {"measured": "measured", "profiled-span": "profiled span", "profiler-steps": "ProfilerStep wall time",
+           "loader-iterations": "iteration wall time, data-loader fetch to fetch",
+           "launch-interval": "launch-to-launch interval, host included",
+           "call-interval": "call-to-call interval, host included"}
+
+
 def verdict_sentence(v: dict[str, Any]) -> str:
     """One plain-text line, the first thing both reports say."""
     times = f"{fmt_time(v['time_b']['median'])} vs {fmt_time(v['time_a']['median'])} per graph call"
-    source = {"measured": "measured", "profiled-span": "profiled span",
-              "profiler-steps": "ProfilerStep wall time",
-              "loader-iterations": "iteration wall time, data-loader fetch to fetch",
-              "launch-interval": "launch-to-launch interval, host included",
-              "call-interval": "call-to-call interval, host included"}.get(v["source"], str(v["source"]))
+    source = SOURCES.get(v["source"], str(v["source"]))
+    basis = v.get("basis") or {}
+    if basis.get("a") and basis.get("b") and basis["a"] != basis["b"]:  # each side's own, named
+        source = (f"{v['a']}: {SOURCES.get(basis['a'], basis['a'])}; "
+                  f"{v['b']}: {SOURCES.get(basis['b'], basis['b'])}")
     if v.get("undetermined"):
         text = f"No whole-graph verdict: {v['undetermined']}. {v['b']} against {v['a']}: {times}"
     elif v["significant"] is False or v["ratio"] is None:
