@@ -35,7 +35,7 @@ from typing import Any
 
 from rootcause.child import die_with_parent
 from rootcause.errors import UsageError
-from rootcause.fileio import cache_dir, write_json
+from rootcause.fileio import cache_dir, read_json, write_json
 
 ROOT = Path(__file__).resolve().parents[1]  # the checkout: rootcause/ and parsers/
 READY = "toolchain.json"
@@ -97,9 +97,51 @@ def env_dir(requirements: list[str]) -> Path:
 
 
 def cached_python(requirements: list[str]) -> Path | None:
-    """The python of the toolchain's environment when it is already made here, else None."""
+    """The python of the toolchain's environment when it is already made here, else None. An
+    environment whose files changed since rootcause made it (a sitecustomize.py added, a module
+    edited) is refused in one line: every build and run there would execute what was put in."""
     root = env_dir(requirements)
-    return root / "bin" / "python" if (root / READY).is_file() else None
+    if not (root / READY).is_file():
+        return None
+    check_unchanged(root)
+    return root / "bin" / "python"
+
+
+def digest(venv: Path) -> str:
+    """sha256 over every file of the environment's lib/ (its site-packages; bytecode caches left
+    out, Python rewrites them), by relative path and content."""
+    h = hashlib.sha256()
+    lib = venv / "lib"
+    for path in sorted(p for p in lib.rglob("*") if p.is_file() or p.is_symlink()):
+        if "__pycache__" in path.parts or path.suffix == ".pyc":
+            continue
+        h.update(str(path.relative_to(lib)).encode() + b"\0")
+        h.update(os.readlink(path).encode() if path.is_symlink() else _content_sha(path).encode())
+    return h.hexdigest()
+
+
+def _content_sha(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=None)
+def _checked(root: str, ready_mtime_ns: int) -> None:
+    record = read_json(Path(root) / READY, "no record")
+    expected = record.get("digest") if isinstance(record, dict) else None
+    if expected is None:
+        return  # made by an earlier rootcause, before environments recorded their digest
+    if digest(Path(root)) != expected:
+        raise UsageError(f"{root}: the cached environment changed since rootcause made it (its files differ from "
+                         f"the digest in {READY}); remove the folder and it is made again")
+
+
+def check_unchanged(root: Path) -> None:
+    """UsageError when the environment at root no longer holds what it held when it was made."""
+    _checked(str(root), (root / READY).stat().st_mtime_ns)
 
 
 def ensure(requirements: list[str], progress: str = "") -> Path:
@@ -112,15 +154,20 @@ def ensure(requirements: list[str], progress: str = "") -> Path:
         raise UsageError(f"ROOTCAUSE_OFFLINE: {', '.join(missing)}: offline only wheel files install; carry "
                          "the wheel (a bundle's toolchain/ folder, or name it in the spec's toolchain)")
     root = env_dir(requirements)
-    root.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
+    try:
+        root.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
+    except OSError as err:
+        raise UsageError(f"{root.parent}: cannot make toolchain environments here: {err.strerror or err}; set "
+                         "ROOTCAUSE_ENVS (or ROOTCAUSE_CACHE) to a writable folder") from None
     try:
         print(f"rootcause: making the environment for {' '.join(_label(r) for r in requirements)}"
               f"{progress} ({root})", file=sys.stderr)
         _make(staging, requirements)
         _relocate_scripts(staging, root)
         write_json(staging / READY, {"requirements": requirements,
-                                     "packages": installed_versions(staging / "bin" / "python")})
+                                     "packages": installed_versions(staging / "bin" / "python"),
+                                     "digest": digest(staging)})
         try:
             os.replace(staging, root)  # atomic; fails when another process made it first
         except OSError:

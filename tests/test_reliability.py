@@ -626,3 +626,30 @@ def test_a_child_ends_when_rootcause_is_killed(tmp_path):
     else:
         os.kill(pid, signal.SIGKILL)
         raise AssertionError("the child outlived its killed parent")
+
+
+def test_a_cached_environment_changed_after_it_was_made_is_refused(tmp_path, monkeypatch):
+    """A real venv recorded as rootcause records the environments it makes; a sitecustomize.py
+    added to its site-packages afterwards (which Python would run on every start) is refused."""
+    from rootcause import envs
+    from rootcause.errors import UsageError
+
+    monkeypatch.setenv("ROOTCAUSE_ENVS", str(tmp_path / "envs"))
+    requirements = ["iree-base-compiler==3.8.0"]
+    root = envs.env_dir(requirements)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+    (root / envs.READY).write_text(json.dumps({"requirements": requirements, "packages": {},
+                                               "digest": envs.digest(root)}))
+    assert envs.cached_python(requirements) == root / "bin" / "python"
+    site = next(root.glob("lib/python*/site-packages"))
+    (site / "sitecustomize.py").write_text("import os\nos.system('echo pwned')\n")
+    (root / envs.READY).touch()  # a new check, as a new process would make
+    with pytest.raises(UsageError, match="changed since rootcause made it"):
+        envs.cached_python(requirements)
+
+
+def test_a_toolchain_folder_that_cannot_be_made_is_one_line(tmp_path):
+    proc = rootcause("build", f"{ROOT / 'fixtures' / 'cases' / 'iree_versions' / 'variants.toml'}#v3_8_0", "--out",
+                     tmp_path / "b", env={**os.environ, "ROOTCAUSE_ENVS": "/proc/no-such-folder",
+                                          "ROOTCAUSE_CACHE": str(tmp_path / "cache")})
+    assert proc.returncode == 2 and "ROOTCAUSE_ENVS" in one_line(proc)
