@@ -152,6 +152,11 @@ def test_evaluate_judges_unit_hybrids_on_their_unit():
     assert "of the unit's" in row["sentence"] and "2.5x faster than A" in row["sentence"]
     quiet = confirm.evaluate(measurement, "A", "B", [h], [{**unit, "significant": False}], unit_calls=calls)
     assert quiet["hybrids"][0]["verdict"] == "inconclusive" and "not significant" in quiet["hybrids"][0]["sentence"]
+    # no share of a delta that is not significant is printed: not in the sentence, not in the table
+    from rootcause.report.view import fmt_recovered
+
+    assert "recovers" not in quiet["hybrids"][0]["sentence"] and "%" not in quiet["hybrids"][0]["sentence"]
+    assert "%" not in fmt_recovered(quiet["hybrids"][0]["recovered"])
     # without per-call times the unit hybrid falls back to the whole-graph share, and says so
     bare = confirm.evaluate(measurement, "A", "B", [h], [unit])["hybrids"][0]
     assert bare["recovered"]["of"] == "graph" and "judged on the A-B delta" in bare["sentence"]

@@ -269,12 +269,15 @@ def _judge(h: Hybrid, u: dict[str, Any] | None, variants: dict[str, Any], name_a
             text += f" (unit {u['unit']}: no profiled per-call times of it, so judged on the A-B delta)"
     if why:
         verdict_ = "inconclusive"
+    no_delta = why is not None and why.endswith("not significant")
+    if no_delta:  # a share of a delta that is not established is no figure: the time alone is said
+        text = f"{head.removesuffix(': it recovers ')} and {speed}"
     text += f": {verdict_}"
     if why:
         text += f" ({why})"
-    if against == "unit":
+    if against == "unit" and not no_delta:
         text += f"; whole-graph share {graph_text} of the {d_graph:.1f} us A-B delta"
     out.update({"recovered": {"median": judged[0], "low": judged[1], "high": judged[2], "level": LEVEL,
-                              "method": judged[3], "of": against},
+                              "method": judged[3], "of": against, "shown": not no_delta},
                 "verdict": verdict_, "sentence": text + "."})
     return out

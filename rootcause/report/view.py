@@ -234,6 +234,8 @@ def fmt_recovered(rec: Any) -> str:
     """'62% [48%, 75%]': the share of a delta a hybrid recovers, with its interval."""
     if not isinstance(rec, dict) or not isinstance(rec.get("median"), (int, float)):
         return "n/a"
+    if rec.get("shown") is False:
+        return "- (delta not significant)"
     text = f"{rec['median']:.0%}"
     if isinstance(rec.get("low"), (int, float)) and isinstance(rec.get("high"), (int, float)):
         text += f" [{rec['low']:.0%}, {rec['high']:.0%}]"
@@ -282,7 +284,9 @@ def confirmation(doc: dict[str, Any]) -> dict[str, Any] | None:
                                        if speed else "n/a"),
                      "recovered [95%]": fmt_recovered(r.get("recovered")),
                      "of": _against(r) if r.get("recovered") else "n/a",
-                     "whole-graph share [95%]": fmt_recovered(r.get("recovered_graph", r.get("recovered"))),
+                     "whole-graph share [95%]": fmt_recovered(r.get("recovered_graph", r.get("recovered"))
+                                                              if (r.get("recovered") or {}).get("shown", True)
+                                                              else r.get("recovered")),
                      "verdict": verdict_, "state": str(r.get("verdict", "")),
                      "sentence": str(r.get("sentence", ""))})
     return {"rule": str(conf.get("rule") or "rule not recorded"), "formula": conf.get("formula"),
