@@ -132,6 +132,13 @@ DEVICES: dict[str, tuple[str, int]] = {
 
 PEAK_DRAM_BYTES_PER_S: dict[str, float] = {"H200": 4.8e12, "H100": 3.35e12, "A100": 2.039e12, "MI300X": 5.3e12}
 
+# Peak FP32 arithmetic on the vector units (FMA: 2 flops), flop/s, from the same spec sheets: H100
+# and H200 SXM "FP32 67 teraFLOPS", A100 "FP32 19.5 TFLOPS", V100 SXM2 15.7, MI300X "FP32 vector
+# 163.4 TFLOPs". Tensor-core peaks (TF32, BF16, FP8) are several times higher: a kernel on them
+# can pass this figure, and the compute rule says which peak it measures against.
+PEAK_FP32_FLOPS: dict[str, float] = {"H200": 67e12, "H100": 67e12, "A100": 19.5e12, "V100": 15.7e12,
+                                     "MI300X": 163.4e12}
+
 
 def find_device(*names: Any) -> str | None:
     """The DEVICES key the first recognisable name means ('NVIDIA H200' -> 'H200'): a key itself

@@ -396,8 +396,9 @@ def analyze_run(plan: dict[str, Any], out: Path, run_dir: Path, threshold: float
         loaded = bundles.read_bundle(out / plan["bundles"][name])
         whole = rundir.variant_whole_graph(measurement, name, mpath)
         record = extra.get(name)
-        sides[name] = Side(name, str(profile), profile_events(str(profile), _calls(record), split_notes, name),
-                           loaded.kernels(), str(out / plan["bundles"][name]), loaded.entry, whole,
+        events = profile_events(str(profile), _calls(record), split_notes, name)
+        kernels, catalog_path = _catalog(loaded, out, run_dir, events, split_notes)
+        sides[name] = Side(name, str(profile), events, kernels, catalog_path, loaded.entry, whole,
                            profiled_apart=name in extra, timed_apart_ns=_timed_ns(record))
         again = (record or {}).get("repeat")
         if again:
@@ -424,6 +425,19 @@ def analyze_run(plan: dict[str, Any], out: Path, run_dir: Path, threshold: float
                   "env_warnings": measurement.get("env_warnings", []), "target": plan["target"],
                   "profiles": profiles, "notes": run_notes}
     return doc
+
+
+def _catalog(loaded: Any, out: Path, run_dir: Path, events: pd.DataFrame,
+             notes: list[str]) -> tuple[list[CatalogKernel], str]:
+    """A bundle's catalog and where it is kept: the bundle's own, or, where the build host could not
+    compile for the run's device (XLA compiles where it runs: an empty catalog), the one its
+    frontend reads from what the run kept of that compile, written under OUT."""
+    kernels = loaded.kernels()
+    hook = getattr(frontends.get(loaded.frontend), "run_catalog", None) if not kernels else None
+    found = hook(loaded, run_dir, events, notes) if hook is not None else None
+    if not found:
+        return kernels, str(loaded.path)
+    return found, str(bundles.write_run_catalog(out, loaded, found))
 
 
 def _timed_apart(measured: dict[str, Any], a: str, b: str) -> tuple[dict[str, list[float]], str] | None:

@@ -208,6 +208,9 @@ def run_bundles(args: RunRequest) -> dict[str, Any]:
     check_run_dir(out)
     before = env.snapshot()
     sessions = [load_session(b, args.device) for b in bundles]
+    for s in sessions:  # what a runtime made here that the analysis reads (XLA: the HLO it compiled)
+        for name, text in (getattr(s, "run_files", lambda: {})() or {}).items():
+            write_atomic(out / name, text)
     result: dict[str, Any] = {"bundles": {b.name: str(b.path) for b in bundles},
                               "devices": {s.bundle.name: s.device for s in sessions}}
     try:

@@ -308,6 +308,27 @@ def bandwidth(ctx: Context) -> list[dict[str, Any]]:
                      **rows)]
 
 
+def compute_throughput(ctx: Context) -> list[dict[str, Any]]:
+    """Achieved arithmetic from the catalog's flops against the device's FP32 vector peak (a
+    roofline's compute side, beside bandwidth): a compute-starved kernel shows as a small share.
+    GPUs only: a CPU's peak depends on its cores and vector units, which the run does not record."""
+    if ctx.cpu:
+        return []
+    rows, texts = {}, []
+    for side in (ctx.a, ctx.b):
+        work = _work(side, "flops")
+        time = float(side.kernels.time_per_call_ns.sum())
+        if not work or not time:
+            return []
+        peak = gpus.PEAK_FP32_FLOPS.get(side.device or "")
+        rate = work / time * 1e9
+        rows[side.label] = {"flops_per_call": work, "time_ns": time, "flops_per_s": rate, "peak_fp32": peak}
+        text = f"{side.label} does {work / 1e9:,.2f} GFLOP in {_us(time)} ({rate / 1e12:.2f} TFLOP/s"
+        texts.append(text + (f", {rate / peak:.1%} of the {side.device}'s {peak / 1e12:.0f} TFLOP/s FP32 vector "
+                             "peak)" if peak else ")"))
+    return [_finding(ctx, "compute", "; ".join(texts) + ".", source="static flops, profiled time", **rows)]
+
+
 def _slow_fast(ctx: Context) -> tuple[Side, Side]:
     return (ctx.b, ctx.a) if ctx.unit["delta_ns"]["median"] > 0 else (ctx.a, ctx.b)
 
@@ -863,8 +884,8 @@ def library_call(ctx: Context) -> list[dict[str, Any]]:
     kernel, lib = next(iter(called.items()))
     ts, tf = slow.kernels.time_per_call_ns.sum(), fast.kernels.time_per_call_ns.sum()
     sentence = (f"{fast.label} runs `{kernel}` as a library call ({lib}) where {slow.label} generates "
-                f"`{top['kernel']}` ({how}): {ts / 1e3:,.1f} us against {tf / 1e3:,.1f} us a call "
-                "for the same module.")
+                f"`{top['kernel']}` ({how}): {tf / 1e3:,.1f} us a call in {fast.label} against {ts / 1e3:,.1f} us "
+                f"in {slow.label} for the same module.")
     return [_finding(ctx, "library-call", sentence, source="static catalog (schedule.library)",
                      library=lib, library_kernel=kernel, generated_kernel=top["kernel"] if top is not None else None)]
 
@@ -893,8 +914,8 @@ def schedule_rule(ctx: Context) -> list[dict[str, Any]]:
 
 UNIT_RULES: list[Callable[[Context], list[dict[str, Any]]]] = [
     launch_config, launch_count, parallelism, occupancy_limiter, shared_memory, local_memory, global_access,
-    bank_conflicts, bandwidth, recomputation, shared_executable, vector_tiles, loop_stride, library_call,
-    schedule_rule,
+    bank_conflicts, bandwidth, compute_throughput, recomputation, shared_executable, vector_tiles, loop_stride,
+    library_call, schedule_rule,
 ]
 # Rules about one side's kernels alone; every other rule compares the two sides as computing the
 # same ops, which a unit with one side, or joined by launch size alone, gives no ground for.
@@ -902,7 +923,7 @@ ONE_SIDE_RULES = (shared_executable,)
 WEAK_TIERS = ("shape", "unmatched")
 # Findings that describe a unit without naming why it is slower: achieved bandwidth is a
 # consequence, and a differing schedule says which choice changed, not what it did to the kernel.
-DESCRIPTIVE_RULES = ("bandwidth", "schedule", "library-call")
+DESCRIPTIVE_RULES = ("bandwidth", "compute", "schedule", "library-call")
 # On the CPU a dispatch's workgroups are tasks that the runtime's few threads take in turn: how many
 # there are on each side is said, but no rule weighs them against the cores, so it names no mechanism
 # (the README's main job: the slower side ran 16 workgroups against 1).

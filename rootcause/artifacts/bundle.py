@@ -78,6 +78,18 @@ class Bundle:
         return catalog_kernels(self.manifest, self.path / MANIFEST)
 
 
+RUN_CATALOGS = "run-catalogs"  # OUT/run-catalogs/<variant>/manifest.json: a catalog made from a run
+
+
+def write_run_catalog(out: Path, bundle: Bundle, kernels: list[CatalogKernel]) -> Path:
+    """A bundle's manifest with the catalog read from what its runtime compiled on the run host
+    (a frontend's run_catalog), under OUT where the analysis writes: the bundle and the run
+    directory are left as they are. Returns the manifest's path, which load_catalog reads."""
+    manifest = {k: bundle.manifest[k] for k in ("name", "entry", "versions", "toolchain") if k in bundle.manifest}
+    manifest["kernels"] = [k.to_dict() for k in kernels]
+    return write_json(Path(out) / RUN_CATALOGS / bundle.name / MANIFEST, manifest)
+
+
 def is_bundle(path: str | Path) -> bool:
     """A folder with a manifest (whether it reads is read_bundle's question)."""
     return (Path(path) / MANIFEST).is_file()

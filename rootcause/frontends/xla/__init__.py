@@ -16,12 +16,18 @@ class XlaFrontend(PackageFrontend):
     name = "xla"
     package = __name__
     compiler_packages = ("jax", "jaxlib")
-    runtime_packages = ("jax", "jaxlib")
-    versioned_with_compiler = ("jaxlib",)
+    # None pinned for running: XLA compiles the serialized export where it runs, with that host's
+    # jax (jax.export reads exports of older releases); the run records which jaxlib compiled it.
+    runtime_packages = ()
+    versioned_with_compiler = ()
     schedule_keys = ("fusion_kind", "library")
 
     def input_files(self, spec: Any) -> list[Path]:
         return []
+
+    def run_catalog(self, bundle: Any, run_dir: Path, events: Any, notes: list[str]) -> Any:
+        """The catalog of what XLA compiled on the run host (runcatalog.py), or None."""
+        return self._stage("runcatalog").run_catalog(bundle, run_dir, events, notes)
 
 
 FRONTEND = XlaFrontend()

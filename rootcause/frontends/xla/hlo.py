@@ -189,10 +189,27 @@ def work(comps: dict[str, Computation], instr: Instruction) -> Work:
     library = None
     if instr.opcode == "custom-call":
         library = (instr.attr("custom_call_target") or "").strip('"') or "custom-call"
+        flops += _library_matmul_flops(comps, instr, library)
     elif instr.opcode == "fusion" and instr.attr("kind") == "kCustom":
         kind = re.search(r'"kind":"([^"]+)"', instr.attrs)
-        library = kind.group(1).strip("_") if kind else "custom fusion"
+        name = kind.group(1).strip("_") if kind else "custom fusion"
+        library = None if name.startswith("triton") else name  # Triton fusions are code XLA generates
     return Work(list(names), flops, evaluations, library)
+
+
+def _library_matmul_flops(comps: dict[str, Computation], instr: Instruction, target: str) -> int:
+    """A library GEMM's flops (cuBLAS, cuBLASLt, hipBLASLt custom calls): 2 x its output's elements
+    x the contracted extent, from its backend_config's dot dimension numbers; 0 for other calls."""
+    if not re.search(r"matmul|gemm", target, re.I):
+        return 0
+    out = re.match(r"^\(?[a-z]+\d*\[([\d,]*)\]", instr.shape)
+    dims = re.search(r'"lhs_contracting_dimensions":\[([^\]]*)\]', instr.attrs)
+    lhs = _shape_of(comps, instr.operands[0]) if instr.operands else []
+    if out is None or dims is None or not lhs:
+        return 0
+    elements = math.prod(int(d) for d in out.group(1).split(",") if d)
+    k = math.prod(lhs[int(d)] for d in re.findall(r"\d+", dims.group(1)) if int(d) < len(lhs))
+    return 2 * elements * k
 
 
 def _evaluations(comps: dict[str, Computation], i: Instruction, called: set[str]) -> int:

@@ -26,6 +26,13 @@ def _jax() -> Any:
     return jax
 
 
+def hlo_file_name(bundle_name: str) -> str:
+    """The run directory's file of the HLO XLA compiled there for a bundle."""
+    from rootcause.frontends.base import profile_name
+
+    return profile_name(bundle_name, ".xla-hlo.txt")
+
+
 def compile_bundle(bundle: Any, device: str) -> tuple[Any, Any, Any]:
     """(jax, the device, the compiled executable) of a bundle's export on `device`."""
     jax = _jax()
@@ -70,6 +77,11 @@ class XlaSession:
         self.catalog_note = fusions_note(bundle, self.compiled.as_text())
         self._args: list[Any] = []
         self._out: Any = None
+
+    def run_files(self) -> dict[str, str]:
+        """Files the run keeps: the optimized HLO XLA compiled here, which the analysis reads for
+        the catalog where the build host could not compile for this device (run_catalog)."""
+        return {hlo_file_name(self.bundle.name): self.compiled.as_text()}
 
     def set_inputs(self, arrays: list[np.ndarray]) -> None:
         self._args = [self.jax.device_put(np.ascontiguousarray(a), self.target) for a in arrays]
