@@ -32,6 +32,8 @@ class Session(Protocol):
     def call(self) -> None: ...  # one call of the entry function, synchronised with the device
     def outputs(self) -> list[np.ndarray]: ...  # outputs of the last call, as NumPy arrays
     def timer(self, number: int = 10) -> Callable[[], float]: ...  # seconds per call, device-synced
+    # Optional: run_files() -> {file name: text}, what the runtime made on this host that the
+    # analysis reads (XLA: the HLO it compiled here); the runner writes them into the run directory.
 
 
 class Frontend(Protocol):
@@ -67,7 +69,10 @@ class Frontend(Protocol):
     #   normalize_op(op) -> op, a source-op id as it compares across builds (ids of other
     #     frontends unchanged);
     #   thread_work(kernel) -> dict | str | None, the threads that own work in a CatalogKernel
-    #     (dict), why that could not be checked (str), or None where the kernel is not its.
+    #     (dict), why that could not be checked (str), or None where the kernel is not its;
+    #   run_catalog(bundle, run_dir, events, notes) -> list[CatalogKernel] | None, the catalog of a
+    #     bundle whose build could not compile for the run's device, read from what its session's
+    #     run_files kept there (a frontend that compiles where it runs: XLA).
     def build(self, spec: Any, out_dir: Path) -> BuildOutput: ...
     def load_session(self, bundle: Any, device: str) -> Session: ...
     def cpu_profile(self, bundle_dir: Path, out_dir: Path, calls: int) -> dict[str, Any]:
