@@ -653,3 +653,15 @@ def test_a_toolchain_folder_that_cannot_be_made_is_one_line(tmp_path):
                      tmp_path / "b", env={**os.environ, "ROOTCAUSE_ENVS": "/proc/no-such-folder",
                                           "ROOTCAUSE_CACHE": str(tmp_path / "cache")})
     assert proc.returncode == 2 and "ROOTCAUSE_ENVS" in one_line(proc)
+
+
+def test_a_missing_tvm_is_bad_input_with_the_install_line(tmp_path):
+    """As a missing IREE is: exit 2 and the line to install it, not a bug's exit 4. The process sees
+    no tvm: importlib's finder is told there is none, as on a machine without apache-tvm."""
+    code = ("import importlib.util, sys\nfind = importlib.util.find_spec\n"
+            "importlib.util.find_spec = lambda name, *a: None if name == 'tvm' else find(name, *a)\n"
+            "from rootcause import cli\nsys.exit(cli.main(sys.argv[1:]))")
+    proc = subprocess.run([sys.executable, "-c", code, "build", f"{POOL / 'variants.toml'}#on", "--target", "llvm",
+                           "--out", str(tmp_path / "b")], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "ROOTCAUSE_CACHE": str(tmp_path / "cache")})
+    assert proc.returncode == 2 and "pip install 'rootcause[compilers]'" in proc.stderr, proc.stderr

@@ -20,6 +20,7 @@ host without the compiler can import the package.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -51,6 +52,9 @@ def build(spec: VariantSpec, out_dir: Path) -> BuildOutput:
     ToolFailed when TVM (or nvcc under it) fails, with the compiler's own error line."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    if importlib.util.find_spec("tvm") is None:  # as a missing IREE is: bad input, with the install line
+        raise UsageError("apache-tvm is not installed here (pip install 'rootcause[compilers]'), so no TVM variant "
+                         "can be built")
     request = handoff.write_spec_request(out_dir, "build", spec)
     proc = child.run([sys.executable, "-m", "rootcause.frontends.tvm.build", str(request), str(out_dir)],
                      env=child.python_env(base=build_env(spec.target)))

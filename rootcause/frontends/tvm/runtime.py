@@ -28,7 +28,7 @@ def _tvm():
         import tvm
         import tvm.runtime.vm  # noqa: F401  the VM is not imported by `import tvm` alone
     except ImportError as err:
-        raise UsageError(f"TVM runtime not importable: {err}") from None
+        raise UsageError(f"TVM runtime not importable (pip install apache-tvm): {err}") from None
     return tvm
 
 
