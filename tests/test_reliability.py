@@ -665,3 +665,16 @@ def test_a_missing_tvm_is_bad_input_with_the_install_line(tmp_path):
                            "--out", str(tmp_path / "b")], capture_output=True, text=True, cwd=ROOT,
                           env={**os.environ, "ROOTCAUSE_CACHE": str(tmp_path / "cache")})
     assert proc.returncode == 2 and "pip install 'rootcause[compilers]'" in proc.stderr, proc.stderr
+
+
+def test_a_tampered_sweep_result_is_done_again_not_a_crash(tmp_path):
+    """A pair's result.json edited by hand (a ratio that is text): the resume takes it for no record
+    (its stage is done again) instead of failing in the summary with exit 4."""
+    from rootcause.artifacts import sweep as records
+
+    row = {"id": "p", "a": "a", "b": "b", "target": "llvm", "report": "p/report.html", "status": "ok",
+           "stage": "attribute", "error": None, "verdict": "B slower", "ratio": 1.5, "units": [], "cause": []}
+    records.write_record(tmp_path / records.RESULT, "k", row=row)
+    assert records.read_result(tmp_path)["row"]["ratio"] == 1.5
+    records.write_record(tmp_path / records.RESULT, "k", row={**row, "ratio": "1.5x"})
+    assert records.read_result(tmp_path) is None

@@ -19,6 +19,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from rootcause.artifacts import schema
+from rootcause.artifacts.schema import NUM, Opt
 from rootcause.fileio import read_json, write_json
 
 SCHEMA_VERSION = 1
@@ -50,9 +52,22 @@ def write_record(path: Path, key: str, **extra: Any) -> Path:
     return write_json(path, {"key": key, **extra})
 
 
+# What the summary reads of a pair's row (rootcause.sweep and report/sweep): a row of another shape
+# (a file edited by hand, another release's) is no record, and its stage is done again.
+_S, _N = Opt(str), Opt(NUM)
+ROW_SHAPE = {"id": str, "a": str, "b": str, "target": str, "report": str, "status": str, "stage": _S,
+             "error": _S, "verdict?": _S, "significant?": Opt(bool), "ratio?": _N, "ratio_low?": _N,
+             "ratio_high?": _N, "delta_ns?": _N, "delta_low_ns?": _N, "delta_high_ns?": _N, "top_unit?": _S,
+             "top_unit_kernels?": Opt({"a": [str], "b": [str]}), "units?": [{"unit": int, "a": [str], "b": [str]}],
+             "cause?": [str], "confirmation?": Opt([{"name": _S, "kind": _S, "verdict": _S}]), "closure?": _N}
+
+
 def read_result(folder: Path) -> dict[str, Any] | None:
     try:
         doc = read_json(Path(folder) / RESULT, "missing")
-    except Exception:
+        if not isinstance(doc, dict) or not isinstance(doc.get("row"), dict):
+            return None
+        schema.check(doc["row"], ROW_SHAPE, str(Path(folder) / RESULT))
+    except Exception:  # a half-written, foreign or edited file: the stage is done again
         return None
-    return doc if isinstance(doc, dict) and isinstance(doc.get("row"), dict) else None
+    return doc
