@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.model_files import load_model
+
 pytest.importorskip("torch")
 pytest.importorskip("tvm")
 pytest.importorskip("iree.compiler")
@@ -20,14 +22,7 @@ LLAMA = ROOT / "fixtures" / "models" / "llama"
 
 
 def _modules() -> set[str]:
-    sys.path.insert(0, str(LLAMA))
-    try:
-        import importlib
-
-        model = importlib.reload(importlib.import_module("model"))
-    finally:
-        sys.path.remove(str(LLAMA))
-    return {name for name, _ in model.Decoder().named_modules() if name}
+    return {name for name, _ in load_model(LLAMA).Decoder().named_modules() if name}
 
 
 def test_tvm_against_iree_units_are_the_models_modules(tmp_path: Path) -> None:

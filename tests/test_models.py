@@ -15,6 +15,7 @@ import pytest
 
 from rootcause.exporters import collapse, pattern
 from rootcause.inputs import make_input
+from tests.model_files import load_model
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("jax")
@@ -31,18 +32,8 @@ def _rootcause(*args: str, cwd: Path | None = None) -> subprocess.CompletedProce
     return subprocess.run([sys.executable, "-m", "rootcause", *args], capture_output=True, text=True, cwd=cwd)
 
 
-def _model_module(folder: Path):
-    sys.path.insert(0, str(folder))
-    try:
-        import importlib
-
-        return importlib.reload(importlib.import_module("model"))
-    finally:
-        sys.path.remove(str(folder))
-
-
 def _decoder():
-    return _model_module(LLAMA).Decoder()
+    return load_model(LLAMA).Decoder()
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +106,7 @@ def test_jax_dispatches_name_the_scopes_of_their_ops(tmp_path: Path) -> None:
     model's jaxpr; the catalog reads the same scopes from the compiled module's locations."""
     import jax
 
-    model = _model_module(JAX_MLP)
+    model = load_model(JAX_MLP)
     function, params, example = model.make_model()
     scopes: dict[str, set[str]] = {"dot_general": set(), "reduce_sum": set()}
     for eqn in jax.make_jaxpr(function)(params, *example).jaxpr.eqns:
@@ -250,7 +241,7 @@ def test_convnet_computes_what_torch_computes_with_both_compilers(tmp_path: Path
     from rootcause.artifacts.bundle import bundle_inputs, read_bundle
     from rootcause.sessions import load_session
 
-    net, (example,) = _model_module(CONVNET).make_model()
+    net, (example,) = load_model(CONVNET).make_model()
     convs = {n for n, m in net.named_modules() if isinstance(m, torch.nn.Conv2d)}
     for variant in ("tvm_fused", "iree"):
         proc = _rootcause("build", f"{CONVNET / 'variants.toml'}#{variant}", "--out", str(tmp_path / variant))

@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.model_files import load_model
+
 jax = pytest.importorskip("jax")
 pytest.importorskip("iree.compiler")
 
@@ -24,16 +26,6 @@ EINSUM = ROOT / "fixtures" / "cases" / "einsum_jax"
 
 def _rootcause(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "rootcause", *map(str, args)], capture_output=True, text=True)
-
-
-def _model(folder: Path):
-    sys.path.insert(0, str(folder))
-    try:
-        import importlib
-
-        return importlib.reload(importlib.import_module("model"))
-    finally:
-        sys.path.remove(str(folder))
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +52,7 @@ def xla_bundle(mlp_case: Path, tmp_path_factory: pytest.TempPathFactory) -> Path
 def test_the_catalog_is_xlas_own_compile_of_the_model(xla_bundle: Path) -> None:
     """One kernel per entry instruction that runs, named as XLA names it; the contractions'
     flops are the model's: 2 * TOKENS * DIM * HIDDEN per matmul, two a block."""
-    model = _model(JAX_MLP)
+    model = load_model(JAX_MLP)
     manifest = json.loads((xla_bundle / "manifest.json").read_text())
     kernels = manifest["kernels"]
     hlo = (xla_bundle / "ir" / "optimized.hlo.txt").read_text()
@@ -79,7 +71,7 @@ def test_the_run_computes_what_jax_computes_and_compiles_the_catalogs_kernels(xl
     from rootcause.artifacts.bundle import bundle_inputs, read_bundle
     from rootcause.sessions import load_session
 
-    model = _model(JAX_MLP)
+    model = load_model(JAX_MLP)
     bundle = read_bundle(xla_bundle)
     session = load_session(bundle, "cpu")
     arrays = bundle_inputs(bundle)
@@ -130,7 +122,7 @@ def test_iree_against_xla_aligns_units_by_module(mlp_case: Path, tmp_path: Path)
     """Two producers of one JAX model: every unit that holds both sides' kernels was joined by the
     module both compute in, one unit a module instance (IREE's deduplicated executables split per
     call site), each unit's module one of the model's, and no unit joined by remainder."""
-    model = _model(JAX_MLP)
+    model = load_model(JAX_MLP)
     out = tmp_path / "out"
     proc = _rootcause("analyze", f"{mlp_case}#iree", f"{mlp_case}#xla", "--out", out)
     assert proc.returncode == 0, proc.stderr
