@@ -298,7 +298,7 @@ def bandwidth(ctx: Context) -> list[dict[str, Any]]:
         return []
     texts = []
     for label, r in rows.items():
-        t = f"{label} moves {r['bytes_per_call'] / 1e6:.2f} MB in {_us(r['time_ns'])} ({r['bytes_per_s'] / 1e12:.3f} TB/s"
+        t = f"{label} moves {r['bytes_per_call'] / 1e6:.2f} MB in {_us(r['time_ns'])} ({_rate(r['bytes_per_s'])}"
         peak = peaks[label]
         t += f", {r['bytes_per_s'] / peak:.1%} of the {devices[label]}'s {peak / 1e12:.1f} TB/s peak)" if peak else ")"
         texts.append(t)
@@ -327,6 +327,11 @@ def compute_throughput(ctx: Context) -> list[dict[str, Any]]:
         texts.append(text + (f", {rate / peak:.1%} of the {side.device}'s {peak / 1e12:.0f} TFLOP/s FP32 vector "
                              "peak)" if peak else ")"))
     return [_finding(ctx, "compute", "; ".join(texts) + ".", source="static flops, profiled time", **rows)]
+
+
+def _rate(bytes_per_s: float) -> str:
+    """Bytes a second in the unit that shows its digits: TB/s on a GPU's scale, GB/s below it."""
+    return f"{bytes_per_s / 1e12:.2f} TB/s" if bytes_per_s >= 1e11 else f"{bytes_per_s / 1e9:.2f} GB/s"
 
 
 def _slow_fast(ctx: Context) -> tuple[Side, Side]:
