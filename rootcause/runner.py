@@ -193,6 +193,16 @@ def profile_ncu(bundle: Bundle, out: Path, calls: int, device: str | None, ncu: 
 
 # ---- the stage ------------------------------------------------------------------------
 
+def _excludable(record: dict[str, Any], sessions: list[Any]) -> set[str]:
+    """The variants after the first two (the pair: A and B, as analyze orders them; hybrids follow)
+    whose outputs differ, when A and B themselves agree: those are excluded and the rest measured.
+    Empty when A or B is among them, or when nothing else is: then the run stops (exit 1)."""
+    bad = {c["variant"] for c in record.get("checks", []) if not all(r.get("ok") for r in c.get("outputs", []))}
+    bad |= set(record.get("nan") or {})
+    pair = {s.bundle.name for s in sessions[:2]}
+    return set() if len(sessions) <= 2 or bad & pair else bad
+
+
 def run_bundles(args: RunRequest) -> dict[str, Any]:
     """Verify, measure and profile; the measurement.json document (also written into args.out).
     OutputsDiffer (with .record) when the variants' outputs differ."""
@@ -213,16 +223,29 @@ def run_bundles(args: RunRequest) -> dict[str, Any]:
             write_atomic(out / name, text)
     result: dict[str, Any] = {"bundles": {b.name: str(b.path) for b in bundles},
                               "devices": {s.bundle.name: s.device for s in sessions}}
-    try:
-        tolerance = None
-        if args.rtol is not None or args.atol is not None:
-            tolerance = (args.rtol or 0.0, args.atol or 0.0)
-        result["verification"] = verify(sessions, common_inputs(bundles), tolerance)
-    except OutputsDiffer as err:
-        result["verification"] = getattr(err, "record", {"ok": False, "error": str(err)})
-        write_measurement(out, result)
-        write_env(out, {"before": before, "after": env.snapshot(), "warnings": []})
-        raise
+    tolerance = None
+    if args.rtol is not None or args.atol is not None:
+        tolerance = (args.rtol or 0.0, args.atol or 0.0)
+    while True:
+        try:
+            result["verification"] = verify(sessions, common_inputs(bundles), tolerance)
+            break
+        except OutputsDiffer as err:
+            record = getattr(err, "record", {"ok": False, "error": str(err)})
+            extra = _excludable(record, sessions)
+            if not extra:
+                result["verification"] = record
+                write_measurement(out, result)
+                write_env(out, {"before": before, "after": env.snapshot(), "warnings": []})
+                raise
+            for name in extra:
+                result.setdefault("excluded", {})[name] = "outputs differ from the first bundle's or the reference"
+                print(f"rootcause run: {name} computes different outputs: excluded, the rest measured",
+                      file=sys.stderr)
+            sessions = [s for s in sessions if s.bundle.name not in extra]
+            bundles = [b for b in bundles if b.name not in extra]
+            result["bundles"] = {b.name: str(b.path) for b in bundles}
+            result["devices"] = {s.bundle.name: s.device for s in sessions}
     during = env.snapshot()
     if args.processes == 1:
         result["measurement"] = measure(sessions, args.budget_s, args.warmup_calls, args.warmup_s)

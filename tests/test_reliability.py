@@ -678,3 +678,31 @@ def test_a_tampered_sweep_result_is_done_again_not_a_crash(tmp_path):
     assert records.read_result(tmp_path)["row"]["ratio"] == 1.5
     records.write_record(tmp_path / records.RESULT, "k", row={**row, "ratio": "1.5x"})
     assert records.read_result(tmp_path) is None
+
+
+def test_a_run_excludes_a_variant_that_computes_other_outputs_and_measures_the_rest(tmp_path, env):
+    """Three IREE builds of one signature: A = 2x, B = x + x (the same outputs), H = 3x (not
+    equivalent, as a bad hybrid is). `rootcause run A B H` measures A and B, records H as excluded
+    with why, and exits 0; the pair itself differing still stops the run (exit 1)."""
+    bodies = {"a": "%r = arith.mulf %x, %two : tensor<64xf32>", "b": "%r = arith.addf %x, %x : tensor<64xf32>",
+              "h": "%r = arith.mulf %x, %three : tensor<64xf32>"}
+    bundles = {}
+    for name, body in bodies.items():
+        (tmp_path / f"{name}.mlir").write_text(
+            "func.func @main(%x: tensor<64xf32>) -> tensor<64xf32> {\n"
+            "  %two = arith.constant dense<2.0> : tensor<64xf32>\n  %three = arith.constant dense<3.0> : tensor<64xf32>\n"
+            f"  {body}\n  return %r : tensor<64xf32>\n}}\n")
+        (tmp_path / f"{name}.toml").write_text(f'name = "{name}"\nfrontend = "iree"\nsource = "{name}.mlir"\n'
+                                               'target = "llvm"\nentry = "main"\n'
+                                               'inputs = [{shape = [64], dtype = "float32"}]\n')
+        bundles[name] = tmp_path / "bundles" / name
+        assert rootcause("build", tmp_path / f"{name}.toml", "--out", bundles[name], env=env).returncode == 0
+    run = tmp_path / "run"
+    proc = rootcause("run", bundles["a"], bundles["b"], bundles["h"], "--out", run, "--profile", "none",
+                     "--budget-s", "0.3", env=env)
+    assert proc.returncode == 0, proc.stderr
+    measurement = json.loads((run / "measurement.json").read_text())
+    assert set(measurement["measurement"]["variants"]) == {"a", "b"} and "h" in measurement["excluded"]
+    proc = rootcause("run", bundles["a"], bundles["h"], "--out", tmp_path / "run2", "--profile", "none",
+                     "--budget-s", "0.3", env=env)
+    assert proc.returncode == 1
