@@ -165,6 +165,7 @@ def _unpack_run(name: str, archive: str, member: str) -> str:
 
 def make(name: str, entry: dict[str, Any], out: Path) -> dict[str, Any]:
     folder = out / name
+    shutil.rmtree(folder, ignore_errors=True)  # this tool's own entry, made again whole (git keeps the last)
     folder.mkdir(parents=True, exist_ok=True)
     rel = folder.resolve().relative_to(ROOT) if folder.resolve().is_relative_to(ROOT) else folder.resolve()
     if entry.get("kind") == "analyze":

@@ -406,12 +406,17 @@ BASES = {"measured": "measured calls", "profiled-span": "profiled spans", "profi
          "call-interval": "calls found in the repeating kernel sequence"}
 
 
+# Bases of one kind: calls found in the kernel sequence, of one launch or of several (a fused side
+# that launches one dispatch a call against the split side's three).
+_KIND = {"launch-interval": "sequence", "call-interval": "sequence"}
+
+
 def _shared_basis(att: Attribution, whole_a: WholeGraph, whole_b: WholeGraph, labels: tuple[str, str]) -> None:
     """A whole-graph verdict only on one basis both sides share: the same kind of iteration, and,
     where the calls were found in the kernel sequence (no markers), calls of one signature a side:
     calls of several signatures are a guess at the iterations, and a ratio of guesses is no verdict."""
     att.whole_graph["basis"] = {"a": whole_a.source, "b": whole_b.source}
-    if whole_a.source != whole_b.source:
+    if _KIND.get(whole_a.source, whole_a.source) != _KIND.get(whole_b.source, whole_b.source):
         _undetermined(att, f"{labels[0]} has {whole_a.samples or '?'} {BASES.get(whole_a.source, whole_a.source)}, "
                            f"{labels[1]} has {whole_b.samples or '?'} {BASES.get(whole_b.source, whole_b.source)}: "
                            "the two times are not of one kind")

@@ -311,21 +311,20 @@ def bandwidth(ctx: Context) -> list[dict[str, Any]]:
 def compute_throughput(ctx: Context) -> list[dict[str, Any]]:
     """Achieved arithmetic from the catalog's flops against the device's FP32 vector peak (a
     roofline's compute side, beside bandwidth): a compute-starved kernel shows as a small share.
-    GPUs only: a CPU's peak depends on its cores and vector units, which the run does not record."""
+    GPUs of known peak only: a CPU's depends on its cores and vector units, which the run does not record."""
     if ctx.cpu:
         return []
     rows, texts = {}, []
     for side in (ctx.a, ctx.b):
         work = _work(side, "flops")
         time = float(side.kernels.time_per_call_ns.sum())
-        if not work or not time:
-            return []
         peak = gpus.PEAK_FP32_FLOPS.get(side.device or "")
+        if not work or not time or not peak:  # no GPU of known peak (a CPU profile compared): nothing to weigh
+            return []
         rate = work / time * 1e9
         rows[side.label] = {"flops_per_call": work, "time_ns": time, "flops_per_s": rate, "peak_fp32": peak}
         text = f"{side.label} does {work / 1e9:,.2f} GFLOP in {_us(time)} ({rate / 1e12:.2f} TFLOP/s"
-        texts.append(text + (f", {rate / peak:.1%} of the {side.device}'s {peak / 1e12:.0f} TFLOP/s FP32 vector "
-                             "peak)" if peak else ")"))
+        texts.append(text + f", {rate / peak:.1%} of the {side.device}'s {peak / 1e12:.0f} TFLOP/s FP32 vector peak)")
     return [_finding(ctx, "compute", "; ".join(texts) + ".", source="static flops, profiled time", **rows)]
 
 

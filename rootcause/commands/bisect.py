@@ -54,8 +54,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     # imported here: `bisect --help` pays for argparse alone
     from rootcause import bisect, spec as spec_mod
-    from rootcause.artifacts import bisect as bisect_files
-    from rootcause.report import render_text
 
     if args.budget_s <= 0:
         raise UsageError(f"--budget-s: must be > 0, got {args.budget_s:g}")
@@ -75,6 +73,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _bisect(args: argparse.Namespace, spec: Any, candidates: Any, out: Path) -> int:
+    from rootcause import bisect
+    from rootcause.artifacts import bisect as bisect_files
+    from rootcause.report import render_text
+
     make_folder(out)
     parallel = None
     if args.ray:
