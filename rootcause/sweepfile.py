@@ -126,8 +126,10 @@ def read(path: str | Path, resolve_target: Callable[[str, VariantSpec], str]) ->
             raise UsageError(f"{where}: A and B are both variant '{spec_a.name}'; a pair needs two variants")
         try:
             concrete = resolve_target(target, spec_a)
-            spec_a, spec_b = (targeted.setdefault((ref, concrete), spec_mod.with_target(spec, concrete))
-                              for ref, spec in ((a, spec_a), (b, spec_b)))
+            for ref, spec in ((a, spec_a), (b, spec_b)):
+                if (ref, concrete) not in targeted:
+                    targeted[(ref, concrete)] = spec_mod.with_target(spec, concrete)
+            spec_a, spec_b = targeted[(a, concrete)], targeted[(b, concrete)]
         except UsageError as err:
             raise UsageError(f"{where}.target: {err}") from None
         pid = safe_name(given_id or _default_id(a, b, concrete, folder))
