@@ -28,8 +28,9 @@ in registry order):
 - cpu-op: the CPU op that launched the kernel (Kineto's External id), when it launches a few
   (CPU_OP_KERNELS) distinct unmatched kernels on each side (the library picked another GEMM).
 - module-path: across producers (the two catalogs share no source op: two compilers, or two
-  sources of one model), the model module a kernel computes (its catalog's first module path,
-  'blocks.3.mlp'): every kernel of A and of B that computes in one module instance is one unit,
+  sources of one model), the model modules a kernel computes in (its catalog's module paths,
+  'blocks.3.mlp'; only the first where joining by all would chain instances of one repeated
+  module): every kernel of A and of B that computes in one module instance is one unit,
   whatever each compiler fused there. What a model's structure names is the language two
   compilers share; within one producer provenance says more, and this tier does not run.
 - the frontends' name tiers (rootcause.model.AlignmentTier, each frontend's alignment_tiers):
@@ -319,7 +320,7 @@ def align(events_a: pd.DataFrame, events_b: pd.DataFrame,
     notes: list[str] = []
     normalize, name_tiers = op_normalizer(), frontend_tiers()
     op_keys: dict[str, dict[str, list[str]]] = {}  # tier -> node -> the op names its keys are
-    numbered: dict[str, dict[str, set[int]]] = {}  # each side's launches per graph call, for the per-launch splits
+    launches: dict[str, dict[str, set[int]]] = {}  # each side's launches per graph call, for the per-launch splits
 
     for v in ("a", "b"):
         for kernel in names[v]:
@@ -333,8 +334,8 @@ def align(events_a: pd.DataFrame, events_b: pd.DataFrame,
                           "module_paths": tuple(k.module_paths) if k else (),
                           "bytes_moved": k.bytes_moved if k else None, "flops": k.flops if k else None}
         if catalogs["a"] and catalogs["b"]:
-            numbered[v] = _launches_per_call(_numbered(events_a if v == "a" else events_b))
-            _split_per_op(v, names, info, numbered[v])
+            launches[v] = _launches_per_call(_numbered(events_a if v == "a" else events_b))
+            _split_per_op(v, names, info, launches[v])
     across = bool(catalogs["a"] and catalogs["b"]) and not _share_ops(info)
     tree_keys: dict[str, list[str]] = {}
     if not (catalogs["a"] or catalogs["b"]) and _other_producers(events_a, events_b):
@@ -342,7 +343,7 @@ def align(events_a: pd.DataFrame, events_b: pd.DataFrame,
             tree_keys.update(_split_per_tree(v, names, info, events_a if v == "a" else events_b))
     for v in "ab":
         if across:
-            _split_per_path(v, names, info, numbered[v])
+            _split_per_path(v, names, info, launches[v])
         missing = [n for n in names[v] if catalogs[v] and not info[f"{v}:{n}"]["catalog"]]
         if missing:
             notes.append(f"variant {v}: {len(missing)} launched kernel(s) not in the catalog "
