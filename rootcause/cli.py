@@ -102,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(command if known else "", str(err), EXIT_BAD_INPUT)
     except SystemExit as err:  # --help, --version: argparse has printed what was asked
         return int(err.code or 0)
+    args._argv = argv
     previous = _on_sigterm(_terminate)
     try:
         return int(args._run(args) or 0)

@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import tomllib
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -149,6 +150,10 @@ def ensure(requirements: list[str], progress: str = "") -> Path:
     found = cached_python(requirements)
     if found is not None:
         return found
+    from rootcause import localcluster
+
+    if localcluster.asks_outside():  # inside `--ray local`'s namespace: the registry is outside
+        return Path(str(localcluster.ask_outside("ensure", requirements, progress)))
     missing = [r for r in requirements if not r.endswith(".whl")]
     if offline() and missing:
         raise UsageError(f"ROOTCAUSE_OFFLINE: {', '.join(missing)}: offline only wheel files install; carry "
@@ -273,10 +278,21 @@ def normalize(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def outside_calls() -> dict[str, Callable[..., object]]:
+    """What a `--ray local` child, whose namespace has no route to the registry, asks of the
+    rootcause outside it (localcluster.run_private) by name; values as JSON."""
+    return {"ensure": lambda requirements, progress: str(ensure(list(requirements), str(progress))),
+            "versions": lambda dist: list(registry_versions(str(dist)))}
+
+
 @functools.cache
 def registry_versions(dist: str) -> tuple[str, ...]:
     """The released versions of a distribution that install on this Python, oldest first
     (`pip index versions`: the registry pip is configured with)."""
+    from rootcause import localcluster
+
+    if localcluster.asks_outside():  # inside `--ray local`'s namespace: the registry is outside
+        return tuple(str(v) for v in localcluster.ask_outside("versions", dist))  # type: ignore[union-attr]
     proc = subprocess.run([sys.executable, "-m", "pip", "index", "versions", "--disable-pip-version-check", dist],
                           capture_output=True, text=True)
     for line in proc.stdout.splitlines():

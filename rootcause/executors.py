@@ -149,14 +149,20 @@ def init_ray(address: str, num_cpus: int | None) -> None:
     if ray.is_initialized():
         return
     if address == "local":
+        from rootcause import localcluster
         from rootcause.gpus import detect_gpu, gpu_count
+
+        if not localcluster.inside():
+            raise UsageError("--ray local: the cluster starts only inside the namespace localcluster.run_private makes")
+        localcluster.remove_folder_at_exit()
 
         gpus = gpu_count()
         target = detect_gpu() if gpus else None
         # address "local": a new instance even where a cluster already runs on this host (without
         # it, ray.init joins that cluster and refuses the CPU and GPU counts)
         ray.init(address="local", num_cpus=num_cpus, num_gpus=gpus, resources={target: gpus} if target else None,
-                 include_dashboard=False, **QUIET)
+                 include_dashboard=False, _temp_dir=str(localcluster.ray_folder() / "ray"),
+                 _node_ip_address="127.0.0.1", **QUIET)
         return
     if num_cpus is not None:
         raise UsageError("--num-cpus: only with --ray local (a running cluster has its own)")

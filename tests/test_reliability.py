@@ -706,3 +706,78 @@ def test_a_run_excludes_a_variant_that_computes_other_outputs_and_measures_the_r
     proc = rootcause("run", bundles["a"], bundles["h"], "--out", tmp_path / "run2", "--profile", "none",
                      "--budget-s", "0.3", env=env)
     assert proc.returncode == 1
+
+
+def _processes_in(netns: str) -> list[int]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and os.readlink(entry / "ns" / "net") == netns:
+                out.append(int(entry.name))
+        except OSError:
+            pass
+    return out
+
+
+def _local_cluster(out: Path, kill_outer: bool) -> dict:
+    """`sweep --ray local` on one pair, watched from outside while its cluster runs: the GCS's
+    network namespace, that namespace's interfaces, this host's listeners of the cluster's
+    processes, the private folder; then what is left after the command (or its SIGKILL)."""
+    import signal
+    import time
+
+    pytest.importorskip("ray")
+    proc = subprocess.Popen([ROOTCAUSE, "sweep", str(ROOT / "fixtures" / "cases" / "sweep-one-llvm.toml"),
+                             "--ray", "local", "--out", str(out)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seen: dict = {}
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None and not seen:
+        for entry in Path("/proc").iterdir():
+            try:
+                cmd = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if cmd and cmd[0].endswith(b"gcs_server") and any(b"rootcause-ray-" in c for c in cmd):
+                folder = next(Path(c.decode().split("=", 1)[-1]) for c in cmd if b"rootcause-ray-" in c)
+                while folder.name and not folder.name.startswith("rootcause-ray-"):
+                    folder = folder.parent
+                netns = os.readlink(entry / "ns" / "net")
+                pids = _processes_in(netns)
+                listening = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True).stdout
+                seen = {"netns": netns, "folder": folder, "pids": pids,
+                        "interfaces": [line.split(":")[0].strip() for line in
+                                       (entry / "net" / "dev").read_text().splitlines()[2:]],
+                        "host_listeners": [line for line in listening.splitlines()
+                                           if any(f"pid={p}," in line for p in pids)],
+                        "folder_mode": folder.stat().st_mode & 0o777,
+                        "token_mode": (folder / "auth_token").stat().st_mode & 0o777}
+                break
+        time.sleep(0.1)
+    if kill_outer and seen:
+        os.kill(proc.pid, signal.SIGKILL)
+    output = proc.communicate(timeout=300)[0]
+    assert seen, f"no cluster was seen: {output}"
+    time.sleep(0 if not kill_outer else 5)
+    seen.update(returncode=proc.returncode, output=output, left=_processes_in(seen["netns"]),
+                folder_left=seen["folder"].exists())
+    return seen
+
+
+@pytest.mark.skipif(not shutil.which("ss"), reason="needs ss (iproute2)")
+def test_a_local_ray_cluster_is_reachable_only_from_its_own_loopback(tmp_path):
+    """Kind 5: Ray binds every address; the cluster's namespace has no interface but loopback,
+    this host lists no listener of its processes, its token is private, nothing stays after it."""
+    seen = _local_cluster(tmp_path / "sweep", kill_outer=False)
+    assert seen["returncode"] == 0, seen["output"]
+    assert seen["netns"] != os.readlink("/proc/self/ns/net")
+    assert seen["interfaces"] == ["lo"]
+    assert seen["pids"] and seen["host_listeners"] == []
+    assert (seen["folder_mode"], seen["token_mode"]) == (0o700, 0o600)
+    assert seen["left"] == [] and not seen["folder_left"]
+
+
+@pytest.mark.skipif(not shutil.which("ss"), reason="needs ss (iproute2)")
+def test_a_local_ray_cluster_ends_with_rootcause_killed(tmp_path):
+    seen = _local_cluster(tmp_path / "sweep", kill_outer=True)
+    assert seen["left"] == [] and not seen["folder_left"]

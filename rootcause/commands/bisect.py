@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rootcause import argtypes, executors
+from rootcause import argtypes, envs, executors, localcluster
 from rootcause.errors import EXIT_BAD_INPUT, EXIT_TOOL_FAILED, ToolFailed, UsageError
 from rootcause.fileio import make_folder, output_root, safe_name
 
@@ -68,6 +68,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         candidates = bisect.registry_candidates(spec, args.good, args.bad)
     out: Path = args.out or Path("reports") / f"bisect-{safe_name(spec.name)}"
+    if args.ray == "local" and not localcluster.inside():
+        return localcluster.run_private(args._argv, envs.outside_calls())
     with output_root(out):
         return _bisect(args, spec, candidates, out)
 

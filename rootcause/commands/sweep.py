@@ -14,7 +14,7 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING
 
-from rootcause import argtypes, executors
+from rootcause import argtypes, envs, executors, localcluster
 from rootcause.artifacts.sweep import STAGES
 from rootcause.errors import UsageError
 from rootcause.fileio import output_lock, safe_name
@@ -53,6 +53,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--shared: only with --ray (without Ray every stage runs here, in OUT)")
     sweep = sweeps.load(args.sweep_file, lambda target, spec: spec_mod.resolve_target(target, spec, False))
     out: Path = args.out or Path("reports") / f"sweep-{safe_name(sweep.name)}"
+    if args.ray == "local" and not localcluster.inside():
+        return localcluster.run_private(args._argv, envs.outside_calls())
     with output_lock(out, "sweep"):
         return _sweep(args, sweep, out)
 

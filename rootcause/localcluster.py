@@ -1,0 +1,175 @@
+"""`--ray local`: a one-node Ray cluster that only this command can reach.
+
+Ray binds its gRPC servers (GCS, raylet, workers, the driver's) to every address of the host and
+has no option to choose one. So a command given `--ray local` runs again as a child in a network
+namespace of its own (a user namespace maps the user to itself; the only interface there is
+loopback, up): nothing outside the child's namespace can connect to the cluster. Its token
+(RAY_AUTH_TOKEN_PATH, 0600) and Ray's session folders live in a private folder (0700) that is
+removed when the child ends, with every process left in the namespace.
+
+The namespace has no route to the package registry, so the toolchain environments the child
+needs are made, and the registry's versions listed, by this (outer) process: the child, and every
+Ray worker it starts, asks over a Unix socket in the private folder (envs.ensure and
+envs.registry_versions do, when ROOTCAUSE_ENVS_SOCKET is set).
+
+A host that does not let a user make namespaces (kernel.unprivileged_userns_clone=0, an AppArmor
+restriction) gets one line saying so and no cluster: `--ray ADDRESS` joins a cluster the user
+secured (docs/SWEEP.md), and without --ray the pairs run here one after another.
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from rootcause import child
+from rootcause.errors import UsageError
+
+FOLDER_ENV = "ROOTCAUSE_RAY_FOLDER"    # set in the child: the private folder (token, Ray's sessions)
+SOCKET_ENV = "ROOTCAUSE_ENVS_SOCKET"   # set in the child: where environments are asked for
+
+_CLONE_NEWUSER = 0x10000000
+_CLONE_NEWNET = 0x40000000
+_SIOCSIFFLAGS = 0x8914
+_IFF_UP, _IFF_LOOPBACK, _IFF_RUNNING = 0x1, 0x8, 0x40
+
+
+def inside() -> bool:
+    """True in the child that run_private started (its cluster is the private one)."""
+    return bool(os.environ.get(FOLDER_ENV))
+
+
+def ray_folder() -> Path:
+    return Path(os.environ[FOLDER_ENV])
+
+
+def _enter_namespace(uid: int, gid: int) -> None:
+    """preexec_fn of the child: a user and a network namespace of its own, loopback up. Runs after
+    fork, before exec, while the child still holds the capabilities the new user namespace gives."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET) != 0:
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+    Path("/proc/self/setgroups").write_text("deny")
+    Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
+    Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        import fcntl
+        import struct
+        fcntl.ioctl(s, _SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", _IFF_UP | _IFF_LOOPBACK | _IFF_RUNNING))
+    # SIGTERM, not SIGKILL, when the outer process dies: the child shuts its cluster down and
+    # removes the private folder (remove_folder_at_exit), which the outer one no longer can
+    libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def remove_folder_at_exit() -> None:
+    """In the child: the private folder goes when the command ends, after Ray's own shutdown
+    (atexit runs the last registered first; Ray registers its shutdown when the cluster starts)."""
+    import atexit
+
+    atexit.register(shutil.rmtree, ray_folder(), True)
+
+
+def _netns(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/net")
+    except OSError:
+        return None
+
+
+def _end_namespace(netns: str | None) -> None:
+    """SIGKILL every process of this user still in the child's network namespace (a Ray agent
+    outlives a driver that was killed)."""
+    if netns is None or netns == _netns(os.getpid()):
+        return
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and _netns(int(entry.name)) == netns:
+            try:
+                os.kill(int(entry.name), signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def _serve(server: socket.socket, calls: dict[str, Callable[..., object]]) -> None:
+    """One request a connection: {"call": NAME, "args": [...]} -> {"value": ...} or {"error": LINE}."""
+    while True:
+        try:
+            conn, _ = server.accept()
+        except OSError:
+            return
+        with conn:
+            try:
+                ask = json.loads(conn.makefile("rb").readline())
+                reply = {"value": calls[ask["call"]](*ask["args"])}
+            except UsageError as err:
+                reply = {"error": str(err)}
+            except Exception as err:  # noqa: BLE001  the asker reports it; this thread must go on
+                reply = {"error": f"{type(err).__name__}: {err}"}
+            try:
+                conn.sendall(json.dumps(reply).encode() + b"\n")
+            except OSError:
+                pass
+
+
+def asks_outside() -> bool:
+    """True inside the namespace: calls that reach the registry go to the outer process."""
+    return bool(os.environ.get(SOCKET_ENV))
+
+
+def ask_outside(call: str, *args: object) -> object:
+    """From inside the namespace: the outer process makes the call (envs.ensure, the registry's
+    versions) and answers with its value; its UsageError is raised here."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.connect(os.environ[SOCKET_ENV])
+        s.sendall(json.dumps({"call": call, "args": list(args)}).encode() + b"\n")
+        reply = json.loads(s.makefile("rb").readline() or b"{}")
+    if "value" not in reply:
+        raise UsageError(reply.get("error") or f"{call}: no answer from the rootcause outside the namespace")
+    return reply["value"]
+
+
+def run_private(argv: list[str], calls: dict[str, Callable[..., object]]) -> int:
+    """Run `rootcause ARGV` again in a namespace of its own; its exit status. calls: what the child
+    may ask of this process by name (envs.outside_calls: the ones that reach the registry)."""
+    folder = Path(tempfile.mkdtemp(prefix="rootcause-ray-"))  # 0700
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    proc = None
+    try:
+        fd = os.open(folder / "auth_token", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(32))
+        server.bind(str(folder / "envs.sock"))
+        server.listen(16)
+        threading.Thread(target=_serve, args=(server, calls), daemon=True).start()
+        env = child.python_env({FOLDER_ENV: str(folder), SOCKET_ENV: str(folder / "envs.sock"),
+                                "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(folder / "auth_token")})
+        env.pop("RAY_AUTH_TOKEN", None)
+        uid, gid = os.getuid(), os.getgid()
+        try:
+            proc = subprocess.Popen([sys.executable, "-m", "rootcause", *argv], env=env,
+                                    preexec_fn=lambda: _enter_namespace(uid, gid))
+        except subprocess.SubprocessError:
+            raise UsageError("--ray local: this host does not let a user make a network namespace, and Ray "
+                             "listens on every address; no cluster was started (run without --ray, or give "
+                             "--ray ADDRESS of a cluster you secured: docs/SWEEP.md)") from None
+        netns = _netns(proc.pid)
+        try:
+            return proc.wait()
+        except BaseException:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait()
+            raise
+        finally:
+            _end_namespace(netns)
+    finally:
+        server.close()
+        shutil.rmtree(folder, ignore_errors=True)
