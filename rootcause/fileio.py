@@ -93,6 +93,10 @@ def write_set(folder: str | os.PathLike, files: dict[str, bytes | str]) -> list[
         except OSError as err:
             shutil.rmtree(staging, ignore_errors=True)
             raise UsageError(f"{folder / name}: cannot write: {err.strerror or err}{kept}") from None
+        except BaseException:  # ^C, a bug: an uncommitted set leaves nothing; a committed one is settled later
+            if kept:
+                shutil.rmtree(staging, ignore_errors=True)
+            raise
     written = [folder / name for name in files]
     record_written(written)
     return written
@@ -351,7 +355,9 @@ def _stage(tmp: Path, data: bytes | str, dest: Path) -> Path:
     if dest.is_dir():
         raise IsADirectoryError(21, "is a directory", str(dest))
     with open(tmp, "wb") as f:
-        f.write(data if isinstance(data, bytes) else data.encode("utf-8"))
+        # a name that is not UTF-8 (a file name's undecodable bytes) is kept as its \udcXX escape: the
+        # file stays UTF-8, and JSON reads the escape back as the same name
+        f.write(data if isinstance(data, bytes) else data.encode("utf-8", errors="backslashreplace"))
     os.chmod(tmp, 0o666 & ~_umask())  # mkdtemp makes 0700; give the file open() would get
     return tmp
 

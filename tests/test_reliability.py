@@ -781,3 +781,19 @@ def test_a_local_ray_cluster_is_reachable_only_from_its_own_loopback(tmp_path):
 def test_a_local_ray_cluster_ends_with_rootcause_killed(tmp_path):
     seen = _local_cluster(tmp_path / "sweep", kill_outer=True)
     assert seen["left"] == [] and not seen["folder_left"]
+
+
+def test_a_file_name_that_is_not_utf8_is_reported_and_leaves_no_staging(tmp_path):
+    """Kind 8: a trace whose file name holds bytes that are not UTF-8: the reports are written
+    (the name escaped), the exit status is 0, and no staging folder stays in the output."""
+    from tests.captures import CAPTURE
+
+    odd = Path(os.fsdecode(bytes(tmp_path) + b"/trace\xff.json"))
+    shutil.copy(CAPTURE, odd)
+    out = Path(os.fsdecode(bytes(tmp_path) + b"/out\xfe"))
+    proc = subprocess.run([ROOTCAUSE, "compare", f"{odd}#1", f"{odd}#0", "--out", out],
+                          capture_output=True, text=True, errors="backslashreplace")
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in out.iterdir()) == [".rootcause-owned", "attribution.json", "report.html", "report.md"]
+    doc = json.loads((out / "attribution.json").read_text(encoding="utf-8"))
+    assert os.fsdecode(b"trace\xff.json") in json.dumps(doc, ensure_ascii=False)
