@@ -9,6 +9,7 @@ never a traceback), 3 a tool that failed, 4 a bug (rootcause.errors lists them).
 from __future__ import annotations
 
 import _signal  # signal's own import adds enum (with argparse's re, a third of a short inspect run)
+import errno
 import importlib
 import os
 import sys
@@ -122,12 +123,16 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `rootcause ... | head`: the reader left; say nothing more
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as err:  # a full or read-only disk is where rootcause was told to write, not a bug
+        if err.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+            return _internal(args.command, err)
+        return _fail(args.command, f"{err.filename or 'a file'}: {err.strerror}: nothing after it was written; "
+                     "free space there, or give --out or ROOTCAUSE_CACHE on another disk", EXIT_BAD_INPUT)
     except RecursionError:
         return _fail(args.command, "input nested too deeply to read (a JSON or TOML file?); nothing was written "
                      "by the step that failed", EXIT_BAD_INPUT)
     except Exception as err:  # noqa: BLE001  a bug: one line, and the traceback kept where it can be read
-        return _fail(args.command, f"internal error (a bug in rootcause): {type(err).__name__}: {err}; "
-                     f"traceback in {_keep_traceback()}", EXIT_INTERNAL)
+        return _internal(args.command, err)
     finally:
         _on_sigterm(previous)
         if program and args.command == "inspect":
@@ -198,6 +203,11 @@ def _light_args(argv: list[str]):
     if args is not None:
         args.command, args._run = argv[0], module.run
     return args
+
+
+def _internal(command: str, err: BaseException) -> int:
+    return _fail(command, f"internal error (a bug in rootcause): {type(err).__name__}: {err}; "
+                 f"traceback in {_keep_traceback()}", EXIT_INTERNAL)
 
 
 def _bad_input() -> tuple[type[Exception], ...]:

@@ -797,3 +797,21 @@ def test_a_file_name_that_is_not_utf8_is_reported_and_leaves_no_staging(tmp_path
     assert sorted(p.name for p in out.iterdir()) == [".rootcause-owned", "attribution.json", "report.html", "report.md"]
     doc = json.loads((out / "attribution.json").read_text(encoding="utf-8"))
     assert os.fsdecode(b"trace\xff.json") in json.dumps(doc, ensure_ascii=False)
+
+
+@pytest.mark.skipif(subprocess.run(["unshare", "-rm", "true"], capture_output=True).returncode != 0,
+                    reason="needs a user and mount namespace (unshare -rm) for a small tmpfs")
+def test_a_full_cache_disk_is_one_line_and_status_2(tmp_path):
+    """Kind 8: the build cache on a disk that fills during the build (a 256 KiB tmpfs, mounted in a
+    namespace of the test's own): exit 2, one line naming the file, no staging folder left."""
+    cache, out = tmp_path / "cache", tmp_path / "out"
+    cache.mkdir()
+    spec = ROOT / "fixtures" / "cases" / "einsum_fusion" / "variants.toml"
+    script = (f"mount -t tmpfs -o size=256k tmpfs {cache} && ROOTCAUSE_CACHE={cache} {ROOTCAUSE} analyze "
+              f"{spec}#fused_small {spec}#unfused_small --target llvm --budget-s 1 --out {out}; "
+              f"echo status=$?; find {cache} -name '.*' >&2")
+    proc = subprocess.run(["unshare", "-rm", "sh", "-c", script], capture_output=True, text=True, cwd=ROOT)
+    assert "status=2" in proc.stdout, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("rootcause analyze:")]
+    assert len(errors) == 1 and "No space left on device" in errors[0] and str(cache) in errors[0]
+    assert not [line for line in proc.stderr.splitlines() if line.startswith(str(cache))]  # no staging
