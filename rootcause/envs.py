@@ -40,6 +40,7 @@ from rootcause.fileio import cache_dir, read_json, write_json
 
 ROOT = Path(__file__).resolve().parents[1]  # the checkout: rootcause/ and parsers/
 READY = "toolchain.json"
+INSTALL_REPORT = "pip-report.json"
 # set for a toolchain environment's children: the python the user started rootcause with
 USER_PYTHON_VAR = "ROOTCAUSE_USER_PYTHON"
 
@@ -172,6 +173,7 @@ def ensure(requirements: list[str], progress: str = "") -> Path:
         _relocate_scripts(staging, root)
         write_json(staging / READY, {"requirements": requirements,
                                      "packages": installed_versions(staging / "bin" / "python"),
+                                     "hashes": installed_hashes(staging),
                                      "digest": digest(staging)})
         try:
             os.replace(staging, root)  # atomic; fails when another process made it first
@@ -201,10 +203,28 @@ def _make(staging: Path, requirements: list[str]) -> None:
         cmd += ["--no-index", "--no-deps", *requirements]
     else:
         cmd += [*requirements, *rootcause_dependencies()]
+    # pip checks each download against the sha256 the registry's index gives with it; the report
+    # keeps those hashes (installed() reads them into the environment's record)
+    cmd += ["--report", str(staging / INSTALL_REPORT)]
     proc = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=die_with_parent)
     if proc.returncode != 0:
         raise UsageError(f"pip cannot install {' '.join(_label(r) for r in requirements)} for Python "
                          f"{sys.version_info.major}.{sys.version_info.minor}: {_pip_error(proc.stderr)}")
+
+
+def installed_hashes(venv: Path) -> dict[str, dict[str, str]]:
+    """{name==version: {algorithm: hash}} of every archive pip installed into venv, as the
+    registry's index gave them (pip --report); {} for what came from files (offline wheels)."""
+    try:
+        report = json.loads((venv / INSTALL_REPORT).read_text())
+    except (OSError, ValueError):
+        return {}
+    out = {}
+    for item in report.get("install") or []:
+        meta, info = item.get("metadata") or {}, (item.get("download_info") or {}).get("archive_info") or {}
+        if info.get("hashes"):
+            out[f"{meta.get('name')}=={meta.get('version')}"] = dict(info["hashes"])
+    return out
 
 
 def _see_parent_packages(venv: Path) -> None:

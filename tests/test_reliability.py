@@ -815,3 +815,21 @@ def test_a_full_cache_disk_is_one_line_and_status_2(tmp_path):
     errors = [line for line in proc.stderr.splitlines() if line.startswith("rootcause analyze:")]
     assert len(errors) == 1 and "No space left on device" in errors[0] and str(cache) in errors[0]
     assert not [line for line in proc.stderr.splitlines() if line.startswith(str(cache))]  # no staging
+
+
+def test_an_environment_records_the_registrys_hash_of_what_it_installed(tmp_path, monkeypatch):
+    """Kind 6: a toolchain environment's record holds, for each archive pip installed, the sha256
+    the registry gave with it: checked here against the wheel pip downloads again, hashed here."""
+    import hashlib
+
+    from rootcause import envs
+
+    monkeypatch.setenv("ROOTCAUSE_ENVS", str(tmp_path / "envs"))
+    python = envs.ensure(["six==1.16.0"])
+    record = json.loads((python.parents[1] / envs.READY).read_text())
+    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary", ":all:",
+                    "-d", str(tmp_path / "wheel"), "six==1.16.0"], check=True)
+    wheel = next((tmp_path / "wheel").glob("six-1.16.0-*.whl"))
+    assert record["hashes"]["six==1.16.0"] == {"sha256": hashlib.sha256(wheel.read_bytes()).hexdigest()}
+    assert set(record["hashes"]) >= {f"{name}=={version}" for name, version in record["packages"].items()
+                                     if name in ("six", "numpy")}
