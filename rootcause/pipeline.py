@@ -29,7 +29,7 @@ from rootcause import frontends, sessions
 from rootcause.analysis import confirm
 from rootcause.analysis.align import align
 from rootcause.analysis.attribute import (CPU_MIN_EFFECT_SHARE, MIN_EFFECT_SHARE, Attribution, attribute,
-                                         require_floor, require_repeat)
+                                         call_period_ns, require_floor, require_repeat)
 from rootcause.analysis.diagnose import diagnose
 from rootcause.analysis.host import host_units
 from rootcause.artifacts import attribution, bundle as bundles, cpu_profiles as cpu, plan as plans, rundir
@@ -61,7 +61,8 @@ class Side:
     entry: str | None = None
     whole: WholeGraph | None = None  # measured whole-graph latency, when there is one
     profiled_apart: bool = False  # a CPU profile taken after the measurement, not beside it
-    timed_apart_ns: float | None = None  # median call of that profile session timed without the profiler
+    timed_apart_ns: float | None = None  # median call of that profile session (timed_how: how it was timed)
+    timed_how: str = "timed without the profiler"
     steps: pd.DataFrame | None = None  # the trace's own steps, when it has them (host units need them)
     host: pd.DataFrame | None = None  # the trace's host spans (parsers.chrome_trace.HOST_COLUMNS)
 
@@ -95,9 +96,9 @@ def _attribute_pair(a: Side, b: Side, ctx: Context, repeat: tuple[Side, Side] | 
     att = _attribute(a, b, alignment, ctx)
     if a.profiled_apart or b.profiled_apart:
         att.notes.append(f"on the CPU the whole-graph delta is significant from {CPU_MIN_EFFECT_SHARE:.0%} of "
-                         f"{a.label}'s time per call ({att.whole_min_effect_ns / 1e3:.1f} us): two builds of one "
-                         "spec measured up to 5.1% apart, interleaved, on a shared 2-core machine under load, so the "
-                         "profile sessions' own timed calls must also show it; a unit's delta, from "
+                         f"{a.label}'s time per call ({att.whole_min_effect_ns / 1e3:.1f} us): on a CPU other processes "
+                         "move a call's time by several percent between builds of one spec timed side by side, so "
+                         "the profile sessions' own timed calls must also show it; a unit's delta, from "
                          f"{MIN_EFFECT_SHARE:.0%}, must show in the second pair of profiles and exceed what a "
                          "session alone moves that unit")
     if repeat is not None:
@@ -155,6 +156,7 @@ def _attribute(a: Side, b: Side, alignment: Any, ctx: Context) -> Attribution:
                      environment=ctx.environment,
                      scale_to_whole=tuple(v for v, s in (("a", a), ("b", b)) if s.profiled_apart),
                      timed_apart={v: s.timed_apart_ns for v, s in (("a", a), ("b", b)) if s.timed_apart_ns},
+                     timed_how={v: s.timed_how for v, s in (("a", a), ("b", b))},
                      whole_min_effect_share=CPU_MIN_EFFECT_SHARE if cpu else MIN_EFFECT_SHARE)
 
 
@@ -399,13 +401,15 @@ def analyze_run(plan: dict[str, Any], out: Path, run_dir: Path, threshold: float
         events = profile_events(str(profile), _calls(record), split_notes, name)
         kernels, catalog_path = _catalog(loaded, out, run_dir, events, split_notes)
         sides[name] = Side(name, str(profile), events, kernels, catalog_path, loaded.entry, whole,
-                           profiled_apart=name in extra, timed_apart_ns=_timed_ns(record))
+                           profiled_apart=name in extra, timed_apart_ns=_timed_ns(record, events),
+                           timed_how=_timed_how(record))
         again = (record or {}).get("repeat")
         if again:
             repeat_notes: list[str] = []  # the first pair's notes say the same of the split
+            again_events = profile_events(again["file"], _calls(again), repeat_notes, name)
             repeats[name] = dataclasses.replace(
-                sides[name], profile=again["file"], timed_apart_ns=_timed_ns(again),
-                events=profile_events(again["file"], _calls(again), repeat_notes, name))
+                sides[name], profile=again["file"], timed_apart_ns=_timed_ns(again, again_events),
+                events=again_events)
     environment = rundir.read_env(run_dir)
     ctx = Context(gpus.resolve_device(device, environment), environment,
                   rundir.measurement_meta(measurement["measurement"], mpath, (a, b)), command, split_notes,
@@ -450,11 +454,22 @@ def _timed_apart(measured: dict[str, Any], a: str, b: str) -> tuple[dict[str, li
     return samples, f"{a} was timed in a process of {processes[a]} and {b} in one of {processes[b]}"
 
 
-def _timed_ns(record: dict[str, Any] | None) -> float | None:
-    """Median ns of a CPU profile session's calls timed without the profiler (its record's 'timed_ns')."""
+def _timed_ns(record: dict[str, Any] | None, events: pd.DataFrame) -> float | None:
+    """Median ns of a CPU profile session's own call: its calls timed without the profiler (the
+    record's 'timed_ns'), or, where the profiler ran the calls back to back (the record's
+    'back_to_back'), the period from one call's first launch to the next's."""
     timed = (record or {}).get("timed_ns")
-    ok = isinstance(timed, list) and timed and all(isinstance(t, (int, float)) and t > 0 for t in timed)
-    return float(statistics.median(timed)) if ok else None
+    if isinstance(timed, list) and timed and all(isinstance(t, (int, float)) and t > 0 for t in timed):
+        return float(statistics.median(timed))
+    if (record or {}).get("back_to_back") is True and "call" in events.columns:
+        return call_period_ns(events[events["call"] >= 0])
+    return None
+
+
+def _timed_how(record: dict[str, Any] | None) -> str:
+    if isinstance((record or {}).get("timed_ns"), list) or not (record or {}).get("back_to_back"):
+        return "timed without the profiler"
+    return "from one call's first dispatch to the next's, run back to back by the profiler"
 
 
 def _calls(record: dict[str, Any] | None) -> int | None:

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,6 +70,20 @@ def test_readme_main_job_leaves_the_repository_clean(copy):
     evidence = found[0]["evidence"]
     assert evidence["einsum-fused-small"] == 2 * c * n ** 3 and evidence["einsum-split-small"] == 2 * n * n * c
     assert f"evaluates exp {2 * c * n ** 3:,} times a call" in done.stdout
+    # the story adds up: the fused reduction is the top unit with at least 90% of the delta, and
+    # the fused side's residual is no more than the gaps its own profile shows outside the one
+    # dispatch (read from the raw dispatch events), scaled as the kernels are to the measurement
+    top = max(doc["units"], key=lambda u: abs(u["delta_ns"]["median"]))
+    assert [k.split("_")[2] for k in top["kernels_b"]] == ["0"] and "reduction" in top["kernels_b"][0]
+    assert top["share"] >= 0.9, done.stdout
+    report = copy / "reports" / "einsum-split-small_vs_einsum-fused-small"
+    events = [json.loads(line) for line in (report / "cpu-profiles" / "einsum-fused-small.iree-dispatch.jsonl")
+              .read_text().splitlines()]
+    events = sorted((e for e in events if e.get("type") == "host_dispatch_event"), key=lambda e: e["start_host_time_ns"])
+    starts = np.array([e["start_host_time_ns"] for e in events], dtype=float)
+    ends = np.array([e["end_host_time_ns"] for e in events], dtype=float)
+    scale = doc["whole_graph"]["b"]["median"] / np.median(ends - starts)
+    assert doc["residual"]["b"]["median"] <= np.quantile(starts[1:] - ends[:-1], 0.75) * scale
 
 
 def _small_size() -> tuple[int, int]:

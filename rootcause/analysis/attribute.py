@@ -165,6 +165,23 @@ def _busy_per_call(ev: pd.DataFrame) -> pd.Series:
     return pd.Series(covered, index=order.index).groupby(order["call"]).sum()
 
 
+def _covered_in_group(ev: pd.DataFrame, group: np.ndarray) -> np.ndarray:
+    """Per launch, in the events' order: the time it adds to the union of its group's launches
+    (a unit's launches within one call): its duration less what earlier-starting launches of the
+    group already cover. A unit whose kernels run concurrently (IREE's task system running two
+    dispatches of one executable side by side, two streams) takes the time it occupies, not the
+    sum; overlap between units stays the concurrency line's."""
+    start = ev["start_ns"].to_numpy(dtype="int64")
+    end = ev["end_ns"].to_numpy(dtype="int64")
+    order = np.lexsort((start, group))
+    g, st, en = group[order], start[order], end[order]
+    prev_end = pd.Series(en).groupby(g).cummax().groupby(g).shift(fill_value=np.iinfo(np.int64).min)
+    covered = np.clip(en - np.maximum(st, prev_end.to_numpy(dtype="int64")), 0, None).astype("float64")
+    out = np.empty(len(order), dtype="float64")
+    out[order] = covered
+    return out
+
+
 def _idle_before(ev: pd.DataFrame) -> np.ndarray:
     """Per launch, in the events' order: the device's idle time before it within its call (its start
     less the latest end of the call's earlier launches; 0 for a call's first launch or a launch
@@ -226,19 +243,39 @@ def _kernel_stats(ev: pd.DataFrame, variant: str, codes: np.ndarray, names: np.n
     return stats
 
 
+def call_period_ns(ev: pd.DataFrame) -> float | None:
+    """A call as profiled where the profiler runs the calls back to back: the median call's busy
+    time plus the median time outside kernels (a call's first launch to the next call's, less its
+    busy time: launches, gaps, the host between calls). Medians taken apart, so that a call the
+    scheduler took the CPU from counts once, in its own part, not in both. None under three calls."""
+    starts = ev.groupby("call")["start_ns"].min().sort_index()
+    if len(starts) < 3:
+        return None
+    busy = _busy_per_call(ev).reindex(starts.index).to_numpy(dtype="float64")
+    outside = np.diff(starts.to_numpy(dtype="float64")) - busy[:-1]
+    return float(np.median(busy) + max(float(np.median(outside)), 0.0))
+
+
 def _scaled_to(ev: pd.DataFrame, whole: WholeGraph, label: str, notes: list[str],
-               timed_ns: float | None = None) -> pd.DataFrame:
+               timed: tuple[float, str] | None = None) -> pd.DataFrame:
     """Kernel times of a profile taken apart from the measurement, scaled to the measurement (module
-    doc of attribute): by the measured latency over the latency of the profile session's own
-    uninstrumented calls (timed_ns) when it timed some, else down to the measured latency when the
-    median call's busy time exceeds it."""
+    doc of attribute). timed: the profile session's own call in ns and how it was timed (its calls
+    timed without the profiler, or the period of calls the profiler ran back to back): scaled by
+    the measured latency over it, so that the residual is the time the profile shows outside
+    kernels, scaled alike, and a profile that disagrees with the measurement is said to, by how
+    much. Without it, down to the measured latency when the median call's busy time exceeds it."""
     busy = float(_busy_per_call(ev).median())
-    if timed_ns:
-        s = whole.median_ns / timed_ns
-        note = (f"variant {label}: profiled apart from the measurement; the profile session's own calls without "
-                f"the profiler took {timed_ns / 1e3:.1f} us against the measured {whole.median_ns / 1e3:.1f} us, "
-                f"so its kernel times are scaled by {s:.3f} to the measurement (the machine's speed then against "
-                f"during the measurement); the residual is the measured latency less the scaled kernel time")
+    if timed:
+        own, how = timed
+        s = whole.median_ns / own
+        agree = ("they agree within the measured interval" if whole.low_ns <= own <= whole.high_ns else
+                 f"the profile disagrees with the measurement by {(own - whole.median_ns) / 1e3:+.1f} us "
+                 f"({own / whole.median_ns - 1:+.0%}; the machine's speed then against during the measurement)")
+        note = (f"variant {label}: profiled apart from the measurement; the profile session's calls took "
+                f"{own / 1e3:.1f} us ({how}) against the measured {whole.median_ns / 1e3:.1f} us "
+                f"[{whole.low_ns / 1e3:.1f}, {whole.high_ns / 1e3:.1f}]: {agree}; its kernel times are scaled by "
+                f"{s:.3f} to the measurement, so the residual is the profile's own time outside kernels "
+                f"({max(own - busy, 0.0) / 1e3:.1f} us a call as profiled), scaled alike")
     elif busy > whole.median_ns:
         s = whole.median_ns / busy
         note = (f"variant {label}: the profiled kernels take {busy / 1e3:.1f} us per call, more than the "
@@ -305,14 +342,15 @@ def attribute(events_a: pd.DataFrame, events_b: pd.DataFrame, alignment: Alignme
               whole_a: WholeGraph | None = None, whole_b: WholeGraph | None = None,
               labels: tuple[str, str] = ("A", "B"), n_boot: int = 2000, seed: int = 0,
               environment: dict[str, Any] | None = None, scale_to_whole: tuple[str, ...] = (),
-              timed_apart: dict[str, float] | None = None,
+              timed_apart: dict[str, float] | None = None, timed_how: dict[str, str] | None = None,
               whole_min_effect_share: float = MIN_EFFECT_SHARE) -> Attribution:
     """Per-unit times and deltas, residual and closure (module doc). `whole_a`/`whole_b`:
     measured whole-graph latency per variant; both or neither. scale_to_whole: the variants
     ('a', 'b') profiled apart from their measurement (a CPU profiler's instrumented calls):
     when their kernels' busy time per call exceeds the measured latency, kernel times are
     scaled down to it (shares kept, said in the notes). timed_apart: per such variant, the median ns
-    of the profile session's own calls timed without the profiler: the kernel times are then scaled
+    of the profile session's own calls (timed_how: how they were timed; default without the
+    profiler): the kernel times are then scaled
     by the measured latency over it, and closure outside CLOSURE_BAND says why in cannot_conclude.
     whole_min_effect_share: the share of A's whole-graph time the whole-graph delta must reach to
     be significant (a unit's: MIN_EFFECT_SHARE); the CPU's is larger."""
@@ -323,7 +361,9 @@ def attribute(events_a: pd.DataFrame, events_b: pd.DataFrame, alignment: Alignme
     evs = {"a": _with_calls(events_a, labels[0], notes), "b": _with_calls(events_b, labels[1], notes)}
     for v, whole in (("a", whole_a), ("b", whole_b)):
         if v in scale_to_whole and whole is not None:
-            evs[v] = _scaled_to(evs[v], whole, labels[0 if v == "a" else 1], notes, (timed_apart or {}).get(v))
+            own = (timed_apart or {}).get(v)
+            timed = (own, (timed_how or {}).get(v) or "timed without the profiler") if own else None
+            evs[v] = _scaled_to(evs[v], whole, labels[0 if v == "a" else 1], notes, timed)
     unit_ids = alignment.units["unit"].to_numpy()
     per = {}
     k = len(unit_ids)
@@ -339,7 +379,7 @@ def attribute(events_a: pd.DataFrame, events_b: pd.DataFrame, alignment: Alignme
         calls, call_idx = np.unique(ev["call"].to_numpy(), return_inverse=True)
         n = len(calls)
         flat = call_idx * k + unit_pos
-        times = np.bincount(flat, weights=ev["duration_ns"].to_numpy(dtype="float64"), minlength=n * k)
+        times = np.bincount(flat, weights=_covered_in_group(ev, flat), minlength=n * k)
         launches = np.bincount(flat, minlength=n * k)
         ev = ev.assign(call=call_idx)
         idle = np.bincount(flat, weights=_idle_before(ev), minlength=n * k)
@@ -686,8 +726,9 @@ def _assemble(per, alignment, whole_a, whole_b, labels, notes, environment, whol
                 for i, v in enumerate("ab")}
     concurrency = {"a": _ival(overlap["a"]), "b": _ival(overlap["b"]), "delta_ns": _ival(overlap_delta),
                    "significant": significant(overlap_delta),
-                   "what": "kernel time hidden by running concurrently on several streams: the units' summed "
-                           "time minus the busy time (their union)"}
+                   "what": "kernel time hidden by units running concurrently (several streams or threads): the "
+                           "units' summed time minus the busy time (their union); a unit's own time is already "
+                           "the union of its kernels"}
     residual = {"a": _ival(resid["a"]), "b": _ival(resid["b"]), "delta_ns": _ival(resid_delta),
                 "significant": significant(resid_delta),
                 "share": resid_delta.median / whole_delta.median if whole_delta.median else None,

@@ -58,5 +58,7 @@ def capture(bundle_dir: Path, out_dir: Path, calls: int) -> dict[str, Any]:
             raise UsageError(f"{prof.name}: iree-profile dispatch failed: "
                              f"{(dump.stderr.strip().splitlines() or ['no output'])[-1]}")
     write_atomic(out_file, dump.stdout)
+    # back_to_back: iree-benchmark-module runs the calls one after another with nothing but its own
+    # loop between them, so the period from one call's first dispatch to the next's is the call
     return {"profiler": "iree-profile", "ok": True, "file": out_file.name, "calls": calls,
-            "mode": "host-execution (local-task)"}
+            "mode": "host-execution (local-task)", "back_to_back": True}
