@@ -29,7 +29,7 @@ from rootcause import frontends, sessions
 from rootcause.analysis import confirm
 from rootcause.analysis.align import align
 from rootcause.analysis.attribute import (CPU_MIN_EFFECT_SHARE, MIN_EFFECT_SHARE, Attribution, attribute,
-                                         call_period_ns, require_floor, require_repeat)
+                                         call_period_ns, require_clear_of_floor, require_floor, require_repeat)
 from rootcause.analysis.diagnose import diagnose
 from rootcause.analysis.host import host_units
 from rootcause.artifacts import attribution, bundle as bundles, cpu_profiles as cpu, plan as plans, rundir
@@ -109,6 +109,7 @@ def _attribute_pair(a: Side, b: Side, ctx: Context, repeat: tuple[Side, Side] | 
                        "the second pair, profiled after both in the mirrored order (B, then A)", timed)
     if apart is not None:
         require_floor(att, *apart)
+    require_clear_of_floor(att)
     att.notes[:0] = ctx.notes
     try:
         diagnose(att, alignment, a.catalog, b.catalog, ctx.device, a.entry, b.entry, ctx.device_b, ctx.cpu)

@@ -441,6 +441,25 @@ def attribute(events_a: pd.DataFrame, events_b: pd.DataFrame, alignment: Alignme
     return att
 
 
+def require_clear_of_floor(att: Attribution) -> None:
+    """No whole-graph verdict where the delta's interval excludes 0 but holds the practical
+    threshold: the delta may or may not reach it, and which of the two a run says would follow the
+    machine's load, not the code. An interval that holds 0 is 'not significant'; one away from 0
+    but entirely under the threshold too (the report says the threshold); one entirely beyond it,
+    significant. Asked last, after the checks whose reasons say more (require_repeat,
+    require_floor)."""
+    if att.whole_graph.get("undetermined") or (not att.whole_graph["significant"] and att.cannot_conclude):
+        return
+    d, floor = att.whole_graph["delta_ns"], att.whole_min_effect_ns
+    near, far = sorted((abs(d["low"]), abs(d["high"])))
+    if floor <= 0 or d["low"] <= 0 <= d["high"] or not near < floor <= far:
+        return
+    share = floor / att.whole_graph["a"]["median"] if att.whole_graph["a"]["median"] else 0.0
+    _undetermined(att, f"the delta's interval {_delta_text(d)} holds the practical threshold of {floor / 1e3:.1f} us "
+                       f"({share:.0%} of A's call), so whether the difference reaches it cannot be told from this "
+                       "measurement; measure longer (--budget-s)")
+
+
 BASES = {"measured": "measured calls", "profiled-span": "profiled spans", "profiler-steps": "ProfilerStep spans",
          "loader-iterations": "data-loader iterations", "launch-interval": "launches, one a call",
          "call-interval": "calls found in the repeating kernel sequence"}
@@ -532,9 +551,9 @@ def require_repeat(att: Attribution, repeat: Attribution, how: str,
     significant with the same sign and both its deltas are larger than the change of either side's
     own time for that unit between its two sessions (an A-against-A unit measured -11.1 us, then
     -2.2 us, while A moved 9.4 us between its sessions: the first delta alone passed). timed: per
-    side, the median call of each of its two sessions timed without the profiler; the measured
-    whole-graph delta stays significant when both pairs of sessions show its sign and it is larger
-    than either side's change between its sessions (_sessions_disagree)."""
+    side, the median call of each of its two sessions as it timed them; the measured whole-graph
+    delta stays significant when both pairs of sessions show its sign and their mirrored delta
+    reaches the CPU's share (_sessions_disagree)."""
     again = {u["unit"]: u for u in repeat.units}
     for u in att.units:
         r = again.get(u["unit"])
@@ -568,6 +587,7 @@ def _whole_not_significant(att: Attribution, why: str) -> None:
     """Withdraw the whole graph's significance, saying why (after 'the measured delta ...')."""
     whole = att.whole_graph
     whole["significant"] = False
+    whole.setdefault("undetermined", f"the measured delta {why}")
     att.closure = None
     # the closure line attribute() wrote judged a significant delta: say it again for this one
     att.cannot_conclude = [c for c in att.cannot_conclude if not c.startswith("closure ")]
@@ -609,24 +629,26 @@ def require_floor(att: Attribution, samples: dict[str, list[float]], apart: str)
 def _sessions_disagree(att: Attribution, timed: dict[str, tuple[float, float]]) -> str | None:
     """Why the profile sessions' own timed calls do not back the measured whole-graph delta, or None.
 
-    Each pair of sessions (A then B, then B then A) times the calls of both sides without the
-    profiler: each must show the delta's sign, and the delta must be larger than either side's
-    change between its two sessions (what a session alone does to the same code)."""
+    Each pair of sessions (A then B, then B then A) times the calls of both sides: each pair must
+    show the delta's sign, and the mirrored order's delta, (B1 + B2 - A1 - A2) / 2, in which a
+    machine that speeds up or slows down steadily across the four sessions cancels out, must reach
+    the CPU's practical share of A's time in the same direction. A side's change between its own
+    two sessions is not held against the delta: in the mirrored order it is that drift, which the
+    pairs' order cancels and the interleaved measurement never saw."""
     whole = att.whole_graph
     d, base = whole["delta_ns"]["median"], whole["a"]["median"]
     (a1, a2), (b1, b2) = timed["a"], timed["b"]
     label = {v: att.variants[v]["label"] for v in "ab"}
     if (b1 - a1 > 0) != (d > 0) or (b2 - a2 > 0) != (d > 0):
-        return (f"({d / base:+.1%}) is not what both pairs of profile sessions show with their calls timed without "
-                f"the profiler: {label['b']} - {label['a']} = {(b1 - a1) / 1e3:+.1f} us in the first pair and "
+        return (f"({d / base:+.1%}) is not what both pairs of profile sessions show with their own timed calls: "
+                f"{label['b']} - {label['a']} = {(b1 - a1) / 1e3:+.1f} us in the first pair and "
                 f"{(b2 - a2) / 1e3:+.1f} us in the second (mirrored order)")
-    moved = {v: t2 / t1 - 1 for v, (t1, t2) in timed.items() if t1 > 0}
-    v = max(moved, key=lambda k: abs(moved[k]))
-    if base and abs(d) <= abs(moved[v]) * base:
-        t1, t2 = timed[v]
-        return (f"({d / base:+.1%}) is no larger than the change of {label[v]}'s own calls between its two profile "
-                f"sessions ({t1 / 1e3:.1f} us, then {t2 / 1e3:.1f} us without the profiler: {moved[v]:+.1%}): on this "
-                "machine a session alone moves the time that much")
+    mirrored = (b1 + b2 - a1 - a2) / 2
+    floor = CPU_MIN_EFFECT_SHARE * (a1 + a2) / 2
+    if abs(mirrored) < floor:
+        return (f"({d / base:+.1%}) is more than the profile sessions show: in the mirrored order (A, B, B, A), "
+                f"which cancels a steady drift of the machine, {label['b']} - {label['a']} = {mirrored / 1e3:+.1f} us "
+                f"({mirrored / ((a1 + a2) / 2):+.1%}), under the {CPU_MIN_EFFECT_SHARE:.0%} a CPU delta must reach")
     return None
 
 
