@@ -228,6 +228,13 @@ def binding_bytes(text: str, file: str = "<text>") -> int | None:
     return total or None
 
 
+def binding_shapes(text: str) -> list[tuple[str, str]]:
+    """(binding, tensor type) of every buffer binding a dispatch reads or writes, sorted: what an
+    executable that stands in for another must bind alike (the offsets may differ: its call sites
+    pass them)."""
+    return sorted({(binding, shaped) for binding, _, shaped in _SUBSPAN.findall(text)})
+
+
 def configuration(text: str, file: str = "<text>") -> dict[str, dict[str, Any]]:
     """export -> schedule facts of one configured executable dump (configured_*.mlir)."""
     exe = _FIRST_EXECUTABLE.search(text)

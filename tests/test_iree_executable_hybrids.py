@@ -91,3 +91,24 @@ def test_no_executable_hybrid_between_a_fused_chain_and_its_regions(tmp_path):
                                            work_dir=tmp_path / "hybrids")
     assert [h for h in hybrids if h.kind == "executable"] == []
     assert any("different sources" in n for n in notes)
+
+
+def test_an_executable_that_binds_other_shapes_cannot_stand_in(tmp_path):
+    """einsum_fusion's fused generic at the small size (N=24) against the seed's size: one
+    dispatch each, one pipeline layout, but bindings of other shapes (read from each configured
+    dump with a plain regular expression). The other build's executable, renamed, is refused at
+    base's call sites; base's own executable stands in for itself."""
+    spec_file = Path(__file__).resolve().parent.parent / "fixtures" / "cases" / "einsum_fusion" / "variants.toml"
+    a, b = (specs.with_target(specs.load(f"{spec_file}#{v}"), "llvm") for v in ("fused_small", "fused"))
+    dirs = {"a": tmp_path / "a", "b": tmp_path / "b"}
+    for s, spec in (("a", a), ("b", b)):
+        iree.build(spec, dirs[s])
+    texts = {s: next((dirs[s] / "ir").glob("configured_*.mlir")).read_text() for s in "ab"}
+    shapes = {s: sorted(set(re.findall(r"(?:memref<|dispatch\.tensor<\w+:tensor<)([0-9x]+xf32)[,>]", texts[s])))
+              for s in "ab"}
+    assert shapes["a"] != shapes["b"] and len(shapes["a"]) == len(shapes["b"])
+    from rootcause.frontends.iree import hybrids
+
+    whole = iree_ir.renamed_executable(texts["b"], "main_dispatch_0", "b.mlir")
+    assert "other shapes" in hybrids.swap_refusal(texts["a"], whole, ("a.mlir", "b.mlir"))
+    assert hybrids.swap_refusal(texts["a"], texts["a"], ("a.mlir", "a.mlir")) is None

@@ -400,3 +400,42 @@ def test_a_pytorch_model_under_another_tvm_release_asks_for_torch(cache: Path, t
     assert proc.returncode == 2, proc.stderr
     line = proc.stderr.strip()
     assert "\n" not in line and "[variants.old].toolchain" in line and "no torch" in line
+
+
+def test_a_release_pair_plans_no_hybrid_that_differs_only_in_spelling(bundles: dict[str, Path], tmp_path: Path) -> None:
+    """3.8.0 against the installed 3.13.0: their pipelines are one pipeline spelled two ways
+    (`pipeline = CPUDoubleTilingExpert` against `#iree_cpu.pipeline<DoubleTilingExpert>`, read
+    from the configured dumps here), their vector tiles differ. The configuration hybrid names the
+    tiles and not the pipeline, keeps 3.8.0's spelling of what means the same, and 3.8.0 builds it."""
+    import re
+
+    from rootcause import spec as spec_mod
+    from rootcause.artifacts.bundle import read_bundle
+    from rootcause.frontends.iree import hybrids
+
+    base = bundles["v3_8_0"]
+    proc = _cli("build", f"{SPEC}#installed", "--out", str(tmp_path / "installed"))
+    assert proc.returncode == 0, proc.stderr
+    other = tmp_path / "installed"
+    infos = {}
+    for name, path in (("3.8.0", base), ("3.13.0", other)):
+        text = next((path / "ir").glob("configured_*.mlir")).read_text()
+        infos[name] = re.search(r"translation_info = (#iree_codegen\.translation_info<.*?>)\}", text).group(1)
+    assert "CPUDoubleTilingExpert" in infos["3.8.0"] and "#iree_cpu.pipeline<DoubleTilingExpert>" in infos["3.13.0"]
+    spec_a = spec_mod.with_target(spec_mod.load(f"{SPEC}#v3_8_0"), "llvm")
+    spec_b = spec_mod.with_target(spec_mod.load(f"{SPEC}#installed"), "llvm")
+    notes: list[str] = []
+    found = hybrids.plan(spec_a, spec_b, read_bundle(base).kernels(), read_bundle(other).kernels(),
+                         {"a": base, "b": other}, tmp_path / "hybrids", notes)
+    configured = [h for h in found if h.change.get("substitute_configurations") and h.base == "a"
+                  and "configuring" in h.description]
+    assert len(configured) == 1, [h.description for h in found]
+    (hybrid,) = configured
+    assert "vector_common_parallel" in hybrid.description and "pipeline" not in hybrid.description
+    text = Path(hybrid.change["substitute_configurations"]["main_dispatch_0"]).read_text()
+    assert infos["3.8.0"] in text and "#iree_cpu.pipeline" not in text  # 3.8.0's spelling kept
+    assert "vector_common_parallel = [8, 4, 0]" in text  # 3.13.0's tiles
+    from rootcause.build import build_bundle
+
+    built = build_bundle(hybrid.spec, tmp_path / "hybrid-bundle")
+    assert json.loads((built / "manifest.json").read_text())["toolchain"]["compiler"] == {"iree-base-compiler": "3.8.0"}

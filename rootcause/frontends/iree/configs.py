@@ -2,6 +2,7 @@
 [iree] substitute_configurations, the configuration hybrids)."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +10,31 @@ from parsers import ParseError, iree_ir
 from rootcause.errors import UsageError
 
 CONFIG_KEYS = ("translation_info", "lowering_config")
+
+# How releases spell one pipeline: 3.8 writes `pipeline = CPUDoubleTilingExpert`, 3.13
+# `pipeline = #iree_cpu.pipeline<DoubleTilingExpert>` (GPU: LLVMGPUTileAndFuse against
+# #iree_gpu.pipeline<TileAndFuse>). Compared by meaning, a configuration that differs only there
+# is the same configuration, and an older compiler cannot parse the newer spelling.
+_PIPELINE_ATTR = re.compile(r"#iree_\w+\.pipeline<\s*(\w+)\s*>")
+_TARGET_PREFIX = re.compile(r"^(?:LLVMGPU|SPIRV|CPU|VMVX)(?=[A-Z])")
+
+
+def pipeline_name(name: Any) -> Any:
+    """A pipeline's name as every release means it: without the attribute wrapper and the target
+    prefix that releases add or drop."""
+    if not isinstance(name, str):
+        return name
+    m = _PIPELINE_ATTR.fullmatch(name.strip())
+    return _TARGET_PREFIX.sub("", m.group(1) if m else name.strip())
+
+
+def _meaning(key: str, value: str) -> str:
+    """An attribute's text with each release's spelling of the same thing made one."""
+    text = " ".join(value.split())
+    if key == "translation_info":
+        text = _PIPELINE_ATTR.sub(lambda m: m.group(1), text)
+        text = re.sub(r"pipeline = (\w+)", lambda m: f"pipeline = {pipeline_name(m.group(1))}", text)
+    return text
 
 
 def module_name(ir: Path) -> str:
@@ -40,7 +66,9 @@ def transplant_configuration(base: str, other: str, base_file: str, other_file: 
         if ops_mine != ops_theirs:
             raise UsageError(f"{other_file}: its {key}s sit on {ops_theirs}, {base_file}'s on {ops_mine}: "
                              "not the same configured ops, so no configuration can be transplanted")
-        edits += [(start, end, value) for (start, end, _, _), (_, _, value, _) in zip(mine, theirs)]
+        # an attribute that means the same keeps base's spelling: its compiler may not read the other's
+        edits += [(start, end, value) for (start, end, old, _), (_, _, value, _) in zip(mine, theirs)
+                  if _meaning(key, old) != _meaning(key, value)]
     for start, end, value in sorted(edits, reverse=True):
         base = base[:start] + value + base[end:]
     return base

@@ -36,13 +36,23 @@ def plan(spec_a: VariantSpec, spec_b: VariantSpec, catalog_a: list[CatalogKernel
     return found
 
 
-CONFIG_FACTS = ("lowering_config", "pipeline", "workgroup_size", "subgroup_size", "pipeline_options")
+def _differences(k: CatalogKernel, mate: CatalogKernel) -> list[str]:
+    """What mate's configuration sets otherwise than k's, in words ('vector_common_parallel
+    [8, 4, 0] instead of [1, 1, 0]'); [] where they mean the same, however each release spells it."""
+    from rootcause.frontends.iree.configs import pipeline_name
 
-
-def _config_words(k: CatalogKernel) -> str:
-    lc = k.schedule.get("lowering_config") or {}
-    parts = [f"{key} {lc[key]}" for key in ("workgroup", "subgroup") if key in lc]
-    return ", ".join(parts) or f"pipeline {k.schedule.get('pipeline')}"
+    mine, theirs = k.schedule, mate.schedule
+    out = []
+    lk, lm = mine.get("lowering_config") or {}, theirs.get("lowering_config") or {}
+    for level in sorted(set(lk) | set(lm)):
+        if lk.get(level) != lm.get(level):
+            out.append(f"{level} {lm.get(level, 'unset')} instead of {lk.get(level, 'unset')}")
+    facts = {"pipeline": pipeline_name, "workgroup_size": None, "subgroup_size": None, "pipeline_options": None}
+    for fact, norm in facts.items():
+        a, b = mine.get(fact), theirs.get(fact)
+        if (norm(a) if norm else a) != (norm(b) if norm else b):
+            out.append(f"{fact} {b} instead of {a}")
+    return out
 
 
 def _mates(spec: VariantSpec, catalog: list[CatalogKernel],
@@ -90,7 +100,8 @@ def config_hybrids(base: str, spec: VariantSpec, catalog: list[CatalogKernel], o
     out = []
     for k, mate, shared in _mates(spec, catalog, other):
         exe = k.schedule["executable"]
-        if all(k.schedule.get(f) == mate.schedule.get(f) for f in CONFIG_FACTS):
+        differences = _differences(k, mate)
+        if not differences:
             continue
         files = (k.schedule.get("config_file"), mate.schedule.get("config_file"))
         if not all(files):
@@ -105,7 +116,7 @@ def config_hybrids(base: str, spec: VariantSpec, catalog: list[CatalogKernel], o
         path = _hybrid_file(work_dir, f"{spec.name}~{exe}~as~{mate.schedule.get('executable') or mate.name}", text)
         out.append(Hybrid("", base, "configuration", {"substitute_configurations": {exe: str(path)}},
                           f"configuring {exe} as {side} configures {mate.schedule.get('executable') or mate.name} "
-                          f"({_config_words(mate)} instead of {_config_words(k)})", shared, [k.name],
+                          f"({'; '.join(differences)})", shared, [k.name],
                           _substituted(spec, exe, path)))
     return out
 
@@ -131,13 +142,12 @@ def executable_hybrids(base: str, spec: VariantSpec, catalog: list[CatalogKernel
         try:
             mine = (bundle / files[0]).read_text()
             whole = iree_ir.renamed_executable((other_bundle / files[1]).read_text(), exe, files[1])
-            layouts = iree_ir.export_layouts(mine, files[0]), iree_ir.export_layouts(whole, files[1])
+            why = swap_refusal(mine, whole, files)
         except (ParseError, OSError) as err:
             notes.append(f"{exe}: {side}'s executable {theirs} cannot stand in for it: {err}")
             continue
-        if layouts[0] != layouts[1]:
-            notes.append(f"{exe}: {side}'s executable {theirs} binds another pipeline layout, so it cannot "
-                         "stand in for it: no executable hybrid")
+        if why:
+            notes.append(f"{exe}: {side}'s executable {theirs} {why}: no executable hybrid")
             continue
         try:
             configured = transplant_configuration(mine, whole, files[0], files[1])
@@ -153,6 +163,18 @@ def executable_hybrids(base: str, spec: VariantSpec, catalog: list[CatalogKernel
                           "bodies differ beyond the configuration)", shared, [k.name],
                           _substituted(spec, exe, path)))
     return out
+
+
+def swap_refusal(mine: str, whole: str, files: tuple[str, str]) -> str | None:
+    """Why an executable (whole, renamed to base's) cannot stand in for base's (mine) at base's call
+    sites, or None: they must bind the same pipeline layout (bindings, push constants) and buffers
+    of the same shapes and element types. ParseError where a dump cannot be read."""
+    if iree_ir.export_layouts(mine, files[0]) != iree_ir.export_layouts(whole, files[1]):
+        return "binds another pipeline layout, so it cannot stand in for it"
+    if iree_ir.binding_shapes(mine) != iree_ir.binding_shapes(whole):
+        return ("binds tensors of other shapes or types, so its call sites would hand it buffers it does not "
+                "expect")
+    return None
 
 
 def all_configurations(base: str, spec: VariantSpec, singles: list[Hybrid]) -> Hybrid:
