@@ -81,7 +81,8 @@ HOST_COLUMNS = {
     "start_ns": "start, ns on the trace's clock (int64)",
     "end_ns": "end, ns (int64)",
     "duration_ns": "end_ns - start_ns, inclusive of what it encloses (int64)",
-    "cat": "cpu_op / Operator, user_annotation, or the runtime category of a synchronizing call",
+    "cat": "cpu_op / Operator, user_annotation, or the runtime category of a synchronizing call or a graph "
+           "launch (cudaGraphLaunch, hipGraphLaunch)",
     "pid": "process id, as text",
     "tid": "thread id, as text",
 }
@@ -310,12 +311,13 @@ class _Accumulator:
         self.rows.sort(key=lambda r: r[0])
 
     def host_table(self) -> "pd.DataFrame":
-        """HOST_COLUMNS of the host's spans: cpu ops, user annotations and the runtime calls that
-        wait for the GPU (their names say Synchronize), with finite times."""
+        """HOST_COLUMNS of the host's spans: cpu ops, user annotations, the runtime calls that wait
+        for the GPU (their names say Synchronize) and graph launches, with finite times."""
         import numpy as np
         import pandas as pd
 
-        kept = [ev for ev in chain(self.ops, self.annotations, (c for c in self.calls if _is_sync(c.name)))
+        kept = [ev for ev in chain(self.ops, self.annotations,
+                                   (c for c in self.calls if _is_sync(c.name) or _is_graph_launch(c.name)))
                 if type(ev.name) is str and _finite(ev.ts) and _finite(ev.dur) and ev.dur >= 0]
         start = np.array([_us_to_ns(ev.ts, "", 0, "ts") for ev in kept], dtype=np.int64)
         end = start + np.array([_us_to_ns(ev.dur, "", 0, "dur") for ev in kept], dtype=np.int64)
@@ -440,6 +442,10 @@ def _is_step(name: Any) -> bool:
 
 def _is_sync(name: Any) -> bool:
     return type(name) is str and "Synchronize" in name
+
+
+def _is_graph_launch(name: Any) -> bool:
+    return type(name) is str and "GraphLaunch" in name
 
 
 def _is_loader_fetch(name: Any) -> bool:

@@ -176,7 +176,7 @@ class WholeGraph:
     low_ns: float
     high_ns: float
     source: str  # 'measured' | 'profiled-span' | 'profiler-steps' | 'loader-iterations' | 'launch-interval'
-    # | 'call-interval'
+    # | 'call-interval' | 'annotation-iterations' | 'graph-launches' | 'optimizer-steps'
     samples: int | None = None
     # call-interval: how many different call signatures (kernel sequences) the calls found in the
     # profile have; one when every call launches the same kernels

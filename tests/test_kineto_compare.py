@@ -64,12 +64,15 @@ def test_copies_are_attributed(tmp_path):
 
 
 def test_unmarked_trace_splits_on_its_gaps(tmp_path):
-    """No ProfilerStep: 20 calls of 32 launches of one kernel (truth.json), told apart by the host
-    gap between calls, and the slower side named."""
+    """No ProfilerStep: 20 calls of 32 launches of one kernel (truth.json), one CUDA graph replay
+    each: the iterations run from one graph launch to the next (the last replay, which no later
+    launch closes, is left out), and the slower side named."""
     doc, printed = _compare("nomarker", tmp_path)
     for s in "ab":
         t = TRUTH["traces"][TRUTH["pairs"]["nomarker"][s]]
-        assert doc["variants"][s]["calls"] * doc["variants"][s]["launches_per_call"] == t["expect"]["kernel_events"]
+        per_call = doc["variants"][s]["launches_per_call"]
+        assert doc["variants"][s]["calls"] * per_call == t["expect"]["kernel_events"] - per_call
+        assert doc["whole_graph"]["basis"][s] == "graph-launches"
     assert doc["variants"]["a"]["launches_per_call"] == 32
     assert "slower" in printed.splitlines()[0] and doc["whole_graph"]["significant"]
 

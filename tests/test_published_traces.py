@@ -147,18 +147,21 @@ def _compare(a: Path, b: Path, tmp_path: Path) -> tuple[dict, str]:
 
 
 def test_no_headline_across_two_kinds_of_iteration(tmp_path: Path) -> None:
-    """A trace timed by its ProfilerStep spans against one whose calls are found in its kernel
-    sequence (no markers): two kinds of time, so no verdict and no ratio, and each side's basis
-    named (the traces' own kinds, read with json: steps on one side, none on the other)."""
+    """A trace timed by its ProfilerStep spans against one marked only by its graph launches (one
+    CUDA graph replay a call, no ProfilerStep): two kinds of time, so no verdict and no ratio, and
+    each side's basis named (the traces' own kinds, read with json: steps on one side, graph
+    launches and no steps on the other)."""
     kineto = CAPTURES / "h200-2026-12-03-kineto"
     a, b = kineto / "null-a.json.gz", kineto / "nomarker-slow.json.gz"
     assert trace_corpus.profiler_steps(json.loads(gzip.open(a).read())["traceEvents"])
-    assert not trace_corpus.profiler_steps(json.loads(gzip.open(b).read())["traceEvents"])
+    events_b = json.loads(gzip.open(b).read())["traceEvents"]
+    assert not trace_corpus.profiler_steps(events_b)
+    assert sum(e.get("name") == "cudaGraphLaunch" for e in events_b) >= 3
     doc, text = _compare(a, b, tmp_path)
     whole = doc["whole_graph"]
-    assert whole["basis"] == {"a": "profiler-steps", "b": "call-interval"} and not whole["significant"]
+    assert whole["basis"] == {"a": "profiler-steps", "b": "graph-launches"} and not whole["significant"]
     first = text.splitlines()[0]
-    assert first.startswith("No whole-graph verdict:") and "ProfilerStep spans" in first and "repeating" in first
+    assert first.startswith("No whole-graph verdict:") and "ProfilerStep spans" in first and "graph launches" in first
     assert " slower" not in first and " faster" not in first
 
 

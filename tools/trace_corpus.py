@@ -22,7 +22,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CAPTURES = ROOT / "fixtures" / "captures"
-KINETO = ("h200-2026-12-03-kineto", "h200-2026-12-03-kineto2", "h200-2026-12-04-kineto3", "h200-2026-12-05-kineto4")
+KINETO = ("h200-2026-12-03-kineto", "h200-2026-12-03-kineto2", "h200-2026-12-04-kineto3", "h200-2026-12-05-kineto4",
+          "h100-2026-12-06-kineto5")
 
 
 GPU_CATS = ("kernel", "gpu_memcpy", "memcpy", "gpu_memset", "memset")

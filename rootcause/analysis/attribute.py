@@ -461,7 +461,9 @@ def require_clear_of_floor(att: Attribution) -> None:
 
 
 BASES = {"measured": "measured calls", "profiled-span": "profiled spans", "profiler-steps": "ProfilerStep spans",
-         "loader-iterations": "data-loader iterations", "launch-interval": "launches, one a call",
+         "loader-iterations": "data-loader iterations", "annotation-iterations": "annotated iterations",
+         "graph-launches": "graph launches, one an iteration", "optimizer-steps": "optimizer steps",
+         "launch-interval": "launches, one a call",
          "call-interval": "calls found in the repeating kernel sequence"}
 
 
@@ -494,6 +496,12 @@ WHOLE_NOTES = {
     "profiler-steps": "the trace's ProfilerStep spans: each step's wall time, host included",
     "loader-iterations": "the trace's iterations, from one data-loader fetch to the next (no ProfilerStep): "
                          "each one's wall time, host included",
+    "annotation-iterations": "the trace's iterations, from one repeated annotation to the next (no ProfilerStep): "
+                             "each one's wall time, host included",
+    "graph-launches": "the trace's iterations, from one graph launch to the next (no ProfilerStep or repeated "
+                      "annotation): each one's wall time, host included",
+    "optimizer-steps": "the trace's iterations, from one optimizer step to the next (no ProfilerStep): each one's "
+                       "wall time, host included",
     "launch-interval": "one launch a call (no call markers): the interval from one launch's start to the next, "
                        "host included",
     "call-interval": "calls found in the profile (no call markers): the interval from one call's first GPU row "

@@ -17,6 +17,7 @@ import argparse
 from pathlib import Path
 
 from rootcause import argtypes
+from rootcause.errors import UsageError
 from rootcause.fileio import output_root, refuse_overwriting
 
 
@@ -37,6 +38,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the GPU to compare in captures that hold several (default: refuse to merge them)")
     parser.add_argument("--calls", type=argtypes.calls, default=None, metavar="N",
                         help="graph calls in each profile (default: as `rootcause run` recorded, else detected)")
+    parser.add_argument("--iterations", default=None, metavar="NAME",
+                        help="the annotation that marks each iteration in both traces (a record_function name, "
+                             "or its stem without the instance number); default: ProfilerStep, else what the "
+                             "traces mark (repeated annotations, graph launches, data-loader fetches, optimizer steps)")
     parser.add_argument("--title", default=None, help="title of report.html and report.md")
     parser.add_argument("--out", required=True, metavar="DIR",
                         help="directory for attribution.json, report.html and report.md")
@@ -47,7 +52,7 @@ def _argv(args: argparse.Namespace) -> list[str]:
     argv = ["rootcause", "compare", args.profile_a, args.profile_b]
     flags = {"device": "--gpu"}  # the flag a renamed option is written with now
     for name in ("catalog_a", "catalog_b", "measurement", "label_a", "label_b", "entry_a", "entry_b",
-                 "device", "device_id", "calls", "title", "out"):
+                 "device", "device_id", "calls", "iterations", "title", "out"):
         value = getattr(args, name, None)
         if value is not None:
             argv += [flags.get(name, f"--{name.replace('_', '-')}"), str(value)]
@@ -68,9 +73,11 @@ def run(args: argparse.Namespace) -> int:
     labels = (args.label_a or manifest_a.get("name") or "A", args.label_b or manifest_b.get("name") or "B")
     if labels[0] == labels[1]:
         labels = (f"{labels[0]} (A)", f"{labels[1]} (B)")
+    if args.iterations and args.calls:
+        raise UsageError("--iterations and --calls: give one (the iterations the traces mark, or a count)")
     notes: list[str] = []
-    prof_a = read_profile(args.profile_a, args.calls, notes, labels[0], args.device_id)
-    prof_b = read_profile(args.profile_b, args.calls, notes, labels[1], args.device_id)
+    prof_a = read_profile(args.profile_a, args.calls, notes, labels[0], args.device_id, args.iterations)
+    prof_b = read_profile(args.profile_b, args.calls, notes, labels[1], args.device_id, args.iterations)
     whole_a, whole_b, measured = rundir.load_measurement(args.measurement, labels)
     if whole_a is None and prof_a.whole is not None and prof_b.whole is not None:
         whole_a, whole_b = prof_a.whole, prof_b.whole  # the traces' own steps, host included

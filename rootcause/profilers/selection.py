@@ -4,7 +4,9 @@
 holds several variants, as split_calls numbers them. Calls, in order of precedence: --calls N;
 the count `rootcause run` recorded for the profile (measurement.json beside it,
 profiles.<variant>.calls); the trace's own ProfilerStep#N spans (Kineto), each GPU row going
-to the step during which it started; otherwise split_calls finds the repeating sequence.
+to the step during which it started; without them the iterations the trace marks otherwise
+(profilers.iterations: repeated annotations, graph launches, data-loader fetches, optimizer
+steps; --iterations NAME picks an annotation); otherwise split_calls finds the repeating sequence.
 
 A trace with steps also gives the whole-graph time of a call: the steps' wall time, host
 included (the data loader, the Python between launches), which is what a user of the trace
@@ -26,6 +28,7 @@ from rootcause.errors import UsageError
 from rootcause.model import WholeGraph
 from rootcause.profilers import load_capture
 from rootcause.profilers.calls import split_calls
+from rootcause.profilers.iterations import ITERATION_CATS, SOURCES, choose as choose_iterations, stem
 
 
 @dataclass
@@ -124,13 +127,29 @@ def steps_whole_graph(steps: pd.DataFrame) -> WholeGraph:
 
     d = steps["duration_ns"].to_numpy("float64")
     lo, hi = median_ci(d) if len(d) > 1 else (float(d[0]), float(d[0]))
-    return WholeGraph(float(np.median(d)), lo, hi, "loader-iterations" if _iterations(steps) else "profiler-steps",
-                      len(d))
+    source = SOURCES.get(str(steps["cat"].iloc[0]), "profiler-steps") if "cat" in steps else "profiler-steps"
+    return WholeGraph(float(np.median(d)), lo, hi, source, len(d))
 
 
 def _iterations(steps: pd.DataFrame) -> bool:
-    """Steps made from data-loader fetches (the trace has no ProfilerStep; parsers.chrome_trace)."""
-    return "cat" in steps and bool((steps["cat"] == "iteration").all())
+    """Steps from one mark to the next (data-loader fetches, annotations, graph launches, optimizer
+    steps: profilers.iterations), not spans of their own like ProfilerStep's."""
+    return "cat" in steps and bool(steps["cat"].isin(list(ITERATION_CATS)).all())
+
+
+def _steps_words(steps: pd.DataFrame, others: list[str], named: str | None) -> str:
+    """What the steps are, for the notes."""
+    n, first, cat = len(steps), steps["name"].iloc[0], steps["cat"].iloc[0] if "cat" in steps else None
+    if cat in ("annotation", "annotation-span"):
+        why = (f"--iterations {named}" if named else "no ProfilerStep") + (
+            f"; other annotations repeat at that level too ({', '.join(others[:4])}): --iterations NAME picks one"
+            if others else "")
+        what = ("`{}` spans, each holding its iteration's GPU work" if cat == "annotation-span" else
+                "iteration(s) from one `{}` annotation to the next").format(stem(first))
+        return f"{n} {what} ({why})"
+    if cat in ITERATION_CATS:
+        return f"{n} iteration(s) from one `{first}` to the next (the trace has no ProfilerStep)"
+    return f"{n} ProfilerStep span(s) ({first} to {steps['name'].iloc[-1]})"
 
 
 def call_interval_whole_graph(events: pd.DataFrame) -> WholeGraph | None:
@@ -172,20 +191,24 @@ def profile_events(path: str, calls: int | None, notes: list[str], label: str) -
 
 
 def read_profile(path: str, calls: int | None, notes: list[str], label: str,
-                 device_id: int | None = None) -> Profile:
-    """load_profile, cut into calls (module doc), with the steps' wall time when there are steps."""
+                 device_id: int | None = None, iterations: str | None = None) -> Profile:
+    """load_profile, cut into calls (module doc), with the steps' wall time when there are steps.
+    iterations: the annotation that marks the iterations (--iterations NAME), over any other kind."""
     events, steps, devices, host = load_profile(path, device_id)
     where = "--calls"
-    if calls is None:
+    if calls is None and not iterations:
         info, mfile = run_record(path)
         if info is not None and isinstance(info.get("calls"), int) and not isinstance(info["calls"], bool):
             calls, where = info["calls"], f"{mfile}: profiles.{info.get('variant', label)}.calls"
+    if calls is None:
+        try:
+            steps, others = choose_iterations(steps, host, iterations, events)
+        except UsageError as err:
+            raise UsageError(f"{path}: {err}") from None
     if calls is None and len(steps):
-        spans = (f"{len(steps)} iteration(s) from one `{steps['name'].iloc[0]}` to the next (the trace has no "
-                 "ProfilerStep)" if _iterations(steps) else
-                 f"{len(steps)} ProfilerStep span(s) ({steps['name'].iloc[0]} to {steps['name'].iloc[-1]})")
-        notes.append(f"variant {label}: {len(events)} GPU rows split into the trace's {spans}; the whole-graph time "
-                     "is the steps' wall time, host included")
+        notes.append(f"variant {label}: {len(events)} GPU rows split into the trace's "
+                     f"{_steps_words(steps, others, iterations)}; "
+                     "the whole-graph time is the steps' wall time, host included")
         steps = _without_cut_steps(events, steps, notes, label)
         return Profile(steps_as_calls(events, steps), steps_whole_graph(steps), devices, len(steps), steps, host)
     if calls is None:

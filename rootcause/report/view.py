@@ -113,6 +113,9 @@ def _below_threshold(v: dict[str, Any]) -> str:
 
 SOURCES = {"measured": "measured", "profiled-span": "profiled span", "profiler-steps": "ProfilerStep wall time",
            "loader-iterations": "iteration wall time, data-loader fetch to fetch",
+           "annotation-iterations": "iteration wall time, annotation to annotation",
+           "graph-launches": "iteration wall time, graph launch to graph launch",
+           "optimizer-steps": "iteration wall time, optimizer step to optimizer step",
            "launch-interval": "launch-to-launch interval, host included",
            "call-interval": "call-to-call interval, host included"}
 
