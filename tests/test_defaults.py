@@ -84,6 +84,12 @@ def test_readme_main_job_leaves_the_repository_clean(copy):
     ends = np.array([e["end_host_time_ns"] for e in events], dtype=float)
     scale = doc["whole_graph"]["b"]["median"] / np.median(ends - starts)
     assert doc["residual"]["b"]["median"] <= np.quantile(starts[1:] - ends[:-1], 0.75) * scale
+    # the report as a CPU run's: its subtitle names no unit its numbers do not carry, it asks for
+    # no --gpu, and its footer shows the machine and the load the run recorded
+    page, md = (report / "report.html").read_text(), (report / "report.md").read_text()
+    load = doc["environment"]["measure_start"]["cpu"]["loadavg"][0]
+    assert "in ns" not in page and "give --gpu" not in page and "Occupancy not available" not in page
+    assert "not recorded" not in md and f"load average {load:.2f}" in md
 
 
 def _small_size() -> tuple[int, int]:

@@ -278,3 +278,19 @@ def test_recomputation_across_sources_is_claimed_by_evaluations_not_by_flops(ein
     ew, mm = [24 * 24 * 8 * 8, 8 * 24 ** 3 * 2]
     split_flops = sum(n * (ew if "elementwise" in k else mm) for k, n in per_call.items())
     assert split_flops == 2 * ew + mm and fused_flops / split_flops > 6
+
+
+def test_a_last_wave_that_is_whole_is_said_full():
+    """A grid of exactly two waves of resident blocks (the construction: blocks = 2 x the
+    occupancy's blocks per SM x the H200's SMs) has a last wave 100% full, not 0%."""
+    import pandas as pd
+
+    from rootcause import gpus
+    from rootcause.analysis import diagnose
+
+    arch, sms = gpus.DEVICES["H200"]
+    per_sm = gpus.occupancy(arch, 256, 32, 0).active_blocks
+    row = pd.Series({"grid": (2 * per_sm * sms, 1, 1), "block": (256, 1, 1), "registers": 32.0, "shared_bytes": 0.0})
+    side = diagnose.Side("B", pd.DataFrame(), {}, {}, None, "H200", arch, sms)
+    waves = diagnose._waves(side, row)
+    assert waves["waves"] == 2 and waves["tail"] == 1.0

@@ -88,3 +88,9 @@ def test_two_kinds_of_iteration_are_no_verdict(tmp_path):
     code, doc = _compare(tmp_path, "annotated-w2048", "graph-g2048")
     assert code == 0 and doc["whole_graph"]["significant"] is False
     assert "not of one kind" in doc["whole_graph"]["undetermined"]
+
+
+def test_sides_are_named_by_their_files(tmp_path):
+    """No catalog and no --label: each side is its trace's file name without the extensions."""
+    code, doc = _compare(tmp_path, "graph-g1024", "graph-g2048")
+    assert code == 0 and (doc["variants"]["a"]["label"], doc["variants"]["b"]["label"]) == ("graph-g1024", "graph-g2048")

@@ -55,3 +55,4 @@ def test_resource_cells_are_the_json_sums(path):
         assert shown_ns == pytest.approx(sum(k["time_per_call_ns"] for k in mine), abs=half_digit + 1e-6)
         checked += 1
     assert checked == len(rows)
+

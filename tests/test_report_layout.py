@@ -35,6 +35,20 @@ window.addEventListener('load', () => setTimeout(() => {
     out.charts.push({title: String(title), legend: p.querySelectorAll('.legend .traces').length,
                      width: p.scrollWidth, room: p.parentElement.clientWidth});
   });
+  // words of prose (not code) in table cells laid out over two lines: a word broken mid-word
+  out.broken = [];
+  document.querySelectorAll('th, td').forEach((cell) => {
+    const walk = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let node = walk.nextNode(); node; node = walk.nextNode()) {
+      if (node.parentElement.closest('code, .k, .brk')) continue;  // symbols may break
+      for (const m of node.textContent.matchAll(/[A-Za-z]{3,}/g)) {
+        const r = document.createRange();
+        r.setStart(node, m.index); r.setEnd(node, m.index + m[0].length);
+        const tops = new Set(Array.from(r.getClientRects()).map((q) => Math.round(q.top)));
+        if (tops.size > 1) out.broken.push(m[0]);
+      }
+    }
+  });
   const pre = document.createElement('pre');
   pre.id = 'rootcause-layout';
   pre.textContent = JSON.stringify(out);
@@ -85,4 +99,5 @@ def test_every_chart_has_a_legend_and_no_table_is_cut(tmp_path, which):
         assert chart["width"] <= chart["room"] + 1, chart
     for table in layout["tables"]:
         assert table["width"] <= table["room"] + 1, table  # the whole table in its column at 1400 px
+    assert layout["broken"] == [], layout["broken"]  # no word of prose broken inside a cell
     assert (tmp_path / f"{which}.png").stat().st_size > 10_000

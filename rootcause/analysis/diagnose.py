@@ -114,6 +114,10 @@ def _is_na(x) -> bool:
     return x is None or (not isinstance(x, (tuple, list)) and pd.isna(x))
 
 
+def _zero_if_na(value: Any) -> Any:
+    return 0 if _is_na(value) else value
+
+
 def _waves(side: Side, row: pd.Series) -> dict[str, Any] | None:
     """Waves of resident blocks on the device, from gpus.occupancy and the SM count."""
     if side.arch is None or side.sms is None or _is_na(row.get("registers")) or row["block"] is None \
@@ -126,7 +130,7 @@ def _waves(side: Side, row: pd.Series) -> dict[str, Any] | None:
     if not per_wave or blocks is None:
         return None
     waves = blocks / per_wave
-    tail = (blocks % per_wave) / per_wave
+    tail = ((blocks % per_wave) or per_wave) / per_wave  # how full the last wave is: a whole one is 100%
     return {"blocks_per_sm": occ.active_blocks, "blocks_per_wave": per_wave, "waves": waves,
             "tail": tail, "occupancy": occ.occupancy, "limiter": occ.limiter}
 
@@ -218,9 +222,9 @@ def occupancy_limiter(ctx: Context) -> list[dict[str, Any]]:
     if abs(wa["occupancy"] - wb["occupancy"]) < 0.05 and wa["limiter"] == wb["limiter"]:
         return []
     sentence = (f"Theoretical occupancy goes from {wa['occupancy']:.0%} ({wa['limiter']}-limited, "
-                f"`{ka['kernel']}`: {ka['registers']} registers, {ka['shared_bytes']} B shared) in "
-                f"{ctx.a.label} to {wb['occupancy']:.0%} ({wb['limiter']}-limited, `{kb['kernel']}`: "
-                f"{kb['registers']} registers, {kb['shared_bytes']} B shared) in {ctx.b.label}.")
+                f"`{ka['kernel']}`: {_n(ka['registers'])} registers, {_n(_zero_if_na(ka['shared_bytes']))} B "
+                f"shared) in {ctx.a.label} to {wb['occupancy']:.0%} ({wb['limiter']}-limited, `{kb['kernel']}`: "
+                f"{_n(kb['registers'])} registers, {_n(_zero_if_na(kb['shared_bytes']))} B shared) in {ctx.b.label}.")
     return [_finding(ctx, "occupancy", sentence, source="profiled resources, gpus.occupancy",
                      a={**wa, "kernel": ka["kernel"]}, b={**wb, "kernel": kb["kernel"]})]
 

@@ -70,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
     refuse_overwriting([Path(args.out) / name for name in attribution.REPORT_FILES], inputs)
     catalog_a, manifest_a = bundle.load_catalog(args.catalog_a)
     catalog_b, manifest_b = bundle.load_catalog(args.catalog_b)
-    labels = (args.label_a or manifest_a.get("name") or "A", args.label_b or manifest_b.get("name") or "B")
+    labels = (args.label_a or manifest_a.get("name") or _trace_label(args.profile_a, "A"),
+              args.label_b or manifest_b.get("name") or _trace_label(args.profile_b, "B"))
     if labels[0] == labels[1]:
         labels = (f"{labels[0]} (A)", f"{labels[1]} (B)")
     if args.iterations and args.calls:
@@ -95,6 +96,23 @@ def run(args: argparse.Namespace) -> int:
     print(render_text(doc))
     print("\nwrote " + ", ".join(map(str, written)))
     return 0
+
+
+_TRACE_SUFFIXES = (".gz", ".zst", ".lz4", ".json", ".jsonl", ".trace", ".pt", ".csv", ".sqlite", ".nsys-rep")
+
+
+def _trace_label(path: str, fallback: str) -> str:
+    """A side named by its file ('resnet_w4' of resnet_w4.pt.trace.json.gz, with '#N' for a
+    segment), as a user tells the two traces apart; fallback where nothing is left."""
+    base, hash_, segment = path.rpartition("#") if "#" in path and not Path(path).is_file() else (path, "", "")
+    name = Path(base).name
+    while True:
+        stripped = next((name[:-len(s)] for s in _TRACE_SUFFIXES if name.lower().endswith(s) and len(name) > len(s)),
+                        None)
+        if stripped is None:
+            break
+        name = stripped
+    return (name + (hash_ + segment if segment else "")) or fallback
 
 
 def _devices(given: str | None, environment: dict | None, prof_a, prof_b) -> tuple[str | None, str | None]:

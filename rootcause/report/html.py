@@ -9,6 +9,7 @@ bar; the tables show the top units and put the rest in a collapsed <details>.
 from __future__ import annotations
 
 import html
+import re
 import json
 import math
 from typing import Any
@@ -30,11 +31,12 @@ h3{font-size:15px;margin:18px 0 6px}
 .verdict.slower{border-color:#d62728}.verdict.faster{border-color:#2ca02c}
 table{border-collapse:collapse;margin:8px 0;font-size:13px;max-width:100%}
 th,td{border:1px solid #ddd;padding:3px 7px;text-align:left;vertical-align:top}
-td:not(.num),th{overflow-wrap:anywhere}
+td:not(.num),th{overflow-wrap:break-word;word-break:normal;hyphens:none}
 th{background:#f3f3f3}td.num{text-align:right;font-variant-numeric:tabular-nums}
 td.changed{background:#fff1b8;font-weight:600}tr.verdict-confirmed td:last-child{color:#2ca02c;font-weight:600}
 tr.verdict-refuted td:last-child{color:#d62728;font-weight:600}tr.dominant td:first-child::after{content:" \\2605";color:#b8860b}
 code,.k{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px;word-break:break-all}
+.brk{word-break:break-all}
 .muted{color:#777}.na{color:#999;font-style:italic}.plot{width:100%;min-height:380px}
 details{margin:8px 0}summary{cursor:pointer;color:#235}
 pre{background:#f7f7f7;padding:8px;overflow:auto;font-size:12px;max-height:320px}
@@ -71,15 +73,41 @@ def _plain(o: Any) -> Any:
     return str(o)
 
 
+LONG_TOKEN = 24  # characters without a space: a symbol, a path or a flag, not a word of prose
+_TAG = re.compile(r"(<[^>]+>)")
+_LONG = re.compile(r"[^\s<>]{%d,}" % LONG_TOKEN)
+
+
+def breakable(cell: str) -> str:
+    """Already-escaped cell HTML whose long tokens (kernel names, paths, flags) may break: at
+    their separators, else anywhere; words of prose keep whole (the table's CSS breaks none).
+    Text already set as code (<code>, class "k") is left as it is: its own CSS breaks it."""
+    def token(m: re.Match) -> str:
+        return '<span class="brk">' + re.sub(r"([_/.,:()-])", r"\1<wbr>", m.group(0)) + "</span>"
+
+    out, code = [], 0
+    for part in _TAG.split(cell):
+        if part.startswith("<"):
+            if part.startswith("<code") or part.startswith('<span class="k"'):
+                code += 1
+            elif code and part in ("</code>", "</span>"):
+                code -= 1
+            out.append(part)
+        else:
+            out.append(part if code else _LONG.sub(token, part))
+    return "".join(out)
+
+
 def _table(head: list[str], rows: list[list[str]], num: set[int] = frozenset(), cls: list[str] | None = None,
            changed: list[set[int]] | None = None) -> str:
-    """Cells are already-escaped HTML."""
+    """Cells are already-escaped HTML (their long tokens made breakable here)."""
     out = ["<table><thead><tr>", *(f"<th>{esc(h)}</th>" for h in head), "</tr></thead><tbody>"]
     for i, row in enumerate(rows):
         attr = f' class="{cls[i]}"' if cls and cls[i] else ""
         out.append(f"<tr{attr}>")
         for j, cell in enumerate(row):
             classes = " ".join(c for c, on in (("num", j in num), ("changed", changed and j in changed[i])) if on)
+            cell = breakable(cell)
             out.append(f'<td class="{classes}">{cell}</td>' if classes else f"<td>{cell}</td>")
         out.append("</tr>")
     out.append("</tbody></table>")
@@ -284,8 +312,10 @@ def _units(doc, units, top, other) -> str:
 def _resources(doc, units, prof, cats, devs) -> str:
     dev = view.devices_text(devs)
     out = []
-    if dev is None:
+    if dev is None and not view.on_cpu(doc):
         out.append(f"<p>{_na('Occupancy not available: no device named (attribution.json has no device; give --gpu).')}</p>")
+    elif dev is None:
+        pass  # a CPU run has no occupancy to speak of
     else:
         out.append(f'<p class="muted">Occupancy: theoretical, rootcause.gpus for the {esc(dev)}. '
                    "Highlighted: differs from the other variant's dominant kernel (marked with a star).</p>")
@@ -438,7 +468,8 @@ def render_html(attribution: dict[str, Any], device: str | None = None, title: s
     body = [
         f"<h1>{esc(title)}</h1>",
         f'<p class="muted">A = {esc(view.label(doc, "a"))} (baseline), B = {esc(view.label(doc, "b"))} '
-        f"(candidate); {esc(doc.get('delta_convention', 'deltas are B - A'))}.</p>",
+        "(candidate); deltas are B - A per graph call (positive: B is slower), in the unit each number "
+        "carries.</p>",
         _verdict(doc, v), _toolchains(doc, view.toolchains(doc, cats)),
         "<h2>Where the time goes</h2>", *plots,
         f"<h2>Units ({len(units)})</h2>", _units(doc, rows, top, other),

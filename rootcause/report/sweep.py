@@ -127,7 +127,7 @@ document.querySelectorAll('th[data-col]').forEach(function (th) {
 _STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 2em; }
 table { border-collapse: collapse; max-width: 100%; }
-th, td { border: 1px solid #ccc; padding: 4px 8px; vertical-align: top; } td:not(.num), th { overflow-wrap: anywhere; }
+th, td { border: 1px solid #ccc; padding: 4px 8px; vertical-align: top; } td:not(.num), th { overflow-wrap: break-word; word-break: normal; } .brk { word-break: break-all; }
 th { background: #f4f4f4; cursor: pointer; user-select: none; } th.up::after { content: ' \\25B2'; }
 th.down::after { content: ' \\25BC'; } tr.failed td { background: #fff0f0; } td.num { text-align: right; }
 """
@@ -135,6 +135,7 @@ th.down::after { content: ' \\25BC'; } tr.failed td { background: #fff0f0; } td.
 
 def render_sweep_html(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     """A self-contained page: the table sorts by any column on a click on its head."""
+    from rootcause.report.html import breakable
     esc = html.escape
     head = "".join(f'<th data-col="{i}">{esc(c)}</th>' for i, c in enumerate(COLUMNS))
     body = []
@@ -150,7 +151,7 @@ def render_sweep_html(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
                 inner = (f'<a href="{esc(r["report"], quote=True)}">{inner}</a> '
                          f'<a href="{esc(md, quote=True)}">(md)</a>')
             cls = ' class="num"' if k in ("ratio [95%]", "delta (B - A)", "closure") else ""
-            tds.append(f'<td{cls} data-key="{esc(str(key), quote=True)}">{inner}</td>')
+            tds.append(f'<td{cls} data-key="{esc(str(key), quote=True)}">{breakable(inner)}</td>')
         body.append(f'<tr class="{esc(str(r.get("status", "")), quote=True)}">' + "".join(tds) + "</tr>")
     title = f"rootcause sweep: {meta.get('name', 'sweep')}"
     return ("<!DOCTYPE html><html><head><meta charset=\"utf-8\">"

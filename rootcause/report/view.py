@@ -550,8 +550,8 @@ def environment(doc: dict[str, Any], cats: dict) -> dict[str, Any]:
     measurement = doc.get("measurement") if isinstance(doc.get("measurement"), dict) else None
     snaps = {}
     if isinstance(env, dict):
-        snaps = ({"snapshot": env} if "gpus" in env else
-                 {k: s for k, s in env.items() if isinstance(s, dict) and "gpus" in s})
+        snaps = ({"snapshot": env} if "gpus" in env or "cpu" in env else
+                 {k: s for k, s in env.items() if isinstance(s, dict) and ("gpus" in s or "cpu" in s)})
     versions: dict[str, set] = {}
     for v in "ab":
         for k, ver in (cats[v]["versions"] or {}).items():
@@ -582,8 +582,21 @@ def snapshot_line(name: str, s: dict[str, Any]) -> str:
         if reasons:
             text += f", clock reasons {', '.join(map(str, reasons))}"
         parts.append(text)
+    cpu = s.get("cpu") if isinstance(s.get("cpu"), dict) else None
+    if not parts and cpu:  # a CPU run: the machine and its load, which moves a CPU's times
+        text = f"{cpu.get('model') or 'CPU'}, {cpu.get('logical_cpus', '?')} logical CPUs"
+        load = cpu.get("loadavg")
+        if isinstance(load, list) and load and isinstance(load[0], (int, float)):
+            text += f", load average {load[0]:.2f}"
+        parts.append(text)
     when = s.get("time_utc")
     return f"{name}{f' ({when})' if when else ''}: " + ("; ".join(parts) or "no GPU listed")
+
+
+def on_cpu(doc: dict[str, Any]) -> bool:
+    """Whether the run behind the report ran on the CPU (an llvm target)."""
+    target = get(doc, "run.target")
+    return isinstance(target, str) and target.startswith("llvm")
 
 
 def host_line(env: dict[str, Any]) -> str | None:
