@@ -455,9 +455,9 @@ def require_clear_of_floor(att: Attribution) -> None:
     if floor <= 0 or d["low"] <= 0 <= d["high"] or not near < floor <= far:
         return
     share = floor / att.whole_graph["a"]["median"] if att.whole_graph["a"]["median"] else 0.0
-    _undetermined(att, f"the delta's interval {_delta_text(d)} holds the practical threshold of {floor / 1e3:.1f} us "
-                       f"({share:.0%} of A's call), so whether the difference reaches it cannot be told from this "
-                       "measurement; measure longer (--budget-s)")
+    _whole_not_significant(att, f"holds in its interval the practical threshold of "
+                                f"{floor / 1e3:.1f} us ({share:.0%} of A's call): whether the difference reaches it "
+                                "cannot be told from this measurement (measure longer: --budget-s)")
 
 
 BASES = {"measured": "measured calls", "profiled-span": "profiled spans", "profiler-steps": "ProfilerStep spans",
@@ -525,8 +525,9 @@ def _closure_why(att: Attribution, labels: tuple[str, str]) -> str | None:
     times (a negative residual), no significant delta to explain, or units and residual outside
     CLOSURE_BAND; None when it closes."""
     d = att.whole_graph["delta_ns"]
+    # a residual whose whole interval is below zero: one that only touches zero is no evidence
     over = [(-att.residual[v]["median"], att.residual["launches_per_call"][v], labels[i])
-            for i, v in enumerate("ab") if att.residual[v]["median"] < 0]
+            for i, v in enumerate("ab") if att.residual[v]["high"] < 0]
     if over:
         extra, n, label = max(over)
         return (f"closure is no check here: {label}'s profiled kernels take {extra / 1e3:.1f} us per call more than "

@@ -70,8 +70,10 @@ def run(args: argparse.Namespace) -> int:
     refuse_overwriting([Path(args.out) / name for name in attribution.REPORT_FILES], inputs)
     catalog_a, manifest_a = bundle.load_catalog(args.catalog_a)
     catalog_b, manifest_b = bundle.load_catalog(args.catalog_b)
-    labels = (args.label_a or manifest_a.get("name") or _trace_label(args.profile_a, "A"),
-              args.label_b or manifest_b.get("name") or _trace_label(args.profile_b, "B"))
+    # a side is named by its catalog, else by its file; a --measurement names its variants A and B
+    named = (lambda path, side: side) if args.measurement else _trace_label
+    labels = (args.label_a or manifest_a.get("name") or named(args.profile_a, "A"),
+              args.label_b or manifest_b.get("name") or named(args.profile_b, "B"))
     if labels[0] == labels[1]:
         labels = (f"{labels[0]} (A)", f"{labels[1]} (B)")
     if args.iterations and args.calls:

@@ -9,11 +9,16 @@ from rootcause.terminal import printable
 
 
 def _us(ns: float) -> str:
-    return f"{ns / 1e3:.1f} us"
+    return f"{round(ns / 1e3, 1) + 0.0:.1f} us"  # + 0.0: a value that rounds to zero has no sign
+
+
+def _signed(ns: float) -> str:
+    """'+38.9' (us, one decimal); a value that rounds to zero prints as +0.0, never -0.0."""
+    return f"{round(ns / 1e3, 1) + 0.0:+.1f}"
 
 
 def _ci(x: dict[str, float]) -> str:
-    return f"[{x['low'] / 1e3:+.1f}, {x['high'] / 1e3:+.1f}]"
+    return f"[{_signed(x['low'])}, {_signed(x['high'])}]"
 
 
 def _side(kernels: list[str]) -> str:
@@ -40,31 +45,31 @@ def render_text(doc: dict[str, Any]) -> str:
         for u in sorted(doc["units"], key=lambda u: -abs(u["delta_ns"]["median"]))[:3]:
             lines.append(f"  Largest delta, untested: {view.unit_module(u)}{_side(u['kernels_b'])} in {B} against {_side(u['kernels_a'])} "
                          f"in {A}: {_us(u['time_b_ns']['median'])} vs {_us(u['time_a_ns']['median'])}, "
-                         f"{u['delta_ns']['median'] / 1e3:+.1f} us per call (aligned by {u['method']}).")
+                         f"{_signed(u['delta_ns']['median'])} us per call (aligned by {u['method']}).")
     for rank, u in enumerate(sig[:3]):
         share = f", {u['share']:+.0%} of the whole delta" if u["share"] is not None and w["significant"] else ""
         lead = "The top unit is" if rank == 0 else "Next,"
         lines.append(f"{lead} {view.unit_module(u)}{_side(u['kernels_b'])} in {B} against {_side(u['kernels_a'])} in {A}: "
                      f"{_us(u['time_b_ns']['median'])} vs {_us(u['time_a_ns']['median'])}, "
-                     f"{u['delta_ns']['median'] / 1e3:+.1f} us {_ci(u['delta_ns'])} per call{share} "
+                     f"{_signed(u['delta_ns']['median'])} us {_ci(u['delta_ns'])} per call{share} "
                      f"(aligned by {u['method']}).")
         lines.extend(f"  - {f['sentence']}" for f in u["findings"])
     r = doc["residual"]
     lines.append(f"Residual (launch overhead, gaps, host): {_us(r['b']['median'])} in {B} vs "
-                 f"{_us(r['a']['median'])} in {A}, {r['delta_ns']['median'] / 1e3:+.1f} us "
+                 f"{_us(r['a']['median'])} in {A}, {_signed(r['delta_ns']['median'])} us "
                  f"{_ci(r['delta_ns'])}; {r['launches_per_call']['b']:g} vs "
                  f"{r['launches_per_call']['a']:g} launches per call.")
     lines.extend(_host_lines(doc, A, B))
     c = doc.get("concurrency")
     if c and c.get("significant"):
         lines.append(f"Concurrency (kernels overlapping on several streams): {_us(c['b']['median'])} hidden in {B} "
-                     f"vs {_us(c['a']['median'])} in {A}, {c['delta_ns']['median'] / 1e3:+.1f} us {_ci(c['delta_ns'])} "
+                     f"vs {_us(c['a']['median'])} in {A}, {_signed(c['delta_ns']['median'])} us {_ci(c['delta_ns'])} "
                      "of kernel time the whole graph does not pay.")
     lines.extend(f"  - {f['sentence']}" for f in doc["findings"] if f["unit"] is None)
     if doc.get("closure") is not None:
         lines.append(f"Closure: units - overlap + residual explain {doc['closure']:.0%} of the whole-graph delta "
-                     f"({w['unit_delta_sum_ns'] / 1e3:+.1f} us from units, "
-                     f"{r['delta_ns']['median'] / 1e3:+.1f} us residual).")
+                     f"({_signed(w['unit_delta_sum_ns'])} us from units, "
+                     f"{_signed(r['delta_ns']['median'])} us residual).")
     for note in doc["cannot_conclude"]:
         lines.append(f"Cannot conclude: {note}.")
     conf = doc.get("confirmation")
@@ -84,6 +89,6 @@ def _host_lines(doc: dict[str, Any], A: str, B: str) -> list[str]:
     out = [f"Host (the thread that runs the steps, per step; {host['steps']['a']} vs {host['steps']['b']} steps):"]
     for u in sig[:3]:
         out.append(f"  - `{cut(u['name'], 64)}`: {_us(u['b']['median'])} in {B} vs {_us(u['a']['median'])} in "
-                   f"{A}, {u['delta_ns']['median'] / 1e3:+.1f} us {_ci(u['delta_ns'])} per step.")
+                   f"{A}, {_signed(u['delta_ns']['median'])} us {_ci(u['delta_ns'])} per step.")
     return out
 
