@@ -204,7 +204,7 @@ def _make(staging: Path, requirements: list[str]) -> None:
     else:
         cmd += [*requirements, *rootcause_dependencies()]
     # pip checks each download against the sha256 the registry's index gives with it; the report
-    # keeps those hashes (installed() reads them into the environment's record)
+    # keeps those hashes (installed_hashes reads them into the environment's record)
     cmd += ["--report", str(staging / INSTALL_REPORT)]
     proc = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=die_with_parent)
     if proc.returncode != 0:

@@ -29,7 +29,7 @@ from rootcause import frontends, sessions
 from rootcause.analysis import confirm
 from rootcause.analysis.align import align
 from rootcause.analysis.attribute import (CPU_MIN_EFFECT_SHARE, MIN_EFFECT_SHARE, Attribution, attribute,
-                                         call_period_ns, require_clear_of_floor, require_floor, require_repeat)
+                                         profiled_call_ns, require_clear_of_floor, require_floor, require_repeat)
 from rootcause.analysis.diagnose import diagnose
 from rootcause.analysis.host import host_units
 from rootcause.artifacts import attribution, bundle as bundles, cpu_profiles as cpu, plan as plans, rundir
@@ -463,7 +463,7 @@ def _timed_ns(record: dict[str, Any] | None, events: pd.DataFrame) -> float | No
     if isinstance(timed, list) and timed and all(isinstance(t, (int, float)) and t > 0 for t in timed):
         return float(statistics.median(timed))
     if (record or {}).get("back_to_back") is True and "call" in events.columns:
-        return call_period_ns(events[events["call"] >= 0])
+        return profiled_call_ns(events[events["call"] >= 0])
     return None
 
 

@@ -243,7 +243,7 @@ def _kernel_stats(ev: pd.DataFrame, variant: str, codes: np.ndarray, names: np.n
     return stats
 
 
-def call_period_ns(ev: pd.DataFrame) -> float | None:
+def profiled_call_ns(ev: pd.DataFrame) -> float | None:
     """A call as profiled where the profiler runs the calls back to back: the median call's busy
     time plus the median time outside kernels (a call's first launch to the next call's, less its
     busy time: launches, gaps, the host between calls). Medians taken apart, so that a call the
