@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import difflib
 import keyword
 import os
 import re
 import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from rootcause import envs, frontends, inputs as inputs_mod
 from rootcause.errors import UsageError
@@ -243,7 +244,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
 def _check(d: dict[str, Any], spec_file: Path, variant: str | None, table: dict[str, Any]) -> VariantSpec:
     # A throwaway spec only to phrase places ('[variants.on.tvm]' vs '[base.tvm]').
     probe = VariantSpec("", "", spec_file, "", "", [], None, spec_file, variant, table)
-    table_keys(d, TOP_KEYS + frontends.names(), probe.where("", None) if variant else spec_file.name)
+    table_keys(d, TOP_KEYS + frontends.names(), (lambda key: probe.where("", key)) if variant else spec_file.name)
     for key in ("name", "frontend", "source", "target", "entry"):
         if key not in d:
             raise UsageError(f"{probe.where('', key)}: missing required key")
@@ -338,12 +339,17 @@ def model_inputs(spec: VariantSpec, arguments: list[dict[str, Any]]) -> list[Inp
     return out
 
 
-def table_keys(d: Any, valid: tuple[str, ...], where: str) -> None:
+def table_keys(d: Any, valid: tuple[str, ...], where: str | Callable[[str | None], str]) -> None:
+    """Every key of table d is one of valid. where: the table's place, or place(key), which names
+    a key in the table it was written in ([variants.NAME.tvm] or [base.tvm])."""
     if not isinstance(d, dict):
-        raise UsageError(f"{where}: must be a table")
+        raise UsageError(f"{where(None) if callable(where) else where}: must be a table")
     for key in d:
         if key not in valid:
-            raise UsageError(f"{where}: unknown key \"{key}\"; valid: {', '.join(valid)}")
+            close = difflib.get_close_matches(str(key), valid, n=1)
+            hint = f" (did you mean \"{close[0]}\"?)" if close else ""
+            place = f"{where(str(key))}: unknown key" if callable(where) else f"{where}: unknown key \"{key}\""
+            raise UsageError(f"{place}{hint}; valid: {', '.join(valid)}")
 
 
 def _list(value: Any, where: str) -> list[Any]:

@@ -59,7 +59,7 @@ def test_deep_merge_replaces_lists_and_merges_tables():
 
 @pytest.mark.parametrize("extra, message", [
     ('colour = "red"\n', r'spec.toml: inputs\[0\]: unknown key "colour"; valid: shape, dtype'),
-    ('[tvm]\nskip = ["FuseOps"]\n', r'spec.toml: \[tvm\]: unknown key "skip"; valid: opt_level, skip_passes'),
+    ('[tvm]\nskip = ["FuseOps"]\n', r'spec.toml: \[tvm\].skip: unknown key; valid: opt_level, skip_passes'),
     ('[tvm]\nskip_passes = "FuseOps"\n', r'\[tvm\].skip_passes: must be an array of strings'),
     ('[reference]\npython = "nope.py:ref"\n', r'\[reference\].python: file not found: nope.py'),
     ('[tvm.schedule_overrides]\nf = "missing.py"\n', r'\[tvm\].schedule_overrides.f: file not found: missing.py'),
@@ -95,6 +95,27 @@ def test_variant_errors_name_the_variant_table(tmp_path):
     with pytest.raises(UsageError, match=r"variants.toml: \[variants.bad.tvm\].opt_level: must be an integer 0..4"):
         spec.load(f"{path}#bad")
     assert spec.load(f"{path}#on").where("tvm", "skip_passes") == "variants.toml: [base.tvm].skip_passes"
+
+
+def test_an_unknown_key_is_named_in_the_table_it_was_written_in(tmp_path):
+    """A typo under [variants.off.tvm] is reported there, not under [base.tvm] (the merged table's
+    first place), with the valid key it is closest to; one under [base.tvm] is named there."""
+    for name in ("graph_tvmscript.py", "reference.py", "serial_kernel.py"):
+        (tmp_path / name).write_text((CASE / name).read_text())
+    typo = VARIANTS.read_text().replace('[variants.off.tvm]\nskip_passes', '[variants.off.tvm]\nskip_pass')
+    assert typo != VARIANTS.read_text()
+    path = write(tmp_path, typo, "variants.toml")
+    with pytest.raises(UsageError, match=r'^variants.toml: \[variants.off.tvm\].skip_pass: unknown key '
+                                         r'\(did you mean "skip_passes"\?\)'):
+        spec.load(f"{path}#off")
+    in_base = VARIANTS.read_text().replace("[base.tvm]\nopt_level = 3", "[base.tvm]\nopt_levl = 3")
+    path = write(tmp_path, in_base, "variants.toml")
+    with pytest.raises(UsageError, match=r"^variants.toml: \[base.tvm\].opt_levl: unknown key"):
+        spec.load(f"{path}#off")
+    top = VARIANTS.read_text().replace("[variants.on.tvm]", "[variants.on]\ntarget_cpu = 1\n\n[variants.on.tvm]")
+    path = write(tmp_path, top, "variants.toml")
+    with pytest.raises(UsageError, match=r"^variants.toml: \[variants.on\].target_cpu: unknown key"):
+        spec.load(f"{path}#on")
 
 
 def test_not_toml_and_missing_file(tmp_path):

@@ -91,7 +91,7 @@ def check_string_options(flags: list[str], help_text: str, where: str) -> None:
 
 
 def check(table: Any, place: Callable[[str | None], str], files: SpecFiles) -> IreeOptions:
-    table_keys(table, KEYS, place(None))
+    table_keys(table, KEYS, place)
     for key in ("input_type", "function"):
         if key in table and (not isinstance(table[key], str) or not re.match(r"^[A-Za-z0-9_.$-]+$", table[key])):
             raise UsageError(f"{place(key)}: must be a name (letters, digits, _ . $ -), got {table[key]!r}")

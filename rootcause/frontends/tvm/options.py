@@ -27,7 +27,7 @@ def from_dict(d: dict[str, Any]) -> TvmOptions:
 def check(table: Any, place: Callable[[str | None], str], files: SpecFiles) -> TvmOptions:
     """[tvm] checked as far as it can be without the compiler (pass and function names are
     checked by the build, which knows the pass list and the fused module)."""
-    table_keys(table, KEYS, place(None))
+    table_keys(table, KEYS, place)
     opt = table.get("opt_level", 3)
     if not isinstance(opt, int) or isinstance(opt, bool) or not 0 <= opt <= 4:
         raise UsageError(f"{place('opt_level')}: must be an integer 0..4, got {opt!r}")

@@ -42,7 +42,7 @@ def unsafe_option(name: str, value: Any) -> str | None:
 
 
 def check(table: Any, place: Callable[[str | None], str], files: SpecFiles) -> XlaOptions:
-    table_keys(table, KEYS, place(None))
+    table_keys(table, KEYS, place)
     raw = table.get("options", {})
     if not isinstance(raw, dict):
         raise UsageError(f"{place('options')}: must be a table xla_option = value")
