@@ -62,6 +62,24 @@ def cache_key(spec: VariantSpec) -> str:
     return h.hexdigest()[:16]
 
 
+def check_before_build(specs: list[VariantSpec]) -> None:
+    """What each frontend checks with its installed compiler (pass and option names), for every
+    variant before the first build starts: a typo in B is one line, not a line after building A.
+    A variant with its own toolchain or python is checked by its build, in that environment, and
+    one already in the build cache (or checked before in this process) passed."""
+    for spec in specs:
+        check = getattr(frontends.get(spec.frontend), "check_with_compiler", None)
+        if check is None or spec.toolchain or spec.python is not None:
+            continue
+        key = cache_key(spec)
+        if key not in _CHECKED and not is_bundle(cache_dir() / "builds" / key):
+            check(spec)
+        _CHECKED.add(key)
+
+
+_CHECKED: set[str] = set()  # cache keys of the specs check_before_build passed in this process
+
+
 def build_bundle(spec: VariantSpec, out: Path, use_cache: bool = True) -> Path:
     """Build (or reuse) the variant, then publish the bundle at `out`.
 

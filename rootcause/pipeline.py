@@ -251,8 +251,9 @@ def _build_key(spec: VariantSpec) -> str:
 def build_variants(spec_a: VariantSpec, spec_b: VariantSpec, out: Path, no_confirm: bool,
                    limit: int) -> dict[str, Any]:
     """Build A, B and the planned hybrids into out/bundles; write out/plan.json."""
-    from rootcause.build import build_bundle
+    from rootcause.build import build_bundle, check_before_build
 
+    check_before_build([spec_a, spec_b])
     bundles_dir = out / "bundles"
     paths = {}
     for side, spec in (("A", spec_a), ("B", spec_b)):

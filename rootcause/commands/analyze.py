@@ -84,6 +84,12 @@ def run(args: argparse.Namespace) -> int:
     if spec_a.name == spec_b.name:
         raise UsageError(f"{args.spec_b}: variant name '{spec_b.name}' is the same as A's; each needs its own name")
     out: Path = args.out or Path("reports") / f"{safe_name(spec_a.name)}_vs_{safe_name(spec_b.name)}"
+    if not args.from_run:  # pass and flag names checked before anything is written or built
+        from rootcause.build import check_before_build
+
+        target = spec_mod.resolve_target(args.target, spec_a, args.bundle_only)
+        spec_a, spec_b = spec_mod.with_target(spec_a, target), spec_mod.with_target(spec_b, target)
+        check_before_build([spec_a, spec_b])
     with output_lock(out, "analyze"):
         return _analyze(args, spec_a, spec_b, out)
 
@@ -100,13 +106,11 @@ def _analyze(args: argparse.Namespace, spec_a: VariantSpec, spec_b: VariantSpec,
                              f"{spec_a.name} vs {spec_b.name}")
         run_dir = args.from_run
     else:
-        target = spec_mod.resolve_target(args.target, spec_a, args.bundle_only)
-        spec_a, spec_b = spec_mod.with_target(spec_a, target), spec_mod.with_target(spec_b, target)
         make_folder(out)
         plan = pipeline.build_variants(spec_a, spec_b, out, args.no_confirm, args.hybrids)
         if args.bundle_only:
             bundles = " ".join(str(out / plan["bundles"][n]) for n in plan["bundles"] if n not in plan["failed"])
-            print(f"built {len(plan['bundles'])} bundle(s) into {out / 'bundles'} for {target}\n"
+            print(f"built {len(plan['bundles'])} bundle(s) into {out / 'bundles'} for {spec_a.target}\n"
                   f"next, on the target host:  rootcause run {bundles} --out RUN_DIR --budget-s {args.budget_s:g}\n"
                   f"then here:                 rootcause analyze {args.spec_a} {args.spec_b} --out {out} "
                   f"--from-run RUN_DIR")

@@ -61,6 +61,9 @@ class Frontend(Protocol):
     # check_options returned (specs reach children as JSON); absent: the options are that dict.
     def input_files(self, spec: Any) -> list[Path]:
         """Files other than source, reference and inputs that the build reads (cache key)."""
+    # Optional: check_with_compiler(spec) -> None, what needs the installed compiler but no build
+    # (pass names, option names), UsageError; asked of every variant before the first build starts
+    # (rootcause.build.check_before_build). A variant built by another toolchain is left to its build.
     # Optional: check_source(spec) -> None, what the frontend can check of its source against the
     # spec's inputs without its compiler (UsageError); rootcause.spec calls it when present.
     # Optional, asked by the analysis (which never imports a frontend):

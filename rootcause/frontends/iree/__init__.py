@@ -29,6 +29,10 @@ class IreeFrontend(PackageFrontend):
     def thread_work(self, kernel: Any) -> Any:
         return self._stage("alignment").thread_work(kernel)
 
+    def check_with_compiler(self, spec: Any) -> None:
+        """Flag names and string-typed options against the installed iree-compile's own list."""
+        self._stage("compile").check_flags(spec)
+
     def check_source(self, spec: Any) -> None:
         """.mlir sources: the inputs' count and dtypes against the function's signature, read
         from the text (skipped where the function or one of its argument types is not found: the

@@ -54,8 +54,9 @@ def target_flags(target: str, where: str = "target") -> list[str]:
 
 
 def check_flags(spec: Any) -> None:
-    """The spec's checked flags against the types this iree-compile gives its options
-    (options.check_string_options); unchecked_flags are the user's call."""
+    """The spec's checked flags against the options this iree-compile has (--help-hidden): a name
+    it does not know (a typo) and a free-form string option (options.check_string_options) are
+    refused before anything compiles; unchecked_flags are the user's call."""
     from rootcause.frontends.iree.options import check_string_options
 
     checked = spec.options.flags[:len(spec.options.flags) - len(spec.options.unchecked_flags)]
@@ -63,7 +64,25 @@ def check_flags(spec: Any) -> None:
         return
     proc = subprocess.run([str(iree_compile_path()), "--help-hidden"], capture_output=True, text=True)
     where = spec.where("iree", "flags") if hasattr(spec, "where") else "[iree] flags"
+    check_option_names(checked, proc.stdout, where)
     check_string_options(checked, proc.stdout, where)
+
+
+def check_option_names(flags: list[str], help_text: str, where: str) -> None:
+    """UsageError for a flag whose name is not one of the options help_text (iree-compile's
+    --help-hidden) lists, with the closest name it does list. An empty help text checks nothing."""
+    import difflib
+    import re
+
+    known = set(re.findall(r"^\s+(--[\w.-]+)", help_text, re.M))
+    if not known:
+        return
+    for n, flag in enumerate(flags):
+        name = flag.split("=", 1)[0]
+        if name not in known:
+            close = difflib.get_close_matches(name, sorted(known), n=1)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            raise UsageError(f"{where}[{n}]: {name} is not an option of this iree-compile{hint}")
 
 
 def compile_command(spec: Any, out_dir: Path, substitutions: dict[str, Path] | None = None) -> list[str]:

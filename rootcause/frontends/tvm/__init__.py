@@ -21,6 +21,10 @@ class TvmFrontend(PackageFrontend):
     def input_files(self, spec: Any) -> list[Path]:
         return list(spec.options.schedule_overrides.values())
 
+    def check_with_compiler(self, spec: Any) -> None:
+        """skip_passes against the pass names of the target's pipeline, asked of TVM."""
+        self._stage("passes").check_skips(spec)
+
     def alignment_tiers(self) -> tuple[Any, ...]:
         return self._stage("alignment").TIERS
 

@@ -126,8 +126,7 @@ def _build_in_process(spec: VariantSpec, out_dir: Path) -> dict[str, Any]:
     with target, tvm.transform.PassContext(opt_level=spec.options.opt_level):
         first = stages.library_dispatch_passes(target) + stages.legalize_passes(target)
         second = stages.dataflow_lower_passes(target) + stages.finalize_passes(target)
-        names = [pass_name(p) for p in first + second]
-        _check_skips(spec, names)
+        check_skips(spec, [pass_name(p) for p in first + second])
         base = provenance_base = None
         rules: dict[str, dict[str, Any]] = {}
         overridden = False
@@ -208,11 +207,27 @@ def pass_name(transform: Any) -> str:
     return str(transform.info.name).split(".")[-1]
 
 
-def _check_skips(spec: VariantSpec, names: list[str]) -> None:
+def check_skips(spec: VariantSpec, names: list[str]) -> None:
+    """UsageError for a skip_passes entry that is not one of names (the pipeline's passes)."""
+    import difflib
+
     for i, name in enumerate(spec.options.skip_passes):
         if name not in names:
+            close = difflib.get_close_matches(name, names, n=1)
+            hint = f" (did you mean \"{close[0]}\"?)" if close else ""
             raise UsageError(f"{spec.where('tvm', 'skip_passes')}[{i}]: unknown pass \"{name}\" in the "
-                             f"{spec.target} pipeline; valid: {', '.join(names)}")
+                             f"{spec.target} pipeline{hint}; valid: {', '.join(names)}")
+
+
+def pipeline_passes(target_name: str) -> list[str]:
+    """The names of the passes the build runs for a target ('llvm', 'cuda:sm_XX'), in order."""
+    spec = VariantSpec("", "tvm", Path(), target_name, "", [], None, Path())
+    target = make_target(spec)
+    stages = pipeline_module(spec, target)
+    with target:
+        passes = (stages.library_dispatch_passes(target) + stages.legalize_passes(target)
+                  + stages.dataflow_lower_passes(target) + stages.finalize_passes(target))
+    return [pass_name(p) for p in passes]
 
 
 def _check_inputs(spec: VariantSpec, mod: Any) -> None:
