@@ -27,7 +27,7 @@ from rootcause import child, envs, frontends, toolchain, toolchains
 from rootcause.artifacts import handoff
 from rootcause.artifacts.bundle import is_bundle, write_bundle
 from rootcause.errors import InternalError, ToolFailed, UsageError
-from rootcause.fileio import cache_dir, check_replaceable, exchange, locked, make_folder, mark_owned, write_atomic
+from rootcause.fileio import FINISHED, cache_dir, check_replaceable, exchange, locked, make_folder, mark_owned, write_atomic
 from rootcause.model import BuildOutput, CatalogKernel
 from rootcause.spec import InputSpec, VariantSpec
 from rootcause.verify import reference_outputs
@@ -183,6 +183,7 @@ def _publish(cached: Path, out: Path) -> None:
         elif not exchange(staging / "bundle", out):  # atomic where it can: out is always a whole bundle
             os.replace(out, staging / "old")  # else a kill between the renames leaves no bundle, never half of one
             os.replace(staging / "bundle", out)
+        FINISHED.append(out)
     except OSError as err:
         raise UsageError(f"{out}: cannot write the bundle: {err.strerror or err}") from None
     finally:

@@ -117,9 +117,9 @@ def main(argv: list[str] | None = None) -> int:
         where = f"; the child's traceback is in {err.log}" if err.log else ""
         return _fail(args.command, f"internal error (a bug in rootcause): {err}{where}", EXIT_INTERNAL)
     except KeyboardInterrupt:
-        return 130
+        return _fail(args.command, _interrupted(), 130)
     except Terminated:
-        return 128 + _signal.SIGTERM
+        return _fail(args.command, _interrupted(), 128 + _signal.SIGTERM)
     except BrokenPipeError:  # `rootcause ... | head`: the reader left; say nothing more
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
@@ -153,6 +153,20 @@ def _fail(command: str, message: str, status: int) -> int:
     except (OSError, ValueError):  # stderr closed or unwritable: the status still says it
         pass
     return status
+
+
+def _interrupted() -> str:
+    """'interrupted; kept: ...': what the command finished writing before it was stopped (whole
+    files and bundles only: what was being written is removed as the command unwinds)."""
+    from rootcause.fileio import FINISHED
+
+    kept = list(dict.fromkeys(p for p in FINISHED if os.path.lexists(p)))
+    kept = [p for p in kept if not any(q in p.parents for q in kept)]  # a bundle, not its files
+    if not kept:
+        return "interrupted; nothing was written (what was being written is removed)"
+    shown = ", ".join(str(p) for p in kept[:4]) + (f" and {len(kept) - 4} more" if len(kept) > 4 else "")
+    return (f"interrupted; kept {shown} (each whole; what was being written is removed); the same command "
+            "again reuses cached builds")
 
 
 def _keep_traceback() -> str:

@@ -99,7 +99,13 @@ def write_set(folder: str | os.PathLike, files: dict[str, bytes | str]) -> list[
             raise
     written = [folder / name for name in files]
     record_written(written)
+    FINISHED.extend(written)
     return written
+
+
+# What this process finished writing (files of a set, published bundle folders), in order: an
+# interrupted command says what it kept (rootcause.cli).
+FINISHED: list[Path] = []
 
 
 def settle(folder: str | os.PathLike) -> None:

@@ -85,9 +85,35 @@ def test_signal_ends_the_tvm_build_child_and_cleans_staging(tmp_path, sig, statu
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == status, err
     assert "Traceback" not in err
+    assert err.splitlines()[-1] == "rootcause build: interrupted; nothing was written (what was being written is removed)"
     assert not _alive(worker), f"TVM build child {worker} still running"
     assert [p.name for p in (cache / "builds").iterdir()] == []  # no staging, no half entry
     assert not out.exists()
+
+
+def test_an_interrupted_analyze_says_it_kept_as_bundle_and_keeps_it_whole(tmp_path):
+    """^C while B builds: the line names A's published bundle, which is whole, and nothing else."""
+    cache, out = tmp_path / "cache", tmp_path / "out"
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "rootcause", "analyze", f"{SPEC}#on", f"{SPEC}#off",
+                                 "--target", "llvm", "--no-confirm", "--out", str(out)], env=_env(cache),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    bundle = out / "bundles" / "pool_fusion-on"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:
+        if (bundle / "manifest.json").is_file() and any(WORKER in _cmdline(c) for c in _children(proc.pid)):
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.communicate()[1]
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err.splitlines()[-1].startswith(f"rootcause analyze: interrupted; kept {bundle} (each whole;"), err
+    assert _whole(bundle, cache) == "pool_fusion-on"
+    assert sorted(p.name for p in (out / "bundles").iterdir()) == ["pool_fusion-on"]
 
 
 def _whole(out: Path, cache: Path) -> str:
