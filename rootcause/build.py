@@ -30,6 +30,7 @@ from rootcause.errors import InternalError, ToolFailed, UsageError
 from rootcause.fileio import FINISHED, cache_dir, check_replaceable, exchange, locked, make_folder, mark_owned, write_atomic
 from rootcause.model import BuildOutput, CatalogKernel
 from rootcause.spec import InputSpec, VariantSpec
+from rootcause.terminal import ticker
 from rootcause.verify import reference_outputs
 
 
@@ -103,10 +104,11 @@ def _build_into(spec: VariantSpec, key: str, cached: Path) -> None:
     staging = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=_mkdir(cache_dir() / "builds")))
     try:
         python = toolchains.build_python(spec)
-        if python is None:
-            built = frontends.get(spec.frontend).build(spec, staging / "build")
-        else:
-            built = build_in(python, spec, staging / "build")
+        with ticker(f"building {spec.name}", lambda: handoff.read_step(staging / "build")):
+            if python is None:
+                built = frontends.get(spec.frontend).build(spec, staging / "build")
+            else:
+                built = build_in(python, spec, staging / "build")
         record = toolchains.toolchain_record(spec, python)
         toolchains.carry_runtime_wheels(spec, record, staging / "bundle")
         write_bundle(spec, built, staging / "build", staging / "bundle", key, reference_outputs, record)

@@ -3,8 +3,9 @@ paths, a tool's error line): control characters escaped, so that no escape seque
 or carriage return is acted on, and one-line messages stay one line."""
 from __future__ import annotations
 
+import contextlib
 import re
-from typing import Any
+from typing import Any, Callable, Iterator
 
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
 
@@ -26,6 +27,39 @@ def progress_bar(total: float, what: str, unit: str = "s") -> Any:
     off = not sys.stderr.isatty() or os.environ.get("ROOTCAUSE_PROGRESS") == "0"
     return tqdm(total=total, desc=what, unit=unit, disable=off, leave=False, file=sys.stderr,
                 bar_format="{desc}: {bar} {n:.0f}/{total:.0f} {unit}")
+
+
+@contextlib.contextmanager
+def ticker(what: str, step: Callable[[], str] = lambda: "") -> Iterator[None]:
+    """While the block runs, one line on a terminal's stderr, redrawn twice a second: what, the
+    current step (step(), e.g. the pass a build is in) and the seconds so far; erased at the end.
+    Where stderr is not a terminal (a log, a pipe) or ROOTCAUSE_PROGRESS=0, nothing is drawn."""
+    import os
+    import sys
+    import threading
+    import time
+
+    if not sys.stderr.isatty() or os.environ.get("ROOTCAUSE_PROGRESS") == "0":
+        yield
+        return
+    start, done = time.monotonic(), threading.Event()
+
+    def draw() -> None:
+        while not done.wait(0.5):
+            now = step()
+            line = f"{what}{': ' + now if now else ''} ({time.monotonic() - start:.0f} s)"
+            sys.stderr.write("\r\x1b[K" + printable(line)[:200])
+            sys.stderr.flush()
+
+    thread = threading.Thread(target=draw, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+        sys.stderr.write("\r\x1b[K")
+        sys.stderr.flush()
 
 
 def _escape(match: re.Match[str]) -> str:

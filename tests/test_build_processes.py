@@ -116,6 +116,40 @@ def test_an_interrupted_analyze_says_it_kept_as_bundle_and_keeps_it_whole(tmp_pa
     assert sorted(p.name for p in (out / "bundles").iterdir()) == ["pool_fusion-on"]
 
 
+def test_a_build_on_a_terminal_shows_its_step_and_the_seconds_so_far(tmp_path):
+    """On a terminal (a pty here), `rootcause build` redraws one line: the variant, the TVM pass it
+    is in and the seconds so far; the line is erased at the end. Through a pipe nothing is drawn."""
+    import pty
+
+    primary, secondary = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "rootcause", "build", f"{SPEC}#off", "--target", "llvm",
+                             "--no-cache", "--out", str(tmp_path / "bundle")], env=_env(tmp_path / "cache"),
+                            stdout=subprocess.PIPE, stderr=secondary, text=True)
+    os.close(secondary)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(primary, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        seen += chunk
+    proc.wait(timeout=600)
+    os.close(primary)
+    text = seen.decode(errors="replace")
+    assert proc.returncode == 0, text
+    assert "building pool_fusion-off for llvm" in text
+    drawn = [part for part in text.split("\r\x1b[K") if part.startswith("building pool_fusion-off: ")]
+    steps = {part.split(": ", 1)[1].rsplit(" (", 1)[0] for part in drawn if ": " in part}
+    assert {"starting the TVM build child (importing TVM)", "TVM relax.build (code generation)"} <= steps, text
+    assert all(part.rstrip().endswith(" s)") for part in drawn), drawn
+    assert not any("FuseOps (" in part for part in drawn), "a skipped pass was shown as running"
+    piped = _build(tmp_path / "cache", "off", tmp_path / "again", "--no-cache")
+    _, err = piped.communicate(timeout=600)
+    assert piped.returncode == 0 and "\x1b[K" not in err and "TVM pass" not in err, err
+
+
 def _whole(out: Path, cache: Path) -> str:
     """The bundle's name, after checking that out holds exactly its cache entry's files, plus the
     record of what rootcause wrote there, which lists exactly those."""

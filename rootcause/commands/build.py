@@ -13,12 +13,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import sys
+
     from rootcause import spec as spec_mod  # here: `build --help` pays for argparse alone
-    from rootcause.build import build_bundle
+    from rootcause.build import build_bundle, check_before_build
 
     spec = spec_mod.load(args.spec)
     if args.target:
         spec = spec_mod.with_target(spec, args.target)
+    check_before_build([spec])
+    print(f"building {spec.name} for {spec.target}", file=sys.stderr, flush=True)
     out = build_bundle(spec, args.out, use_cache=not args.no_cache)
     print(out)
     return 0

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from parsers import iree_ir
+from rootcause.artifacts import handoff
 from rootcause.child import die_with_parent, first_error_line
 from rootcause.errors import UsageError
 from rootcause.frontends.iree.catalog import catalog
@@ -77,6 +78,7 @@ def build(spec: Any, out_dir: Path) -> BuildOutput:
     check_syntax(spec.source)
     check_flags(spec)
     substitutions = prepare_substitutions(spec, ir)
+    handoff.note_step(out_dir, "iree-compile")
     cmd = compile_command(spec, out_dir, substitutions)
     proc = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=die_with_parent)
     before, log = iree_ir.ir_before(proc.stderr, DEDUP_PASS)
@@ -94,6 +96,7 @@ def build(spec: Any, out_dir: Path) -> BuildOutput:
     for p in (ir / "phases").glob("*.mlir"):
         if p.stem.split(".")[-1] not in KEEP_PHASES:
             p.unlink()
+    handoff.note_step(out_dir, "iree-compile --compile-to=flow (source locations)")
     located = subprocess.run(locations_command(spec, ir / LOCATED_FLOW), capture_output=True, text=True,
                              preexec_fn=die_with_parent)
     if located.returncode != 0:
@@ -101,6 +104,7 @@ def build(spec: Any, out_dir: Path) -> BuildOutput:
         notes.append("no source locations: iree-compile --compile-to=flow --mlir-print-debuginfo failed: "
                      + (located.stderr.strip().splitlines() or ["no output"])[-1])
 
+    handoff.note_step(out_dir, "reading the dispatches (catalog)")
     kernels = catalog(out_dir, spec.target, notes)
     source_text = spec.source.read_text(errors="replace")
     for kernel in kernels:

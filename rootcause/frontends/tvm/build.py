@@ -56,6 +56,7 @@ def build(spec: VariantSpec, out_dir: Path) -> BuildOutput:
         raise UsageError("apache-tvm is not installed here (pip install 'rootcause[compilers]'), so no TVM variant "
                          "can be built")
     request = handoff.write_spec_request(out_dir, "build", spec)
+    handoff.note_step(out_dir, "starting the TVM build child (importing TVM)")
     proc = child.run([sys.executable, "-m", "rootcause.frontends.tvm.build", str(request), str(out_dir)],
                      env=child.python_env(base=build_env(spec.target)))
     log = write_atomic(handoff.log_file(out_dir, "build"), proc.stdout + proc.stderr)
@@ -141,6 +142,7 @@ def _build_in_process(spec: VariantSpec, out_dir: Path) -> dict[str, Any]:
                 expected = rule_choices(mod, transform, target)
             if name in spec.options.skip_passes:
                 continue
+            handoff.note_step(out_dir, f"TVM pass {name}")
             mod = transform(mod)
             if name == "FuseOps":
                 base = mod
@@ -156,12 +158,14 @@ def _build_in_process(spec: VariantSpec, out_dir: Path) -> dict[str, Any]:
         groups, content = provenance(provenance_base, base if base is not None else provenance_base, after_fuse_tir)
         for transform in second:
             if pass_name(transform) not in spec.options.skip_passes:
+                handoff.note_step(out_dir, f"TVM pass {pass_name(transform)}")
                 mod = transform(mod)
         # work of the PrimFuncs as scheduled, the ones built (an inlined producer counts per output)
         catalog = kernel_catalog(mod, target, groups, rules, spec, work_counts(mod))
         for kernel in catalog:  # what lets alignment join kernels of two source files (model.py)
             ops = kernel["source_ops"]  # one location per op, in op order, or none
             kernel["source_locs"] = [content[op] for op in ops] if all(op in content for op in ops) else []
+        handoff.note_step(out_dir, "TVM relax.build (code generation)")
         executable = relax.build(mod, target=target, relax_pipeline=None, tir_pipeline="default")
     module_path = out_dir / "module.so"
     executable.export_library(str(module_path))
