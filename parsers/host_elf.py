@@ -2,7 +2,10 @@
 
 These are the CPU-target kernels: TVM llvm PrimFuncs (`__tvm_ffi_<name>`), IREE llvm-cpu
 dispatches. A function is a defined STT_FUNC symbol with a size; .symtab is preferred and
-.dynsym is read when the file is stripped. The small ELF helpers here (`open_elf`,
+.dynsym is read when the file is stripped. A library whose symbols name one function at most
+(an embedded executable that exports only its query function, IREE's llvm-cpu dispatches) has
+its functions read from its DWARF instead, where it has some (DW_TAG_subprogram: name and code
+range). On x86-64 each function's stack frame is read from its prologue (prologue_stack). The small ELF helpers here (`open_elf`,
 `symbol_bytes`) are shared by the other ELF-based readers (hsaco, tvm_library, vmfb).
 """
 from __future__ import annotations
@@ -108,9 +111,75 @@ def _arch(elf: ELFFile) -> str:
 
 
 def kernels(data: bytes, file: str = "<bytes>") -> list[KernelRecord]:
-    """One record per defined function symbol (STT_FUNC, size > 0)."""
+    """One record per defined function symbol (STT_FUNC, size > 0), or per DWARF subprogram where
+    the symbols name one function at most; extra: size (code bytes), address, binding."""
     elf = open_elf(data, file)
     arch = guarded(file, "ELF header", lambda: _arch(elf))
+    rows = _symbol_rows(elf, file, arch)
+    if len(rows) <= 1:
+        rows += [r for r in _dwarf_rows(elf, file, arch) if r.name not in {x.name for x in rows}]
+    if arch == "x86_64":
+        for r in rows:
+            code = guarded(file, f"function {r.name!r}", lambda: section_bytes_at(
+                elf, data, r.extra["address"], min(r.extra["size"], PROLOGUE_BYTES), file, f"function {r.name}"))
+            r.stack_bytes = prologue_stack(code)
+    return rows
+
+
+PROLOGUE_BYTES = 64
+
+
+def prologue_stack(code: bytes) -> int | None:
+    """Bytes an x86-64 function's prologue takes from the stack: 8 a register pushed, plus the
+    `sub rsp, N` that follows the pushes (the frame of its locals and spills). None where the
+    prologue aligns the stack (`and rsp, -N`: the size depends on the caller's stack) or ends in an
+    instruction this reader does not know before the sub. A function with no sub reserves only its
+    pushes."""
+    i, pushed = 0, 0
+    while i < len(code):
+        b = code[i]
+        if 0x50 <= b <= 0x57:  # push r64
+            pushed, i = pushed + 8, i + 1
+        elif b == 0x41 and i + 1 < len(code) and 0x50 <= code[i + 1] <= 0x57:  # push r8-r15
+            pushed, i = pushed + 8, i + 2
+        elif code[i:i + 3] == b"\x48\x89\xe5":  # mov rbp, rsp
+            i += 3
+        elif code[i:i + 3] == b"\x48\x83\xec" and i + 3 < len(code):  # sub rsp, imm8
+            return pushed + code[i + 3]
+        elif code[i:i + 3] == b"\x48\x81\xec" and i + 7 <= len(code):  # sub rsp, imm32
+            return pushed + int.from_bytes(code[i + 3:i + 7], "little")
+        elif code[i:i + 3] == b"\x48\x83\xe4":  # and rsp, imm8: realigned
+            return None
+        else:
+            return pushed
+    return pushed
+
+
+def _dwarf_rows(elf: ELFFile, file: str, arch: str) -> list[KernelRecord]:
+    """A record per DWARF subprogram with a code range (low_pc and high_pc), in address order."""
+    def read() -> list[KernelRecord]:
+        if not elf.has_dwarf_info():
+            return []
+        rows = []
+        for cu in elf.get_dwarf_info().iter_CUs():
+            for die in cu.iter_DIEs():
+                attrs = die.attributes
+                if die.tag != "DW_TAG_subprogram" or "DW_AT_low_pc" not in attrs or "DW_AT_high_pc" not in attrs:
+                    continue
+                name = attrs.get("DW_AT_linkage_name") or attrs.get("DW_AT_name")
+                if name is None:
+                    continue
+                low, high = attrs["DW_AT_low_pc"].value, attrs["DW_AT_high_pc"]
+                size = high.value if high.form != "DW_FORM_addr" else high.value - low  # DWARF 4: an offset
+                if size > 0:
+                    text = name.value.decode("utf-8", "replace") if isinstance(name.value, bytes) else str(name.value)
+                    rows.append(KernelRecord(name=text, file=file, format="host-elf", arch=arch,
+                                             extra={"size": int(size), "address": int(low), "binding": "dwarf"}))
+        return sorted(rows, key=lambda r: r.extra["address"])
+    return guarded(file, "DWARF .debug_info", read)
+
+
+def _symbol_rows(elf: ELFFile, file: str, arch: str) -> list[KernelRecord]:
     rows: dict[str, KernelRecord] = {}
     for sym in symbols(elf, file):
         def row() -> KernelRecord | None:

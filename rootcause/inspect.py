@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 # The keys of one output row, in order (JSON, CSV, table and Markdown columns).
 ROW_KEYS = ("name", "file", "format", "arch", "registers", "sgpr", "agpr", "shared_bytes",
             "local_bytes", "stack_bytes", "param_bytes", "max_threads_per_block", "spills",
-            "wavefront_size", "block", "occupancy", "occupancy_limiter")
+            "wavefront_size", "block", "code_bytes", "occupancy", "occupancy_limiter")
 
 FATBIN_MAGIC = (0xBA55ED50).to_bytes(4, "little")
 EM_CUDA, EM_AMDGPU = 190, 224
@@ -569,13 +569,14 @@ def row(record: KernelRecord) -> dict[str, Any]:
     d = dict(zip(_RECORD_KEYS, _record_values(record)))
     block = tuple(record.block) if record.block is not None else None
     d["block"] = list(block) if block is not None else None
+    d["code_bytes"] = record.extra.get("size") if record.format.endswith("host-elf") else None  # a CPU function's
     d["occupancy"], d["occupancy_limiter"] = (None, None) if block is None else _occupancy_cells(
         record.arch, block, record.registers, record.shared_bytes, record.max_threads_per_block,
         record.sgpr, record.agpr)
     return d
 
 
-_RECORD_KEYS = ROW_KEYS[:ROW_KEYS.index("occupancy")]  # the keys a KernelRecord holds, in row order
+_RECORD_KEYS = ROW_KEYS[:ROW_KEYS.index("code_bytes")]  # the keys a KernelRecord holds, in row order
 _record_values = operator.attrgetter(*_RECORD_KEYS)
 
 
@@ -623,7 +624,7 @@ def _cell(value: Any) -> str:
 
 _SHORT = {"registers": "regs", "shared_bytes": "shared", "local_bytes": "local",
           "stack_bytes": "stack", "param_bytes": "param", "max_threads_per_block": "max_thr",
-          "wavefront_size": "wave", "occupancy": "occ", "occupancy_limiter": "limiter"}
+          "wavefront_size": "wave", "code_bytes": "code", "occupancy": "occ", "occupancy_limiter": "limiter"}
 
 
 def _json_lines(rows: list[dict[str, Any]]) -> str:

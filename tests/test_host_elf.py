@@ -57,6 +57,10 @@ def test_functions_match_readelf(gcc_lib, which):
     assert host_elf.matches(data)
     rows = host_elf.kernels(data, str(path))
     truth = readelf_functions(path, ".symtab")
+    if which == "iree":  # its symbols name only the query function: the dispatches come from DWARF
+        assert len(truth) == 1
+        truth |= readelf_subprograms(path)
+        assert len(truth) > 1
     assert {r.name: (r.extra["address"], r.extra["size"]) for r in rows} == truth
     assert all(r.format == "host-elf" and r.arch == "x86_64" for r in rows)
     if which == "gcc":
@@ -64,6 +68,57 @@ def test_functions_match_readelf(gcc_lib, which):
         assert by["scale"] == "global" and by["weak_fn"] == "weak" and "table" not in by
     if which == "tvm":
         assert {"__tvm_ffi_matmul", "__tvm_ffi_add"} <= set(truth)
+
+
+def readelf_subprograms(path: Path) -> dict[str, tuple[int, int]]:
+    """{name: (low_pc, high_pc as a length)} of each DW_TAG_subprogram, from readelf's DWARF dump."""
+    out = subprocess.run(["readelf", "--debug-dump=info", str(path)], capture_output=True, text=True,
+                         check=True).stdout
+    found = {}
+    for block in out.split("(DW_TAG_subprogram)")[1:]:
+        block = block.split("Abbrev Number")[0]
+        low = re.search(r"DW_AT_low_pc\s*:\s*0x([0-9a-f]+)", block)
+        high = re.search(r"DW_AT_high_pc\s*:\s*0x([0-9a-f]+)", block)
+        name = re.search(r"DW_AT_name\s*:\s*(?:\(indirect string, offset: 0x[0-9a-f]+\):\s*)?(\S+)", block)
+        if low and high and name:
+            found[name.group(1)] = (int(low.group(1), 16), int(high.group(1), 16))
+    return found
+
+
+def objdump_stack(path: Path, address: int) -> int | None:
+    """The bytes a function's prologue reserves, read from objdump's disassembly of its first
+    instructions: 8 a push, then the immediate of `sub $N,%rsp`; None at `and $N,%rsp`."""
+    out = subprocess.run(["objdump", "-d", f"--start-address={address}", f"--stop-address={address + 64}",
+                          str(path)], capture_output=True, text=True, check=True).stdout
+    pushed = 0
+    for line in out.splitlines():
+        parts = line.split("\t")
+        if len(parts) < 3 or not parts[0].strip().endswith(":"):
+            continue
+        text = parts[2].strip()
+        if text.startswith("push "):
+            pushed += 8
+        elif text == "mov    %rsp,%rbp":
+            continue
+        elif re.match(r"sub\s+\$0x([0-9a-f]+),%rsp$", text):
+            return pushed + int(re.match(r"sub\s+\$0x([0-9a-f]+)", text).group(1), 16)
+        elif re.match(r"and\s+\$.*,%rsp$", text):
+            return None
+        else:
+            return pushed
+    return pushed
+
+
+@pytest.mark.parametrize("which", ["gcc", "tvm", "iree"])
+def test_stack_frames_match_objdump(gcc_lib, which):
+    """Each x86-64 function's stack frame as its prologue reserves it, against objdump."""
+    if shutil.which("objdump") is None:
+        pytest.skip("no objdump (binutils)")
+    path = {"gcc": gcc_lib, "tvm": FIX / "tvm" / "mm_llvm.so",
+            "iree": FIX / "host" / "mm_embedded_elf_x86_64.so"}[which]
+    rows = host_elf.kernels(path.read_bytes(), str(path))
+    assert rows
+    assert {r.name: r.stack_bytes for r in rows} == {r.name: objdump_stack(path, r.extra["address"]) for r in rows}
 
 
 def test_stripped_library_falls_back_to_dynsym(gcc_lib, tmp_path):
