@@ -539,11 +539,28 @@ def _inspect_bundle(path: Path, arch: str | None, out: Inspection) -> None:
     files += [path / b for b in manifest.get("binaries") or []]
     if not files:
         out.errors.append(f"{manifest_path}: module: bundle names no module or binaries")
+    found = Inspection(errors=out.errors, notes=out.notes)
     for f in dict.fromkeys(files):
         if not f.is_file():
             out.errors.append(f"{manifest_path}: {f.relative_to(path)}: listed but missing")
         else:
-            _inspect_file(str(f), arch, out, explicit=True, launches=launches)
+            _inspect_file(str(f), arch, found, explicit=True, launches=launches)
+    out.records += _one_per_kernel(found.records)
+
+
+def _one_per_kernel(records: list[KernelRecord]) -> list[KernelRecord]:
+    """A bundle's module and its extracted binaries hold the same kernels: one record per kernel
+    name and arch, the one with the most fields known (the module's where they tie), in order."""
+    best: dict[tuple[str, str | None], KernelRecord] = {}
+    for r in records:
+        key = (r.name, r.arch)
+        if key not in best or _known(r) > _known(best[key]):
+            best[key] = r
+    return list(best.values())
+
+
+def _known(record: KernelRecord) -> int:
+    return sum(v is not None for v in _record_values(record))
 
 
 def _bundle_arch(target: Any) -> str | None:

@@ -522,3 +522,28 @@ def test_file_names_are_those_pathlib_gives(parts, slashes):
         p = "/" * slashes + sep.join(parts)
         assert _path_name(p) == str(Path(p)), p
     assert _path_name(Path("a//b/")) == "a/b"
+
+
+def test_an_iree_cpu_bundle_lists_each_dispatch_once_with_code_size_and_stack(tmp_path):
+    """The main job's split variant built for llvm: inspect on its bundle lists every dispatch of
+    the bundle's catalog (from the compiler's IR, not the ELF) once, the module's and the extracted
+    .so's rows merged, each with its code size from readelf's DWARF dump of the extracted ELF."""
+    from tests.test_host_elf import readelf_subprograms
+
+    case = Path(__file__).resolve().parent.parent / "fixtures" / "cases" / "einsum_fusion" / "variants.toml"
+    env = {**os.environ, "ROOTCAUSE_CACHE": str(tmp_path / "cache")}
+    bundle = tmp_path / "bundle"
+    subprocess.run([sys.executable, "-m", "rootcause", "build", f"{case}#split_small", "--out", str(bundle)],
+                   env=env, check=True, capture_output=True)
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    dispatches = {k["name"] for k in manifest["kernels"]}
+    assert len(dispatches) >= 2
+    proc = subprocess.run([sys.executable, "-m", "rootcause", "inspect", str(bundle), "--format", "json"],
+                          env=env, capture_output=True, text=True, check=True)
+    rows = [r for r in json.loads(proc.stdout) if r["name"] in dispatches]
+    assert sorted(r["name"] for r in rows) == sorted(dispatches)
+    truth = {}
+    for so in bundle.glob("binaries/*.so"):
+        truth |= readelf_subprograms(so)
+    assert {r["name"]: r["code_bytes"] for r in rows} == {n: truth[n][1] for n in dispatches}
+    assert all(isinstance(r["stack_bytes"], int) for r in rows)
