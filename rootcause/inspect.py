@@ -671,15 +671,17 @@ def render(rows: list[dict[str, Any]], fmt: str) -> str:
             w.writerow(["" if r[k] is None else _cell(r[k]) if k == "block" or isinstance(r[k], str) else r[k]
                         for k in ROW_KEYS])
         return buf.getvalue()
-    headers = [_SHORT.get(k, k) for k in ROW_KEYS]
-    cells = [[_cell(r[k]) for k in ROW_KEYS] for r in rows]
+    # code_bytes is a CPU function's: a table of GPU kernels leaves that column out (JSON and CSV keep it)
+    keys = [k for k in ROW_KEYS if k != "code_bytes" or any(r[k] is not None for r in rows)]
+    headers = [_SHORT.get(k, k) for k in keys]
+    cells = [[_cell(r[k]) for k in keys] for r in rows]
     if fmt == "markdown":
         lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
         lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row_) + " |" for row_ in cells]
         return "\n".join(lines) + "\n"
     widths = [max([len(h)] + [len(c[i]) for c in cells]) for i, h in enumerate(headers)]
-    numeric = {i for i, k in enumerate(ROW_KEYS) if k not in ("name", "file", "format", "arch", "block",
-                                                             "occupancy_limiter")}
+    numeric = {i for i, k in enumerate(keys) if k not in ("name", "file", "format", "arch", "block",
+                                                         "occupancy_limiter")}
     def line(values: list[str]) -> str:
         return "  ".join(v.rjust(w) if i in numeric else v.ljust(w)
                          for i, (v, w) in enumerate(zip(values, widths))).rstrip()
