@@ -1,6 +1,6 @@
 """Whole-graph latency: the interleaved measurement protocol and its statistics.
 
-The protocol is the one of seeds/000: per variant, warm-up calls then a timed warm-up of a few
+The protocol is the one TVM and IREE triage threads use by hand: per variant, warm-up calls then a timed warm-up of a few
 seconds; then blocks, each running every variant `repeats` times, with the variant order taken
 from a rotating list of permutations (block b uses permutations[(offset + b) % k]) so that no
 variant always runs first or right after another one. It stops early once every ratio's
@@ -29,11 +29,8 @@ Statistics (NumPy only, seeded so a result can be recomputed from its samples):
   interval is the hull of both (ci_s / ci, with ci_samples and ci_blocks kept);
 - the delta median(b) - median(a) with its paired interval (paired_delta), recorded beside each
   ratio (a headline still compares the two variants' own intervals: on a 2 us graph whose samples
-  sit in two states, the paired interval called an A-against-A pair significant); on 138
-  A-against-A measurements of the 2-core CPU (fixtures/captures/cpu-2026-12-05-
-  generated-measurements), none of the 55 whose variants sampled the same number of calls came out
-  significant (with the CPU's 5% floor), and of 65 pairs the construction makes slower, 61 were
-  found slower and none faster;
+  sit in two states, the paired interval called an A-against-A pair significant:
+  benchmarks/README.md#a-against-a-found-in-the-protocol-2026-12-05-a-third-session);
 - significant: |ratio - 1| > threshold and the interval excludes 1.
 """
 from __future__ import annotations
@@ -374,9 +371,9 @@ def measure_interleaved(timers: dict[str, Callable[[int], Callable[[], float]]],
     number of calls: the fewest any variant needs to last about target_sample_s (calibrated per
     variant, kept as calls_calibrated), raised so the fastest lasts MIN_SAMPLE_S. Under load a
     call's time depends on how long the run of calls around it is (the machine's other processes
-    take their share in the pauses between samples, or inside a long one): two builds of one module
-    sampled 26 and 10 calls at a time on the loaded 2-core CPU measured 260 and 121 us a call, and
-    one module alone 344 and 120 us. The result is Measurement.to_dict() plus calls_per_sample.
+    take their share in the pauses between samples, or inside a long one), so unequal runs of calls
+    can differ by 2x on a loaded CPU for the same module. The result is Measurement.to_dict() plus
+    calls_per_sample.
     A progress bar shows the budget's seconds on a terminal (updated between blocks, never inside
     one)."""
     from rootcause.terminal import progress_bar

@@ -13,11 +13,10 @@ RESAMPLES = 2000
 # A delta is significant when its interval excludes 0 and it is at least this share of the
 # baseline whole-graph time (so drift of a few ns on a 100 us graph is not called a change).
 MIN_EFFECT_SHARE = 0.01
-# On a CPU the whole graph's share is larger (units keep 1%, checked by require_repeat): two
-# builds of one spec (fixtures/zoo/tvm_null_wide for llvm) measured 0.2-5.1% apart, interleaved,
-# in six analyze runs on the shared 2-core machine under load, where the other processes and where
-# each session's buffers landed move a whole call by that much; require_repeat's session checks
-# catch what exceeds it.
+# On a CPU the whole graph's share is larger (units keep 1%, checked by require_repeat): on a
+# loaded CPU two builds of one spec measure up to about 5% apart, interleaved (other processes, and
+# where each session's buffers land, move a whole call), which no interval over its calls shows.
+# benchmarks/README.md#a-against-a-on-the-cpu-2026-12-04
 CPU_MIN_EFFECT_SHARE = 0.05
 # The recovered share (of a unit's delta, or of the A-B delta) a hybrid's interval must exceed to
 # confirm it (analysis.confirm; here so that `analyze --help` needs no analysis import).

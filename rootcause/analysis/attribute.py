@@ -555,11 +555,10 @@ def require_repeat(att: Attribution, repeat: Attribution, how: str,
     repeat: a second pair of profiles of A and B, taken apart from the first (`how` says how).
     Calls profiled one after another in one session share that session's state (the machine's
     load, where the buffers landed), so a session can shift one kernel for all of its calls and the
-    interval over its calls will not show it; on the shared 2-core CPU that shift reached 40% of a
-    kernel between two builds of one spec. A unit stays significant when the second pair finds it
-    significant with the same sign and both its deltas are larger than the change of either side's
-    own time for that unit between its two sessions (an A-against-A unit measured -11.1 us, then
-    -2.2 us, while A moved 9.4 us between its sessions: the first delta alone passed). timed: per
+    interval over its calls will not show it (on a loaded CPU, tens of percent of a kernel:
+    benchmarks/README.md#a-against-a-on-the-cpu-2026-12-04). A unit stays significant when the second
+    pair finds it significant with the same sign and both its deltas are larger than the change of
+    either side's own time for that unit between its two sessions. timed: per
     side, the median call of each of its two sessions as it timed them; the measured whole-graph
     delta stays significant when both pairs of sessions show its sign and their mirrored delta
     reaches the CPU's share (_sessions_disagree)."""
@@ -605,12 +604,10 @@ def _whole_not_significant(att: Attribution, why: str) -> None:
                             "called significant"] + ([closure] if closure else [])
 
 
-# On the CPU a call now and then stalls for a millisecond or more (on the shared 2-core machine the
-# runtime's worker threads wake late: calls of 380 us measured 1-2 ms), and how often differs from
-# one process to another: the same two builds of one source (gen_version_101, iree 3.12.0 in its own
-# environment against 3.13.0 here) came out 2.98x slower, not significant, and 2.58x faster in three
-# analyses, the two called significant with intervals that excluded 1x, while the fastest tenth of either side's calls
-# stayed within 2% of the other's (1.1% and 1.6% in the two captured runs).
+# On a loaded CPU a call now and then stalls for a millisecond or more (the runtime's worker threads
+# wake late), and how often differs from one process to another, so two processes' medians can
+# differ by the stalls alone; the fastest tenth of each side's calls is what the code decides.
+# benchmarks/README.md#one-source-two-releases-the-version-family-2026-12-06
 FLOOR_QUANTILE = 0.1
 
 

@@ -29,16 +29,15 @@ RECOMPUTE_FACTOR = 1.5
 PARALLELISM_FACTOR = 8
 # Or, where the catalogs give the work: each launched thread walking this many times the work a
 # thread of the other side walks (over all of that side's kernels for the ops: they run one after
-# another). An IREE top-k split in S stages launches S x the threads, which stays under
-# PARALLELISM_FACTOR for S < 8 while both sides leave the device nearly idle (issue 25, class 2).
+# another): a split that launches a few times the threads stays under PARALLELISM_FACTOR while both
+# sides leave the device nearly idle.
 SERIAL_FACTOR = 2.0
 # A static difference (fewer threads, a longer serial chain a thread, a cache line an element) is named
-# as the cause only where the unit is this many times slower on the slow side: the H100's top-k pairs
-# (fixtures/captures/h100-2026-12-05-gen-topk) launched 1 thread against 64 for the same ops and ran
-# 1.01x apart (the 64 threads did not share the work).
+# as the cause only where the unit is this many times slower on the slow side: more threads for the
+# same ops need not share its work. benchmarks/README.md#the-h100-top-k-batch-class-2-fixturescapturesh100-2026-12-05-gen-topk
 MECHANISM_MIN_SPEEDUP = 1.5
 # A launched thread walking this many bytes (or flops) serially, on a device left idle by both sides:
-# the unit's time is a serial chain whatever the other side does (class 2: 262,160 bytes a thread).
+# the unit's time is a serial chain whatever the other side does.
 SERIAL_WORK = 4096
 # a kernel's work, in the order it is asked for: flops where the catalog counts them, else bytes moved
 WORK_METRICS = (("flops", "flops"), ("bytes_moved", "bytes"))
@@ -688,7 +687,7 @@ def _serial_both(ctx: Context, slow: Side, focus: pd.Series, fast: Side, rows: l
                  other_max: int, speedup: float | None) -> list[dict[str, Any]]:
     """Both sides leave the device idle and the slow kernel's threads each walk SERIAL_WORK or more
     (flops, else bytes moved): the unit is a serial chain on both sides, whichever is faster.
-    Grid x block against the work, no tiles needed (issue 25, class 2)."""
+    Grid x block against the work, no tiles needed."""
     kernel_work = _kernel_work(slow.cat(focus["kernel"]))
     if kernel_work is None:
         return []

@@ -4,7 +4,7 @@ The build runs in a subprocess (`python -m rootcause.frontends.tvm.build REQUEST
 whether it can make cubins when it first loads its CUDA runtime, so on a GPU-less machine the
 build-only libcuda stub must be on LD_LIBRARY_PATH before `import tvm` (docs/GPU_HOST.md).
 
-Inside, the target's Relax pipeline runs pass by pass, as seeds/000 does: library dispatch +
+Inside, the target's Relax pipeline runs pass by pass, as a triage thread does by hand: library dispatch +
 legalize passes (honouring skip_passes, dataflow boundaries before FuseOps (boundaries.py),
 schedule overrides before ApplyDefaultSchedule (overrides.py)), then dataflow-lower + finalize
 passes, then relax.build. The catalog comes from the IR: provenance (provenance.py: input
