@@ -6,8 +6,8 @@ joined by union-find over the bipartite graph kernel_A -- source op -- kernel_B,
 tier, strongest evidence first. A kernel already in a unit that has both sides is settled;
 the rest go on to the next tier:
 
-The tiers, in the order they run (TIERS; the frontends' own name tiers come after cpu-op,
-in registry order):
+The tiers, in the order they run (TIERS; the frontends' own name tiers come after module-path,
+in registry order; ordered_tiers is the one list align runs):
 
 - provenance: the catalogs' source_ops (bundle manifest "kernels"), the only tier that knows
   which ops a kernel really computes; op ids are first normalized by the frontends that name
@@ -108,10 +108,11 @@ KERNEL_COLUMNS: dict[str, str] = {
                 "else None (every launch)",
 }
 
-# The generic tiers, strongest first; the frontends' name tiers run after cpu-op (tiers()).
+# The generic tiers, strongest first (GENERIC_TIERS runs them); the frontends' name tiers run
+# after module-path (ordered_tiers).
 TIERS = ("provenance", "location", "op-tree", "name", "normalized-name", "cpu-op", "module-path", "shape",
          "launch-order", "remainder", "absorbed", "unmatched")
-NAME_TIERS_AFTER = "cpu-op"
+NAME_TIERS_AFTER = "module-path"
 INSTANCE = "#@"  # node name of the i-th launch of a split kernel: KERNEL#@i
 
 
@@ -172,9 +173,7 @@ def frontend_tiers() -> list[AlignmentTier]:
 
 def tiers(name_tiers: list[AlignmentTier] | None = None) -> tuple[str, ...]:
     """Every tier's name in the order they run, weakest last."""
-    names = [t.name for t in (frontend_tiers() if name_tiers is None else name_tiers)]
-    at = TIERS.index(NAME_TIERS_AFTER) + 1
-    return (*TIERS[:at], *names, *TIERS[at:])
+    return tuple(t.name for t in ordered_tiers(name_tiers))
 
 
 def op_normalizer() -> Callable[[str], str]:
@@ -306,22 +305,199 @@ def _split_per_op(v: str, names: dict[str, list[str]], info: dict[str, dict], la
     names[v] = out
 
 
+@dataclass
+class _Matching:
+    """What the tiers share while they join kernels: every node's catalog facts, the union-find of
+    units, the tier that placed each node, and the notes. A tier reads what it needs and joins
+    nodes through link_through."""
+
+    names: dict[str, list[str]]
+    info: dict[str, dict]
+    events: dict[str, pd.DataFrame]
+    across: bool = False  # two producers: the catalogs share no source op
+    tree_keys: dict[str, list[str]] = field(default_factory=dict)
+    uf: _UnionFind = field(default_factory=lambda: _UnionFind())
+    method: dict[str, str] = field(default_factory=dict)
+    op_keys: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # tier -> node -> its op keys
+    notes: list[str] = field(default_factory=list)
+
+    def pending(self) -> dict[str, list[str]]:
+        """Kernels not yet in a unit that has both sides."""
+        sides: dict[str, set[str]] = {}
+        for node in self.info:
+            sides.setdefault(self.uf.find(node), set()).add(node[0])
+        return {v: [n for n in self.names[v] if sides[self.uf.find(f"{v}:{n}")] != {"a", "b"}] for v in ("a", "b")}
+
+    def place(self, nodes: list[str], tier: str) -> None:
+        for node in nodes:
+            self.method.setdefault(node, tier)
+
+    def link_through(self, keys: dict[str, list[str]], tier: str, active: set[str] | None = None) -> None:
+        """Union nodes sharing a key, but only keys that occur on both sides (and, when `active`
+        is given, that touch at least one of its nodes)."""
+        by_key: dict[str, set[str]] = {}
+        for node, ks in keys.items():
+            for key in ks:
+                by_key.setdefault(key, set()).add(node)
+        for key, nodes in by_key.items():
+            if active is not None and not nodes & active:
+                continue
+            if {n[0] for n in nodes} == {"a", "b"}:
+                for node in nodes:
+                    self.uf.union(f"{tier}:{key}", node)
+                self.place(sorted(nodes), tier)
+
+
+@dataclass(frozen=True)
+class _Tier:
+    """One way of joining kernels (module doc): run(matching) links what it finds."""
+
+    name: str
+    run: Callable[[_Matching], None]
+
+
+def _provenance(m: _Matching) -> None:
+    m.link_through({node: list(i["source_ops"]) for node, i in m.info.items() if i["source_ops"]}, "provenance")
+
+
+def _location(m: _Matching) -> None:
+    """Kernels (of any tier so far) that compute part of one input op join, many to many."""
+    m.link_through({node: list(i["source_locs"]) for node, i in m.info.items() if i["source_locs"]}, "location")
+
+
+def _op_tree(m: _Matching) -> None:
+    if m.tree_keys:
+        m.link_through(m.tree_keys, "op-tree")
+        m.op_keys["op-tree"] = m.tree_keys
+
+
+def _name(m: _Matching) -> None:
+    left = m.pending()
+    m.link_through({f"{v}:{n}": [n] for v in "ab" for n in left[v]}, "name")
+
+
+def _normalized_name(m: _Matching) -> None:
+    """Names that differ only in numbers or hashes, the key unique on each side."""
+    left, keys = m.pending(), {}
+    for v in "ab":
+        counts = pd.Series([normalized_name(n) for n in left[v]], dtype=object).value_counts()
+        for n in left[v]:
+            if counts.get(normalized_name(n)) == 1:
+                keys[f"{v}:{n}"] = [normalized_name(n)]
+    m.link_through(keys, "normalized-name")
+
+
+def _cpu_op(m: _Matching) -> None:
+    """The CPU op that launched a few distinct kernels still unmatched on each side."""
+    left, keys = m.pending(), {}
+    for v in "ab":
+        ops = _cpu_ops(m.events[v])
+        mine = {n: ops.get(n) for n in left[v] if ops.get(n)}
+        counts = pd.Series(list(mine.values()), dtype=object).value_counts()
+        keys.update({f"{v}:{n}": [op] for n, op in mine.items() if counts.get(op) <= CPU_OP_KERNELS})
+    m.link_through(keys, "cpu-op")
+
+
+def _module_path(m: _Matching) -> None:
+    if m.across:
+        left = m.pending()
+        m.link_through(_module_keys([f"{v}:{n}" for v in "ab" for n in left[v]], m.info), "module-path")
+
+
+def _shape(m: _Matching) -> None:
+    """Launch work size, unique among the still-unmatched of each side."""
+    left, keys = m.pending(), {}
+    for v in "ab":
+        work = _work_sizes(m.events[v])
+        sizes = pd.Series({n: work.get(n) for n in left[v]}, dtype="object").dropna()
+        for n, size in sizes[~sizes.duplicated(keep=False)].items():
+            keys[f"{v}:{n}"] = [str(size)]
+    m.link_through(_same_bytes(keys, m.info), "shape")
+
+
+def _launch_order(m: _Matching) -> None:
+    left = m.pending()
+    if left["a"] and left["b"]:
+        keys, order_notes = _between_anchors(m.events["a"], m.events["b"], {v: set(left[v]) for v in "ab"}, m.uf)
+        m.link_through(keys, "launch-order")
+        m.notes.extend(order_notes)
+
+
+def _remainder(m: _Matching) -> None:
+    left = m.pending()
+    if left["a"] and left["b"]:
+        m.link_through({f"{v}:{n}": ["rest"] for v in "ab" for n in left[v]}, "remainder")
+        m.notes.append(f"{len(left['a'])} kernel(s) of A and {len(left['b'])} of B matched no tier and "
+                       f"were joined as the remainder of the same entry function (by elimination): "
+                       f"{', '.join(left['a'][:3])} against {', '.join(left['b'][:3])}")
+
+
+def _absorbed_tier(m: _Matching) -> None:
+    """A producer fused into its consumer: only one side has kernels left, and it launches more."""
+    left = m.pending()
+    for v, other in (("a", "b"), ("b", "a")):
+        if left[v] and not left[other]:
+            joined = _absorbed(v, left[v], m.events, m.uf, m.pending, m.info)
+            for node, anchor in joined:
+                m.uf.union(node, anchor)
+            m.place([node for node, _ in joined], "absorbed")
+            if joined:
+                m.notes.append(f"{len(joined)} kernel(s) of {v.upper()} with no counterpart joined the unit of the "
+                               "kernel launched right after them (a producer the other side fused into its "
+                               "consumer): " + ", ".join(f"{n[2:]} -> {a[2:]}" for n, a in joined[:3]))
+
+
+def _unmatched(m: _Matching) -> None:
+    m.place(list(m.info), "unmatched")
+
+
+GENERIC_TIERS = (_Tier("provenance", _provenance), _Tier("location", _location), _Tier("op-tree", _op_tree),
+                 _Tier("name", _name), _Tier("normalized-name", _normalized_name), _Tier("cpu-op", _cpu_op),
+                 _Tier("module-path", _module_path), _Tier("shape", _shape), _Tier("launch-order", _launch_order),
+                 _Tier("remainder", _remainder), _Tier("absorbed", _absorbed_tier), _Tier("unmatched", _unmatched))
+
+
+def _frontend_tier(tier: AlignmentTier) -> _Tier:
+    def run(m: _Matching) -> None:
+        keys, active = tier.keys(m.names, m.pending(), m.info)
+        m.link_through(keys, tier.name, active)
+        if tier.keys_are_ops:
+            m.op_keys[tier.name] = keys
+    return _Tier(tier.name, run)
+
+
+def ordered_tiers(name_tiers: list[AlignmentTier] | None = None) -> list[_Tier]:
+    """Every tier in the order align runs them: the generic ones, with the frontends' name tiers
+    (registry order) after NAME_TIERS_AFTER."""
+    name_tiers = frontend_tiers() if name_tiers is None else name_tiers
+    at = TIERS.index(NAME_TIERS_AFTER) + 1
+    return [*GENERIC_TIERS[:at], *map(_frontend_tier, name_tiers), *GENERIC_TIERS[at:]]
+
+
 def align(events_a: pd.DataFrame, events_b: pd.DataFrame,
           catalog_a: list[CatalogKernel] | None = None,
           catalog_b: list[CatalogKernel] | None = None,
           entry_a: str | None = None, entry_b: str | None = None) -> Alignment:
     """Units of kernels of A and B that compute the same source ops (see module doc)."""
-    names = {"a": _kernel_names(events_a), "b": _kernel_names(events_b)}
+    m = _matching(events_a, events_b, catalog_a, catalog_b, entry_a, entry_b)
+    order = ordered_tiers()
+    for tier in order:
+        tier.run(m)
+    return _tables(m.names, m.info, m.uf, m.method, m.op_keys, m.notes, tuple(t.name for t in order))
+
+
+def _matching(events_a: pd.DataFrame, events_b: pd.DataFrame, catalog_a: list[CatalogKernel] | None,
+              catalog_b: list[CatalogKernel] | None, entry_a: str | None, entry_b: str | None) -> _Matching:
+    """Every launched kernel a node with its catalog facts, split per op, per call site or per
+    module-tree position where a kernel serves several (module doc)."""
+    events = {"a": events_a, "b": events_b}
+    names = {v: _kernel_names(events[v]) for v in "ab"}
     catalogs = {"a": catalog_index(catalog_a), "b": catalog_index(catalog_b)}
     entries = {"a": entry_a, "b": entry_b}
-    uf = _UnionFind()
-    method: dict[str, str] = {}
+    normalize = op_normalizer()
     info: dict[str, dict] = {}
-    notes: list[str] = []
-    normalize, name_tiers = op_normalizer(), frontend_tiers()
-    op_keys: dict[str, dict[str, list[str]]] = {}  # tier -> node -> the op names its keys are
     launches: dict[str, dict[str, set[int]]] = {}  # each side's launches per graph call, for the per-launch splits
-
+    uf = _UnionFind()
     for v in ("a", "b"):
         for kernel in names[v]:
             node = f"{v}:{kernel}"
@@ -334,135 +510,21 @@ def align(events_a: pd.DataFrame, events_b: pd.DataFrame,
                           "module_paths": tuple(k.module_paths) if k else (),
                           "bytes_moved": k.bytes_moved if k else None, "flops": k.flops if k else None}
         if catalogs["a"] and catalogs["b"]:
-            launches[v] = _launches_per_call(_numbered(events_a if v == "a" else events_b))
+            launches[v] = _launches_per_call(_numbered(events[v]))
             _split_per_op(v, names, info, launches[v])
-    across = bool(catalogs["a"] and catalogs["b"]) and not _share_ops(info)
-    tree_keys: dict[str, list[str]] = {}
+    m = _Matching(names, info, events, uf=uf)
+    m.across = bool(catalogs["a"] and catalogs["b"]) and not _share_ops(info)
     if not (catalogs["a"] or catalogs["b"]) and _other_producers(events_a, events_b):
         for v in "ab":
-            tree_keys.update(_split_per_tree(v, names, info, events_a if v == "a" else events_b))
+            m.tree_keys.update(_split_per_tree(v, names, info, events[v]))
     for v in "ab":
-        if across:
+        if m.across:
             _split_per_path(v, names, info, launches[v])
         missing = [n for n in names[v] if catalogs[v] and not info[f"{v}:{n}"]["catalog"]]
         if missing:
-            notes.append(f"variant {v}: {len(missing)} launched kernel(s) not in the catalog "
-                         f"(aligned by name/shape instead): {', '.join(missing[:5])}")
-
-    def pending() -> dict[str, list[str]]:
-        """Kernels not yet in a unit that has both sides."""
-        sides: dict[str, set[str]] = {}
-        for node in info:
-            sides.setdefault(uf.find(node), set()).add(node[0])
-        return {v: [n for n in names[v] if sides[uf.find(f"{v}:{n}")] != {"a", "b"}]
-                for v in ("a", "b")}
-
-    def place(nodes: list[str], tier: str) -> None:
-        for node in nodes:
-            method.setdefault(node, tier)
-
-    def link_through(keys: dict[str, list[str]], tier: str, prefix: str,
-                     active: set[str] | None = None) -> None:
-        """Union nodes sharing a key, but only keys that occur on both sides (and, when
-        `active` is given, that touch at least one of its nodes)."""
-        by_key: dict[str, set[str]] = {}
-        for node, ks in keys.items():
-            for key in ks:
-                by_key.setdefault(key, set()).add(node)
-        for key, nodes in by_key.items():
-            if active is not None and not nodes & active:
-                continue
-            if {n[0] for n in nodes} == {"a", "b"}:
-                for node in nodes:
-                    uf.union(f"{prefix}:{key}", node)
-                place(sorted(nodes), tier)
-
-    # provenance
-    link_through({node: list(i["source_ops"]) for node, i in info.items() if i["source_ops"]},
-                 "provenance", "op")
-    # location: input locations: kernels (of any tier so far) that compute part of one input op join,
-    # many to many: a serial reduction meets its split partial and combine dispatches
-    link_through({node: list(i["source_locs"]) for node, i in info.items() if i["source_locs"]},
-                 "location", "loc")
-    # op-tree: across vendors or engines, the module instance and CPU op around each launch
-    if tree_keys:
-        link_through(tree_keys, "op-tree", "optree")
-        op_keys["op-tree"] = tree_keys
-    # name: identical names
-    left = pending()
-    link_through({f"{v}:{n}": [n] for v in "ab" for n in left[v]}, "name", "name")
-    # normalized-name: names that differ only in numbers (template arguments, renumbered suffixes) or hashes,
-    # the key unique on each side
-    left = pending()
-    keys = {}
-    for v in "ab":
-        counts = pd.Series([normalized_name(n) for n in left[v]], dtype=object).value_counts()
-        for n in left[v]:
-            if counts.get(normalized_name(n)) == 1:
-                keys[f"{v}:{n}"] = [normalized_name(n)]
-    link_through(keys, "normalized-name", "norm")
-    # cpu-op: the CPU op that launched the kernel (traces that say, e.g. Kineto's External id), when
-    # the op launches a few distinct kernels still unmatched on each side (cuBLAS picking another
-    # GEMM, with or without its workspace memset)
-    left = pending()
-    ops = {"a": _cpu_ops(events_a), "b": _cpu_ops(events_b)}
-    keys = {}
-    for v in "ab":
-        mine = {n: ops[v].get(n) for n in left[v] if ops[v].get(n)}
-        counts = pd.Series(list(mine.values()), dtype=object).value_counts()
-        keys.update({f"{v}:{n}": [op] for n, op in mine.items() if counts.get(op) <= CPU_OP_KERNELS})
-    link_through(keys, "cpu-op", "cpuop")
-    # module-path: across producers, the model module each kernel computes in
-    if across:
-        left = pending()
-        link_through(_module_keys([f"{v}:{n}" for v in "ab" for n in left[v]], info), "module-path", "module")
-    # the frontends' name tiers (IREE dispatch names, TVM fused names)
-    for tier in name_tiers:
-        keys, active = tier.keys(names, pending(), info)
-        link_through(keys, tier.name, tier.name, active)
-        if tier.keys_are_ops:
-            op_keys[tier.name] = keys
-    # shape: launch work size, unique among the still-unmatched of each side
-    left = pending()
-    work = {"a": _work_sizes(events_a), "b": _work_sizes(events_b)}
-    keys = {}
-    for v in "ab":
-        sizes = pd.Series({n: work[v].get(n) for n in left[v]}, dtype="object").dropna()
-        unique = sizes[~sizes.duplicated(keep=False)]
-        for n, size in unique.items():
-            keys[f"{v}:{n}"] = [str(size)]
-    link_through(_same_bytes(keys, info), "shape", "work")
-    # launch-order: between two launches of settled units that come in the same order on
-    # both sides, what each side launches computes the same ops in between (a fused kernel
-    # against the eager kernels it replaces)
-    left = pending()
-    if left["a"] and left["b"]:
-        keys, order_notes = _between_anchors(events_a, events_b, {v: set(left[v]) for v in "ab"}, uf)
-        link_through(keys, "launch-order", "gap")
-        notes.extend(order_notes)
-    # remainder: by elimination, when both sides have kernels left
-    left = pending()
-    if left["a"] and left["b"]:
-        link_through({f"{v}:{n}": ["rest"] for v in "ab" for n in left[v]}, "remainder", "remainder")
-        notes.append(f"{len(left['a'])} kernel(s) of A and {len(left['b'])} of B matched no tier and "
-                     f"were joined as the remainder of the same entry function (by elimination): "
-                     f"{', '.join(left['a'][:3])} against {', '.join(left['b'][:3])}")
-    # absorbed: a producer fused into its consumer: only one side has kernels left, and it launches more
-    left = pending()
-    for v, other in (("a", "b"), ("b", "a")):
-        if left[v] and not left[other]:
-            joined = _absorbed(v, left[v], {"a": events_a, "b": events_b}, uf, pending, info)
-            for node, anchor in joined:
-                uf.union(node, anchor)
-            place([node for node, _ in joined], "absorbed")
-            if joined:
-                notes.append(f"{len(joined)} kernel(s) of {v.upper()} with no counterpart joined the unit of the "
-                             "kernel launched right after them (a producer the other side fused into its "
-                             "consumer): " + ", ".join(f"{n[2:]} -> {a[2:]}" for n, a in joined[:3]))
-    # unmatched: the rest
-    place(list(info), "unmatched")
-
-    return _tables(names, info, uf, method, op_keys, notes, tiers(name_tiers))
+            m.notes.append(f"variant {v}: {len(missing)} launched kernel(s) not in the catalog "
+                           f"(aligned by name/shape instead): {', '.join(missing[:5])}")
+    return m
 
 
 def _instance(path: str) -> str:
