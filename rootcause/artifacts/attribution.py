@@ -125,7 +125,11 @@ def _require(doc: Any, path: str, kind, file: str, where: str = "") -> None:
 
 def check(doc: Any, file: str = "attribution.json") -> None:
     """Raise UsageError (one line: file and key) unless doc is an attribution a report can show.
-    Committed documents of before 2026-12-05 hold residual.significant as a string: read as a bool."""
+    Committed documents of before 2026-12-05 hold residual.significant as a string: read as a bool.
+    The document checked last is not checked again (writing the three reports of one document
+    asks three times; a document is not changed between them)."""
+    if doc is _LAST_CHECKED[0]:
+        return
     _unquote_significance(doc)
     if not isinstance(doc, dict):
         raise UsageError(f"{file}: not an attribution: the top level is a {type(doc).__name__}, not an object")
@@ -144,6 +148,10 @@ def check(doc: Any, file: str = "attribution.json") -> None:
         for path, kind in _UNIT_REQUIRED:
             _require(unit, path, kind, file, f"units[{i}].")
     schema.check(doc, SHAPE, file)
+    _LAST_CHECKED[0] = doc
+
+
+_LAST_CHECKED: list[Any] = [None]  # the document check() passed last (one: a sweep checks many)
 
 
 def load(path: str | Path) -> dict[str, Any]:
