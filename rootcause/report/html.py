@@ -15,6 +15,7 @@ import math
 from typing import Any
 
 from rootcause.artifacts.attribution import check
+from rootcause.errors import InternalError
 from rootcause.report import view
 
 TOP_UNITS = 12       # bars in the plots and rows in the open units table
@@ -127,9 +128,16 @@ def _kernels(names: list[str], limit: int = 4) -> str:
 
 # --- figures ----------------------------------------------------------------------------------
 
-def _fig_waterfall(doc, top, other) -> dict:
-    import plotly.graph_objects as go
+def _figure(traces: list[dict], title: str, **layout) -> dict:
+    """A figure as plotly.js takes it (plotly's JSON schema as plain data: no graph objects to build
+    and validate); layout keys as in plotly's schema, axis titles given as xaxis_title/yaxis_title."""
+    for axis in ("xaxis", "yaxis"):
+        if f"{axis}_title" in layout:
+            layout[axis] = {**layout.get(axis, {}), "title": {"text": layout.pop(f"{axis}_title")}}
+    return {"data": traces, "layout": {"title": {"text": title}, **layout}}
 
+
+def _fig_waterfall(doc, top, other) -> dict:
     x = [view.unit_label(u) for u in top] + ([f"other ({other['count']} units)"] if other else [])
     y = [u["delta_ns"]["median"] / 1e3 for u in top] + ([other["delta_ns"]["median"] / 1e3] if other else [])
     x.append("residual (launch, gaps, host)")
@@ -137,7 +145,7 @@ def _fig_waterfall(doc, top, other) -> dict:
     whole = doc["whole_graph"]["delta_ns"]["median"] / 1e3
     unexplained = whole - sum(y)
     measure = ["relative"] * len(y)
-    if abs(unexplained) > 1e-9:
+    if abs(unexplained) >= 0.005:  # a bar a label can show (+0.01 us); less is rounding
         x.append("not explained")
         y.append(unexplained)
         measure.append("relative")
@@ -147,35 +155,32 @@ def _fig_waterfall(doc, top, other) -> dict:
     scale, unit = (1e3, "ms") if max(abs(v) for v in y) >= 1e3 else (1.0, "us")  # no "+120047.1 us"
     y = [v / scale for v in y]
     colors = {"B slower (up)": "#d62728", "B faster (down)": "#2ca02c", "whole-graph delta": "#555"}
-    fig = go.Figure(go.Waterfall(x=x, y=y, measure=measure, textposition="outside", showlegend=False,
-                                 text=[f"{v:+.2f}" if abs(v) < 1 else f"{v:+.1f}" for v in y], connector={"line": {"color": "#999"}},
-                                 increasing={"marker": {"color": colors["B slower (up)"]}},
-                                 decreasing={"marker": {"color": colors["B faster (down)"]}},
-                                 totals={"marker": {"color": colors["whole-graph delta"]}}))
-    for name, color in colors.items():  # a waterfall has no legend of its own colours: empty traces give one
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name,
-                                 marker={"color": color, "symbol": "square", "size": 12}))
-    fig.update_layout(title=f"Where the whole-graph delta goes (B - A, {unit} per call; up = B slower)",
-                      yaxis_title=f"{unit} per graph call", margin={"t": 50, "b": 140}, showlegend=True)
-    return fig.to_plotly_json()
+    traces = [{"type": "waterfall", "x": x, "y": y, "measure": measure, "textposition": "outside", "showlegend": False,
+               "text": [f"{v:+.2f}" if abs(v) < 1 else f"{v:+.1f}" for v in y], "connector": {"line": {"color": "#999"}},
+               "increasing": {"marker": {"color": colors["B slower (up)"]}},
+               "decreasing": {"marker": {"color": colors["B faster (down)"]}},
+               "totals": {"marker": {"color": colors["whole-graph delta"]}}}]
+    # a waterfall has no legend of its own colours: empty traces give one
+    traces += [{"type": "scatter", "x": [None], "y": [None], "mode": "markers", "name": name,
+                "marker": {"color": color, "symbol": "square", "size": 12}} for name, color in colors.items()]
+    return _figure(traces, f"Where the whole-graph delta goes (B - A, {unit} per call; up = B slower)",
+                   yaxis_title=f"{unit} per graph call", margin={"t": 50, "b": 140}, showlegend=True)
 
 
 def _fig_pairs(doc, top, other) -> dict:
-    import plotly.graph_objects as go
-
     rows = top + ([other] if other else [])
     x = [view.unit_label(u) if u["unit"] is not None else f"other ({u['count']} units)" for u in rows]
-    fig = go.Figure()
+    traces = []
     for v, color in (("a", _A_COLOR), ("b", _B_COLOR)):
         t = [u[f"time_{v}_ns"] for u in rows]
         med = [i["median"] / 1e3 for i in t]
         err = {"type": "data", "symmetric": False,
                "array": [(i["high"] - i["median"]) / 1e3 if "high" in i else 0 for i in t],
                "arrayminus": [(i["median"] - i["low"]) / 1e3 if "low" in i else 0 for i in t]}
-        fig.add_trace(go.Bar(name=view.label(doc, v), x=x, y=med, error_y=err, marker_color=color))
-    fig.update_layout(barmode="group", title="Time per graph call of each unit (median, 95% interval)",
-                      yaxis_title="us per graph call", margin={"t": 50, "b": 140})
-    return fig.to_plotly_json()
+        traces.append({"type": "bar", "name": view.label(doc, v), "x": x, "y": med, "error_y": err,
+                       "marker": {"color": color}})
+    return _figure(traces, "Time per graph call of each unit (median, 95% interval)", barmode="group",
+                   yaxis_title="us per graph call", margin={"t": 50, "b": 140})
 
 
 def _launch_ranks(doc, top) -> dict[tuple[str, str], list[int]]:
@@ -201,15 +206,12 @@ def _launch_ranks(doc, top) -> dict[tuple[str, str], list[int]]:
 
 
 def _fig_timeline(doc, prof, top) -> dict | None:
-    import plotly.graph_objects as go
-
     ranks = _launch_ranks(doc, top)
     palette = ["#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#EECA3B", "#B279A2",
                "#FF9DA6", "#9D755D", "#BAB0AC", "#1F77B4", "#8C564B"]
     import numpy as np
 
-    fig = go.Figure()
-    drawn = False
+    traces: list[dict] = []
     named: set[int] = set()  # legend: one entry per unit colour
     units = {r: view.unit_label(u) for r, u in enumerate(top)}
     for v in ("b", "a"):
@@ -219,8 +221,7 @@ def _fig_timeline(doc, prof, top) -> dict | None:
         ks = tl["kernels"]
         streams = {k.get("stream") for k in ks}
         name = view.label(doc, v)
-        # One trace per colour (unit rank, grey for the rest): per-point colour arrays make
-        # plotly validate every element, which is slow for tens of thousands of bars.
+        # One trace per colour (unit rank, grey for the rest), not a colour per bar.
         groups: dict[int, list[dict]] = {}
         seen: dict[str, int] = {}
         for k in ks:
@@ -230,27 +231,26 @@ def _fig_timeline(doc, prof, top) -> dict | None:
         for rank, members in sorted(groups.items()):
             start = np.array([k["start_ns"] for k in members], dtype="float64")
             end = np.array([k["end_ns"] for k in members], dtype="float64")
-            fig.add_trace(go.Bar(
-                orientation="h", base=np.round(start / 1e3, 4), x=np.round(np.maximum(end - start, 1) / 1e3, 4),
-                y=[f"{name} s{k.get('stream')}" if len(streams) > 1 else name for k in members],
-                marker_color=palette[rank % len(palette)] if rank >= 0 else "#bbb",
-                name=units.get(rank, "other units"), legendgroup=str(rank), showlegend=rank not in named,
-                hovertext=[k["kernel"] for k in members],
-                hovertemplate="%{hovertext}<br>%{x:.2f} us at %{base:.2f} us<extra></extra>",
-                marker_line_width=0.5 if len(ks) <= 400 else 0, marker_line_color="#333"))
+            traces.append({
+                "type": "bar", "orientation": "h", "base": np.round(start / 1e3, 4).tolist(),
+                "x": np.round(np.maximum(end - start, 1) / 1e3, 4).tolist(),
+                "y": [f"{name} s{k.get('stream')}" if len(streams) > 1 else name for k in members],
+                "marker": {"color": palette[rank % len(palette)] if rank >= 0 else "#bbb",
+                           "line": {"width": 0.5 if len(ks) <= 400 else 0, "color": "#333"}},
+                "name": units.get(rank, "other units"), "legendgroup": str(rank), "showlegend": rank not in named,
+                "hovertext": [k["kernel"] for k in members],
+                "hovertemplate": "%{hovertext}<br>%{x:.2f} us at %{base:.2f} us<extra></extra>"})
             named.add(rank)
-        drawn = True
-    if not drawn:
+    if not traces:
         return None
     ncu = any("ncu" in (view.get(doc, f"variants.{v}.source") or []) for v in "ab")
     title = "One graph call per variant (the call with the median span; colour = unit)"
     if ncu:
         title += "<br><sub>ncu records no timeline: its launches are laid back to back, gaps are not real</sub>"
-    fig.update_layout(title=title,
-                      xaxis_title="us since the call's first launch", barmode="overlay", showlegend=True,
-                      legend={"title": {"text": "unit (A → B)"}},
-                      margin={"t": 50}, height=220 + 60 * len({y for t in fig.data for y in t.y}))
-    return fig.to_plotly_json()
+    rows = {y for t in traces for y in t["y"]}
+    return _figure(traces, title, xaxis_title="us since the call's first launch", barmode="overlay",
+                   showlegend=True, legend={"title": {"text": "unit (A → B)"}}, margin={"t": 50},
+                   height=220 + 60 * len(rows))
 
 
 def _kernel(name: str) -> str:
@@ -433,18 +433,28 @@ def _environment(doc, env) -> str:
                    f"{esc(m.get('rounds') or 'n/a')} rounds, budget {esc(m.get('budget_s') or 'n/a')} s</li>")
     out.append("</ul>")
     out.append(f"<p>Reproduce the attribution:</p><pre>{esc(view.reproduce_command(doc))}</pre>")
-    out.append(f"<p>Then this report: <code>rootcause report attribution.json --format html --out report.html</code></p>")
+    out.append("<p>Then this report: <code>rootcause report attribution.json --format html --out report.html</code></p>")
     if env["env"]:
         out.append(f"<details><summary>environment as recorded</summary><pre>"
                    f"{esc(json.dumps(env['env'], indent=1, default=str))}</pre></details>")
     return "".join(out)
 
 
+def _plotly_js() -> str:
+    """plotly.js as the plotly package ships it (package_data/plotly.min.js), read without importing
+    the package (its import and its graph objects are the slow part of a small report)."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("plotly")
+    if spec is None or not spec.submodule_search_locations:
+        raise InternalError("plotly is not installed: the HTML report embeds its plotly.js")
+    return (Path(list(spec.submodule_search_locations)[0]) / "package_data" / "plotly.min.js").read_text(encoding="utf-8")
+
+
 def render_html(attribution: dict[str, Any], device: str | None = None, title: str | None = None) -> str:
     """The whole report page, from the document alone; device: a rootcause.gpus.DEVICES name for
     occupancy when the attribution names none."""
-    import plotly.offline
-
     doc = attribution
     check(doc)
     units = view.units_sorted(doc)
@@ -485,5 +495,5 @@ def render_html(attribution: dict[str, Any], device: str | None = None, title: s
                    "Plotly.newPlot(id,f.data,f.layout,{responsive:true,displaylogo:false});}")
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{esc(title)}</title><style>{_CSS}</style>"
-            f"<script>{plotly.offline.get_plotlyjs()}</script></head><body>"
+            f"<script>{_plotly_js()}</script></head><body>"
             + "\n".join(body) + f"<script>{plot_script}</script></body></html>\n")
