@@ -51,6 +51,9 @@ from rootcause.stats import CHUNK_ELEMENTS, bootstrap_medians, median, median_ci
 # Resampling is done in chunks so a long run (10^4 samples) never allocates resamples x n at once.
 
 
+# Blocks a run with a time budget may take: the budget (or convergence) ends it, not a block
+# count, so a graph of a few hundred microseconds is measured for the seconds the user gave.
+BUDGETED_BLOCKS = 100_000
 WARMUP_MIN_CALLS = 3  # counted warm-up calls made even when warmup_seconds has passed
 
 
@@ -58,7 +61,7 @@ WARMUP_MIN_CALLS = 3  # counted warm-up calls made even when warmup_seconds has 
 class Protocol:
     warmup_calls: int = 75  # at most: the count stops once warmup_seconds passed (measure's warm-up)
     warmup_seconds: float = 2.0
-    blocks: int = 40  # most blocks run
+    blocks: int = 40  # most blocks run (a budgeted run: BUDGETED_BLOCKS, so that its budget ends it)
     repeats: int = 5  # samples of each variant per block
     min_blocks: int = 5  # blocks before early stopping is considered
     target_rel_width: float | None = 0.02  # stop once (hi - lo) / ratio < this for every ratio

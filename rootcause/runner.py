@@ -60,9 +60,9 @@ class RunRequest:
 def measure(sessions: list, budget_s: float, warmup_calls: int | None = None,
             warmup_s: float | None = None) -> dict[str, Any]:
     """Whole-graph latency by rootcause.measure's interleaved protocol."""
-    from rootcause.measure import Protocol, measure_interleaved
+    from rootcause.measure import BUDGETED_BLOCKS, Protocol, measure_interleaved
 
-    protocol = Protocol(budget_seconds=budget_s)
+    protocol = Protocol(budget_seconds=budget_s, blocks=BUDGETED_BLOCKS)
     if warmup_calls is not None:
         protocol.warmup_calls = warmup_calls
     if warmup_s is not None:
@@ -114,7 +114,7 @@ def _measure_child(argv: list[str]) -> int:
 
 
 def _measure(args: argparse.Namespace) -> dict[str, Any]:
-    from rootcause.measure import Protocol, measure_interleaved
+    from rootcause.measure import BUDGETED_BLOCKS, Protocol, measure_interleaved
 
     bundles = [read_bundle(b) for b in args.bundles]
     sessions = [load_session(b, args.device) for b in bundles]
@@ -122,7 +122,7 @@ def _measure(args: argparse.Namespace) -> dict[str, Any]:
     for s in sessions:
         s.set_inputs(inputs)
     # A different first permutation per process, so no variant always leads a process.
-    protocol = Protocol(budget_seconds=args.budget_s, offset=args.index)
+    protocol = Protocol(budget_seconds=args.budget_s, offset=args.index, blocks=BUDGETED_BLOCKS)
     if args.warmup_calls is not None:
         protocol.warmup_calls = args.warmup_calls
     if args.warmup_s is not None:

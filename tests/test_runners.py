@@ -198,3 +198,20 @@ def test_bad_bundles_are_one_line_errors(tmp_path):
     (tmp_path / "module.so").write_bytes(b"not an ELF")
     with pytest.raises(UsageError, match="TVM cannot load it"):
         load_session(tmp_path)
+
+
+def test_a_budgeted_run_is_ended_by_its_budget_not_a_block_count(built):
+    """A graph of microseconds, measured with a budget: the run takes blocks until the budget is
+    spent or the interval is narrow enough (it had stopped after 40 blocks, a third of the budget
+    of a 400 us graph, with the wide interval of a few hundred samples)."""
+    from rootcause import runner
+
+    sessions = [load_session(built[f]) for f in ("tvm", "iree")]
+    inputs = bundle_inputs(sessions[0].bundle)
+    for s in sessions:
+        s.set_inputs(inputs)
+    result = runner.measure(sessions, budget_s=1.5, warmup_calls=3, warmup_s=0.1)
+    assert result["stopped"] in ("budget", "converged"), result["stopped"]
+    assert result["blocks_run"] > 40
+    if result["stopped"] == "budget":
+        assert result["elapsed_s"] >= 1.5
