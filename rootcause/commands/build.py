@@ -22,7 +22,8 @@ def run(args: argparse.Namespace) -> int:
     if args.target:
         spec = spec_mod.with_target(spec, args.target)
     check_before_build([spec])
-    print(f"building {spec.name} for {spec.target}", file=sys.stderr, flush=True)
+    if sys.stderr.isatty():  # a log or a pipe gets the path alone (or the one error line)
+        print(f"building {spec.name} for {spec.target}", file=sys.stderr, flush=True)
     out = build_bundle(spec, args.out, use_cache=not args.no_cache)
     print(out)
     return 0
