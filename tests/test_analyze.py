@@ -37,6 +37,9 @@ def _stderr_line(capsys) -> str:
     return err[0]
 
 
+@pytest.mark.slow
+
+
 def test_reports_written_and_valid(analyzed):
     doc = json.loads((analyzed / "attribution.json").read_text())
     check(doc, "attribution.json")  # the report's own schema keys

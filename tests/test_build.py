@@ -52,6 +52,9 @@ def seed_reference():
     return module.reference
 
 
+@pytest.mark.slow
+
+
 def test_manifest_follows_the_bundle_contract(llvm_bundles):
     path = llvm_bundles["on"]
     m = json.loads((path / "manifest.json").read_text())

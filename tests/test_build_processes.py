@@ -91,6 +91,9 @@ def test_signal_ends_the_tvm_build_child_and_cleans_staging(tmp_path, sig, statu
     assert not out.exists()
 
 
+@pytest.mark.slow
+
+
 def test_an_interrupted_analyze_says_it_kept_as_bundle_and_keeps_it_whole(tmp_path):
     """^C while B builds: the line names A's published bundle, which is whole, and nothing else."""
     cache, out = tmp_path / "cache", tmp_path / "out"
@@ -164,6 +167,7 @@ def _whole(out: Path, cache: Path) -> str:
 
 @pytest.mark.parametrize("variants,extra", [(("on", "on"), ()), (("on", "off"), ()), (("off", "on"), ()),
                                            (("on", "on"), ("--no-cache",))])
+@pytest.mark.slow
 def test_two_builds_into_one_out(tmp_path_factory, variants, extra):
     cache = tmp_path_factory.getbasetemp() / "race-cache"  # shared: the first pair builds, later ones also reuse
     out = tmp_path_factory.mktemp("race") / "bundle"

@@ -7,6 +7,7 @@ import pty
 import subprocess
 import sys
 from pathlib import Path
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 ATTRIBUTION = ROOT / "gallery" / "pool_fusion_h200_cupti" / "attribution.json"
@@ -57,6 +58,9 @@ def _complete(*words: str, shell: str = "bash") -> list[str]:
     proc = subprocess.run(["bash", "-c", program], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     return [w for w in proc.stdout.splitlines() if w]
+
+
+@pytest.mark.slow
 
 
 def test_completion_offers_what_the_parsers_accept(tmp_path):

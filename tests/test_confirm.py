@@ -197,6 +197,9 @@ def test_a_hybrid_that_is_the_other_side_is_named_not_built():
                      "differ in nothing else a hybrid can swap), so the A-B measurement is this counterfactual"]
 
 
+@pytest.mark.slow
+
+
 def test_a_hybrid_that_compiles_like_an_earlier_one_is_dropped(tmp_path, capsys):
     """The zoo's tvm_unfused_chain: the full dataflow split of its one fused kernel compiles to the
     unfused side's 32 kernels, and skipping FuseOps (the pass hybrid) gives the same module and

@@ -103,6 +103,9 @@ def _verdict(lo: float, hi: float, threshold: float) -> str:
     return "confirmed" if lo > threshold else "refuted" if hi < threshold else "inconclusive"
 
 
+@pytest.mark.slow
+
+
 def test_pool_split_judged_against_its_unit(h200):
     """The boundary after the pool: its share of the fused unit's delta, from the raw files."""
     out, printed, doc = h200

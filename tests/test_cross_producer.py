@@ -25,6 +25,9 @@ def _modules() -> set[str]:
     return {name for name, _ in load_model(LLAMA).Decoder().named_modules() if name}
 
 
+@pytest.mark.slow
+
+
 def test_tvm_against_iree_units_are_the_models_modules(tmp_path: Path) -> None:
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, "-m", "rootcause", "analyze", f"{LLAMA / 'variants.toml'}#tvm_fused",

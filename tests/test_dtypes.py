@@ -19,6 +19,8 @@ import pytest
 from rootcause import inputs, spec as spec_mod, verify
 from rootcause.errors import UsageError
 
+pytestmark = pytest.mark.slow  # the slow tier (README): minutes of builds and analyses
+
 ROOT = Path(__file__).resolve().parent.parent
 LOWP = ROOT / "fixtures" / "cases" / "bf16_matmul"
 FP8 = ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")

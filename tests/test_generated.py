@@ -16,6 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import gen_regressions as gen  # noqa: E402
 
+pytestmark = pytest.mark.slow  # the slow tier (README): minutes of builds and analyses
+
 # name -> (family, seed); the workgroup family's seeds draw each of its two kinds
 SAMPLE = {"null": ("null", 0), "recompute": ("recompute", 0), "unfuse": ("unfuse", 0), "topk": ("topk", 3),
           "schedule": ("schedule", 0), "split": ("split", 1), "horizontal": ("horizontal", 3),

@@ -353,6 +353,9 @@ def test_block_states_do_not_make_a_against_a_significant():
     assert found[1.3][0] >= 40, found
 
 
+@pytest.mark.slow
+
+
 def test_recorded_cpu_measurements_a_against_a_and_constructed_slowdowns():
     """Every A-against-A and recompute measurement the generated CPU runs recorded (fixtures/captures/
     cpu-2026-12-05-generated-measurements), judged against each pair's construction. The headline's

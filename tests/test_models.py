@@ -123,6 +123,9 @@ def test_jax_dispatches_name_the_scopes_of_their_ops(tmp_path: Path) -> None:
     assert {p for k in norms for p in k["module_paths"]} == scopes["reduce_sum"]
 
 
+@pytest.mark.slow
+
+
 def test_jax_pair_from_two_functions_blames_the_changed_module(tmp_path: Path) -> None:
     """B's model comes from another function of the file (exact GELU, make_model_exact_gelu): the
     change is in blocks.*.mlp only (the construction). The catalog's locations are the model's
@@ -176,6 +179,9 @@ def test_model_spec_errors_are_one_line(tmp_path: Path) -> None:
         assert expected in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, (case, proc.stderr)
 
 
+@pytest.mark.slow
+
+
 def test_horizontal_fusion_pair_blames_the_fused_projections(tmp_path: Path) -> None:
     """B forms one dispatch of the contractions that share an operand (gate/up; q/k/v): the unit
     holding B's horizontal contraction must name those modules, whichever way the time went."""
@@ -196,6 +202,9 @@ def test_horizontal_fusion_pair_blames_the_fused_projections(tmp_path: Path) -> 
     assert f"{markdown} x{len(_decoder().layers)}" in (tmp_path / "out" / "report.md").read_text()
     closure = doc.get("closure")
     assert (closure is not None and 0.95 <= closure <= 1.05) or any("closure" in c for c in doc["cannot_conclude"])
+
+
+@pytest.mark.slow
 
 
 def test_tvm_decoder_pair_is_analyzed_on_the_cpu(tmp_path: Path) -> None:
@@ -233,6 +242,9 @@ def test_no_hybrid_swaps_executables_that_differ_only_in_their_call_sites_offset
                    if line.startswith(("- ", "+ "))]
         assert changed and all("umin =" in line for line in changed), changed[:4]
         assert exe not in swapped, plan["hybrids"]
+
+
+@pytest.mark.slow
 
 
 def test_convnet_computes_what_torch_computes_with_both_compilers(tmp_path: Path) -> None:

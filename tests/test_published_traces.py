@@ -62,6 +62,7 @@ def compared(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
 
 
 @pytest.mark.parametrize("name", list(PAIRS))
+@pytest.mark.slow
 def test_each_step_is_a_call_and_the_ratio_is_the_steps_own(compared: dict, name: str) -> None:
     pair = compared[name]
     doc, w = pair["doc"], pair["doc"]["whole_graph"]

@@ -240,6 +240,9 @@ def test_a_terminal_that_cannot_show_a_name_gets_it_escaped(tmp_path):
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
 
 
+@pytest.mark.slow
+
+
 def test_every_field_of_an_attribution_edited_is_rendered_or_refused(tmp_path, capsys):
     """Each field of a real attribution.json (the H200 CUPTI pair's), replaced by a value of
     another type: `report` renders it or refuses it in one line (exit 2); never exit 4 (a bug)
@@ -765,6 +768,7 @@ def _local_cluster(out: Path, kill_outer: bool) -> dict:
 
 
 @pytest.mark.skipif(not shutil.which("ss"), reason="needs ss (iproute2)")
+@pytest.mark.slow
 def test_a_local_ray_cluster_is_reachable_only_from_its_own_loopback(tmp_path):
     """Kind 5: Ray binds every address; the cluster's namespace has no interface but loopback,
     this host lists no listener of its processes, its token is private, nothing stays after it."""
@@ -778,6 +782,7 @@ def test_a_local_ray_cluster_is_reachable_only_from_its_own_loopback(tmp_path):
 
 
 @pytest.mark.skipif(not shutil.which("ss"), reason="needs ss (iproute2)")
+@pytest.mark.slow
 def test_a_local_ray_cluster_ends_with_rootcause_killed(tmp_path):
     seen = _local_cluster(tmp_path / "sweep", kill_outer=True)
     assert seen["left"] == [] and not seen["folder_left"]
@@ -815,6 +820,9 @@ def test_a_full_cache_disk_is_one_line_and_status_2(tmp_path):
     errors = [line for line in proc.stderr.splitlines() if line.startswith("rootcause analyze:")]
     assert len(errors) == 1 and "No space left on device" in errors[0] and str(cache) in errors[0]
     assert not [line for line in proc.stderr.splitlines() if line.startswith(str(cache))]  # no staging
+
+
+@pytest.mark.slow
 
 
 def test_an_environment_records_the_registrys_hash_of_what_it_installed(tmp_path, monkeypatch):

@@ -313,6 +313,7 @@ def test_reference_fails_at_build(env, tmp_path, function, place):
     ("wrong_shape", "reference.py:wrong_shape: output 0 has shape [3, 3], the model's (bad) [16, 8]"),
     ("two_outputs", "reference.py:two_outputs returns 2 outputs, the model (bad) 1"),
 ])
+@pytest.mark.slow
 def test_reference_wrong_outputs_at_analyze(env, tmp_path, function, place):
     spec = _folder(tmp_path, GOOD + f'[reference]\npython = "reference.py:{function}"\n')
     good = tmp_path / "case" / "good.toml"

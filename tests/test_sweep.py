@@ -80,6 +80,9 @@ def on_ray(tmp_path_factory):
     return out, killed
 
 
+@pytest.mark.slow
+
+
 def test_every_pair_has_a_row_and_the_bad_one_its_error(sequential):
     rows = _rows(sequential)
     assert len(rows) == 7 and [r["id"] for r in json.loads((sequential / "sweep.json").read_text())["rows"]] == \
@@ -115,6 +118,9 @@ def test_sweep_reports_link_every_finished_pair(sequential):
         assert (link in html and md_link in html and md_link in md) == (row["status"] == "ok"), pid
         assert (sequential / link).is_file() == (sequential / md_link).is_file() == (row["status"] == "ok")
     assert html.count("<tr class=") == 7 and "data-col" in html and "addEventListener('click'" in html
+
+
+@pytest.mark.slow
 
 
 def test_ray_results_equal_the_sequential_ones(sequential, on_ray):
@@ -214,6 +220,9 @@ def test_stage_keys_ignore_an_added_default_field_and_follow_a_changed_value():
     for changed in (dataclasses.replace(pair.spec_a, toolchain=["iree-base-compiler==3.8.0"]),
                     dataclasses.replace(later.spec_a, new_option="x")):
         assert sweeps._stage_keys(dataclasses.replace(pair, spec_a=changed), folder)["build"] != keys["build"]
+
+
+@pytest.mark.slow
 
 
 def test_pairs_in_flight_on_ray_stay_under_the_cap(tmp_path, monkeypatch):

@@ -26,6 +26,8 @@ from plugin_site import activate, install, write_case  # noqa: E402
 from rootcause import cli  # noqa: E402
 from rootcause.artifacts import sweep as records  # noqa: E402
 
+pytestmark = pytest.mark.slow  # the slow tier (README): minutes of builds and analyses
+
 STORE = 100 * 2**20  # each node's object store: the smallest Ray takes
 GPU = {"num_gpus": 1, "resources": {"cuda:sm_90": 1}}
 

@@ -298,6 +298,7 @@ dtype = "float32"
 
 
 @pytest.mark.parametrize("n, m", [(64, 32), (3, 5)])
+@pytest.mark.slow
 def test_flops_count_the_recomputation_scheduling_creates(tmp_path, n, m):
     """apache/tvm#20342's graph, small: z = exp(x - 0.5 z) DEPTH times on x [N, 1], then b [N, M] + z.
     Built for CUDA, DLight inlines the fused chain into the broadcast add, so every one of the

@@ -16,6 +16,8 @@ import pytest
 
 from tests.model_files import load_model
 
+pytestmark = pytest.mark.slow  # the slow tier (README): minutes of builds and analyses
+
 jax = pytest.importorskip("jax")
 pytest.importorskip("iree.compiler")
 
