@@ -206,7 +206,7 @@ def test_plots_drawn_with_every_point(dom, attribution, raw_calls):
     n_units = len(attribution["units"])
     assert all(n >= 1 for n in p.svgs.values()), p.svgs
     unexplained = abs(attribution["whole_graph"]["delta_ns"]["median"] - sum(u["delta_ns"]["median"] for u in attribution["units"])
-                      - attribution["residual"]["delta_ns"]["median"]) > 1e-6
+                      - attribution["residual"]["delta_ns"]["median"]) >= 5  # ns: a bar its +0.01 us label can show
     assert p.points["waterfall"] == n_units + 1 + unexplained + 1  # units, residual, [rest], total
     assert p.points["pairs"] == 2 * n_units
     off, on = raw_calls

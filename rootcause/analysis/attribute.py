@@ -255,7 +255,7 @@ def profiled_call_ns(ev: pd.DataFrame) -> float | None:
         return None
     busy = _busy_per_call(ev).reindex(starts.index).to_numpy(dtype="float64")
     outside = np.diff(starts.to_numpy(dtype="float64")) - busy[:-1]
-    return float(np.median(busy) + max(float(np.quantile(outside, FLOOR_QUANTILE)), 0.0))
+    return float(np.median(busy) + max(quantile(outside, FLOOR_QUANTILE), 0.0))
 
 
 def _scaled_to(ev: pd.DataFrame, whole: WholeGraph, label: str, notes: list[str],
