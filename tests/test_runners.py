@@ -202,8 +202,10 @@ def test_bad_bundles_are_one_line_errors(tmp_path):
 
 def test_a_budgeted_run_is_ended_by_its_budget_not_a_block_count(built):
     """A graph of microseconds, measured with a budget: the run takes blocks until the budget is
-    spent or the interval is narrow enough (it had stopped after 40 blocks, a third of the budget
-    of a 400 us graph, with the wide interval of a few hundred samples)."""
+    spent or the interval is narrow enough, never until a block count (it had stopped after 40
+    blocks, a third of the budget of a 400 us graph, with the wide interval of a few hundred
+    samples). How many blocks that takes depends on the machine's noise; the reason it stopped
+    must be backed by the run's own numbers."""
     from rootcause import runner
 
     sessions = [load_session(built[f]) for f in ("tvm", "iree")]
@@ -211,7 +213,13 @@ def test_a_budgeted_run_is_ended_by_its_budget_not_a_block_count(built):
     for s in sessions:
         s.set_inputs(inputs)
     result = runner.measure(sessions, budget_s=1.5, warmup_calls=3, warmup_s=0.1)
-    assert result["stopped"] in ("budget", "converged"), result["stopped"]
-    assert result["blocks_run"] > 40
+    assert result["protocol"]["blocks"] > 10_000
+    assert result["blocks_run"] == len(result["orders"])
     if result["stopped"] == "budget":
         assert result["elapsed_s"] >= 1.5
+    else:
+        assert result["stopped"] == "converged", result["stopped"]
+        target = result["protocol"]["target_rel_width"]
+        for r in result["ratios"]:
+            lo, hi = r["ci"]
+            assert (hi - lo) / r["ratio"] < target
