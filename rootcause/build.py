@@ -27,7 +27,8 @@ from rootcause import child, envs, frontends, toolchain, toolchains
 from rootcause.artifacts import handoff
 from rootcause.artifacts.bundle import is_bundle, write_bundle
 from rootcause.errors import InternalError, ToolFailed, UsageError
-from rootcause.fileio import FINISHED, cache_dir, check_replaceable, exchange, locked, make_folder, mark_owned, write_atomic
+from rootcause.fileio import (cache_dir, check_replaceable, exchange, locked, make_folder, mark_owned, note_finished,
+                              write_atomic)
 from rootcause.model import BuildOutput, CatalogKernel
 from rootcause.spec import InputSpec, VariantSpec
 from rootcause.terminal import ticker
@@ -35,15 +36,27 @@ from rootcause.verify import reference_outputs
 
 
 def cache_key(spec: VariantSpec) -> str:
-    """Hash of everything that decides the build's output."""
-    h = hashlib.sha256()
+    """Hash of everything that decides the build's output. Computed once per process for a spec
+    whose files are unchanged (the check before building and the build both ask)."""
     resolved = spec.to_dict()
     resolved.pop("spec_file")
-    h.update(json.dumps(resolved, sort_keys=True).encode())
+    resolved_json = json.dumps(resolved, sort_keys=True)
     frontend = frontends.get(spec.frontend)
     files = [spec.source, *frontend.input_files(spec), *(i.file for i in spec.inputs if i.file)]
     if spec.reference:
         files.append(spec.reference.file)
+    stamp = (resolved_json, tuple((str(p), os.stat(p).st_mtime_ns, os.stat(p).st_size) for p in files))
+    if stamp not in _KEYS:
+        _KEYS[stamp] = _hash_build_inputs(spec, resolved_json, files)
+    return _KEYS[stamp]
+
+
+_KEYS: dict[tuple, str] = {}  # cache_key's answers in this process, by spec and file stamps
+
+
+def _hash_build_inputs(spec: VariantSpec, resolved_json: str, files: list) -> str:
+    h = hashlib.sha256()
+    h.update(resolved_json.encode())
     for path in files:
         h.update(str(path).encode() + b"\0" + Path(path).read_bytes())
     h.update(json.dumps(toolchains.compiler_versions(spec), sort_keys=True).encode())
@@ -185,7 +198,7 @@ def _publish(cached: Path, out: Path) -> None:
         elif not exchange(staging / "bundle", out):  # atomic where it can: out is always a whole bundle
             os.replace(out, staging / "old")  # else a kill between the renames leaves no bundle, never half of one
             os.replace(staging / "bundle", out)
-        FINISHED.append(out)
+        note_finished([out])
     except OSError as err:
         raise UsageError(f"{out}: cannot write the bundle: {err.strerror or err}") from None
     finally:

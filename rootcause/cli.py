@@ -158,13 +158,15 @@ def _fail(command: str, message: str, status: int) -> int:
 def _interrupted() -> str:
     """'interrupted; kept: ...': what the command finished writing before it was stopped (whole
     files and bundles only: what was being written is removed as the command unwinds)."""
-    from rootcause.fileio import FINISHED
+    from rootcause.fileio import finished
 
-    kept = list(dict.fromkeys(p for p in FINISHED if os.path.lexists(p)))
+    paths, more = finished()
+    kept = [p for p in paths if os.path.lexists(p)]
     kept = [p for p in kept if not any(q in p.parents for q in kept)]  # a bundle, not its files
     if not kept:
         return "interrupted; nothing was written (what was being written is removed)"
-    shown = ", ".join(str(p) for p in kept[:4]) + (f" and {len(kept) - 4} more" if len(kept) > 4 else "")
+    more += max(0, len(kept) - 4)
+    shown = ", ".join(str(p) for p in kept[:4]) + (f" and {more} more" if more else "")
     return (f"interrupted; kept {shown} (each whole; what was being written is removed); the same command "
             "again reuses cached builds")
 

@@ -99,13 +99,32 @@ def write_set(folder: str | os.PathLike, files: dict[str, bytes | str]) -> list[
             raise
     written = [folder / name for name in files]
     record_written(written)
-    FINISHED.extend(written)
+    note_finished(written)
     return written
 
 
-# What this process finished writing (files of a set, published bundle folders), in order: an
-# interrupted command says what it kept (rootcause.cli).
-FINISHED: list[Path] = []
+# What this process finished writing (files of a set, published bundle folders), in order, for
+# the line an interrupted command prints (rootcause.cli): the first FINISHED_KEPT paths, and how
+# many more, so a long sweep's record stays small.
+FINISHED_KEPT = 256
+_finished: dict[Path, None] = {}
+_finished_more = 0
+
+
+def note_finished(paths: list[Path]) -> None:
+    global _finished_more
+    for path in paths:
+        if path in _finished:
+            continue
+        if len(_finished) < FINISHED_KEPT:
+            _finished[path] = None
+        else:
+            _finished_more += 1
+
+
+def finished() -> tuple[list[Path], int]:
+    """The paths this process finished writing (the first FINISHED_KEPT) and how many more."""
+    return list(_finished), _finished_more
 
 
 def settle(folder: str | os.PathLike) -> None:

@@ -2,7 +2,16 @@
 kernels apart (reports and finding sentences; the JSON keeps every name whole)."""
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Iterable
+
+
+def did_you_mean(name: str, valid: Iterable[str]) -> str:
+    """' (did you mean "X"?)' for the valid name closest to a misspelt one, or '' when none is
+    close: the hint every unknown-name error ends with (spec keys, passes, compiler options)."""
+    close = difflib.get_close_matches(str(name), sorted(valid), n=1)
+    return f" (did you mean \"{close[0]}\"?)" if close else ""
 
 
 def short(name: str, limit: int = 56) -> str:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import difflib
 import keyword
 import os
 import re
@@ -27,6 +26,7 @@ from typing import Any, Callable
 from rootcause import envs, frontends, inputs as inputs_mod
 from rootcause.errors import UsageError
 from rootcause.exporters import EXPORTERS
+from rootcause.names import did_you_mean
 
 DISTRIBUTIONS = ("uniform", "normal", "zeros", "ones")
 TOP_KEYS = ("name", "frontend", "source", "target", "entry", "inputs", "reference",
@@ -346,8 +346,7 @@ def table_keys(d: Any, valid: tuple[str, ...], where: str | Callable[[str | None
         raise UsageError(f"{where(None) if callable(where) else where}: must be a table")
     for key in d:
         if key not in valid:
-            close = difflib.get_close_matches(str(key), valid, n=1)
-            hint = f" (did you mean \"{close[0]}\"?)" if close else ""
+            hint = did_you_mean(str(key), valid)
             place = f"{where(str(key))}: unknown key" if callable(where) else f"{where}: unknown key \"{key}\""
             raise UsageError(f"{place}{hint}; valid: {', '.join(valid)}")
 

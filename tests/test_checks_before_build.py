@@ -58,4 +58,4 @@ def test_an_iree_flag_name_typo_in_b_is_found_before_a_is_built(tmp_path):
     spec.write_text(text + f'\n[variants.fused_small.iree]\nflags = ["{typo}=2"]\n')
     line = assert_refused_before_building(analyze(tmp_path, spec, "split_small", "fused_small"), tmp_path)
     assert f"[variants.fused_small.iree].flags[0]: {typo} is not an option of this iree-compile" in line
-    assert f"did you mean {right}?" in line
+    assert f'(did you mean "{right}"?)' in line

@@ -211,3 +211,22 @@ def test_exchange_swaps_two_folders_in_one_step(tmp_path):
     assert (b / "sub" / "x").read_text() == "from a"
     with pytest.raises(OSError):
         exchange(a, tmp_path / "missing")  # both names must exist
+
+
+def test_what_a_process_finished_is_kept_bounded(tmp_path, monkeypatch):
+    """A long sweep writes many sets: the record an interrupted command reads keeps the first
+    FINISHED_KEPT paths and counts the rest, and the interrupt line counts them all."""
+    from rootcause import cli, fileio
+
+    monkeypatch.setattr(fileio, "_finished", {})
+    monkeypatch.setattr(fileio, "_finished_more", 0)
+    sets = fileio.FINISHED_KEPT + 7
+    for i in range(sets):
+        write_set(tmp_path / f"set{i}", {"a.json": "{}"})
+    write_set(tmp_path / "set0", {"a.json": "{}"})  # written again: one path, counted once
+    paths, more = fileio.finished()
+    assert len(paths) == fileio.FINISHED_KEPT and more == 7
+    assert paths[0] == tmp_path / "set0" / "a.json"
+    line = cli._interrupted()
+    assert line.startswith(f"interrupted; kept {tmp_path / 'set0' / 'a.json'}, ")
+    assert f" and {sets - 4} more (each whole;" in line

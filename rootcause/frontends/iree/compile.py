@@ -71,8 +71,9 @@ def check_flags(spec: Any) -> None:
 def check_option_names(flags: list[str], help_text: str, where: str) -> None:
     """UsageError for a flag whose name is not one of the options help_text (iree-compile's
     --help-hidden) lists, with the closest name it does list. An empty help text checks nothing."""
-    import difflib
     import re
+
+    from rootcause.names import did_you_mean
 
     known = set(re.findall(r"^\s+(--[\w.-]+)", help_text, re.M))
     if not known:
@@ -80,9 +81,7 @@ def check_option_names(flags: list[str], help_text: str, where: str) -> None:
     for n, flag in enumerate(flags):
         name = flag.split("=", 1)[0]
         if name not in known:
-            close = difflib.get_close_matches(name, sorted(known), n=1)
-            hint = f"; did you mean {close[0]}?" if close else ""
-            raise UsageError(f"{where}[{n}]: {name} is not an option of this iree-compile{hint}")
+            raise UsageError(f"{where}[{n}]: {name} is not an option of this iree-compile{did_you_mean(name, known)}")
 
 
 def compile_command(spec: Any, out_dir: Path, substitutions: dict[str, Path] | None = None) -> list[str]:

@@ -213,14 +213,12 @@ def pass_name(transform: Any) -> str:
 
 def check_skips(spec: VariantSpec, names: list[str]) -> None:
     """UsageError for a skip_passes entry that is not one of names (the pipeline's passes)."""
-    import difflib
+    from rootcause.names import did_you_mean
 
     for i, name in enumerate(spec.options.skip_passes):
         if name not in names:
-            close = difflib.get_close_matches(name, names, n=1)
-            hint = f" (did you mean \"{close[0]}\"?)" if close else ""
             raise UsageError(f"{spec.where('tvm', 'skip_passes')}[{i}]: unknown pass \"{name}\" in the "
-                             f"{spec.target} pipeline{hint}; valid: {', '.join(names)}")
+                             f"{spec.target} pipeline{did_you_mean(name, names)}; valid: {', '.join(names)}")
 
 
 def pipeline_passes(target_name: str) -> list[str]:
