@@ -169,6 +169,15 @@ class Interval:
                 "level": LEVEL}
 
 
+
+@dataclass(frozen=True)
+class MeasuredPair:
+    """A and B timed side by side in one process (the interleaved protocol): the delta's own
+    interval, B - A in ns, and the interval of B's time over A's. Narrower than the difference of
+    the two variants' own intervals, which cannot pair them and is as wide as both together."""
+    delta_ns: Interval
+    ratio_b_over_a: Interval
+
 @dataclass
 class WholeGraph:
     """Whole-graph time per call of one variant, in ns, and where it came from."""

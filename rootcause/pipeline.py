@@ -36,7 +36,7 @@ from rootcause.artifacts import attribution, bundle as bundles, cpu_profiles as 
 from rootcause.errors import OutputsDiffer, ToolFailed, UsageError
 from rootcause.exporters import collapse, pattern
 from rootcause.fileio import check_replaceable, make_folder, mark_owned, safe_name, write_set
-from rootcause.model import CatalogKernel, Hybrid, WholeGraph
+from rootcause.model import CatalogKernel, Hybrid, MeasuredPair, WholeGraph
 from rootcause.profilers.selection import profile_events
 from rootcause.spec import VariantSpec
 
@@ -78,6 +78,7 @@ class Context:
     notes: list[str] = field(default_factory=list)
     device_b: str | None = None  # B's GPU where it is not A's (traces of two machines)
     cpu: bool = False  # the plan's target is the CPU (llvm)
+    measured_pair: MeasuredPair | None = None  # A and B timed side by side: the delta's own interval
 
 
 def attribute_pair(a: Side, b: Side, ctx: Context) -> dict[str, Any]:
@@ -158,7 +159,8 @@ def _attribute(a: Side, b: Side, alignment: Any, ctx: Context) -> Attribution:
                      scale_to_whole=tuple(v for v, s in (("a", a), ("b", b)) if s.profiled_apart),
                      timed_apart={v: s.timed_apart_ns for v, s in (("a", a), ("b", b)) if s.timed_apart_ns},
                      timed_how={v: s.timed_how for v, s in (("a", a), ("b", b))},
-                     whole_min_effect_share=CPU_MIN_EFFECT_SHARE if cpu else MIN_EFFECT_SHARE)
+                     whole_min_effect_share=CPU_MIN_EFFECT_SHARE if cpu else MIN_EFFECT_SHARE,
+                     measured_pair=ctx.measured_pair)
 
 
 def write_reports(doc: dict[str, Any], out_dir: Path, title: str | None = None) -> list[Path]:
@@ -415,7 +417,8 @@ def analyze_run(plan: dict[str, Any], out: Path, run_dir: Path, threshold: float
     environment = rundir.read_env(run_dir)
     ctx = Context(gpus.resolve_device(device, environment), environment,
                   rundir.measurement_meta(measurement["measurement"], mpath, (a, b)), command, split_notes,
-                  cpu=plan["target"].startswith("llvm"))
+                  cpu=plan["target"].startswith("llvm"),
+                  measured_pair=rundir.measured_pair(measurement["measurement"], a, b))
     doc, unit_ns = _attribute_pair(sides[a], sides[b], ctx,
                                    (repeats[a], repeats[b]) if len(repeats) == 2 else None,
                                    _timed_apart(measurement["measurement"], a, b) if ctx.cpu else None)

@@ -62,3 +62,22 @@ def test_the_contraction_unit_holds_the_delta_with_its_throughput(analyzed) -> N
     rules = {f["rule"] for f in top["findings"]}
     assert "library-call" in rules and "of the H100's 67 TFLOP/s FP32 vector peak" in found["sentence"]
     assert text.startswith("einsum-jax-xla-702 is ") and "faster than einsum-jax-iree-702" in text.splitlines()[0]
+
+
+def test_the_headline_interval_is_the_pairs_own(analyzed) -> None:
+    """IREE and XLA were timed side by side in one process (the run's timed_by): the whole-graph
+    delta's interval is the pair's own (the measurement's delta_ci_s, B - A), not the difference of
+    the two variants' intervals, and the headline ratio's is the measurement's ratio interval."""
+    from rootcause.report.view import verdict
+
+    doc, _, _ = analyzed
+    measured = json.loads((CAPTURE / "run" / "measurement.json").read_text())["measurement"]
+    (ratio,) = measured["ratios"]
+    assert (ratio["a"], ratio["b"]) == ("einsum-jax-iree-702", "einsum-jax-xla-702")
+    d = doc["whole_graph"]["delta_ns"]
+    assert (d["low"], d["high"]) == pytest.approx([x * 1e9 for x in ratio["delta_ci_s"]])
+    a, b = (measured["variants"][n]["ci_s"] for n in (ratio["a"], ratio["b"]))
+    assert d["high"] - d["low"] < (b[1] - a[0] - (b[0] - a[1])) * 1e9
+    v = verdict(doc)
+    assert v["slower"] == doc["variants"]["a"]["label"]
+    assert (v["ratio_low"], v["ratio_high"]) == pytest.approx(ratio["ci"])

@@ -27,7 +27,7 @@ import pandas as pd
 import rootcause
 from rootcause.analysis.align import INSTANCE, Alignment
 from rootcause.artifacts.attribution import SCHEMA_VERSION
-from rootcause.model import COUNTER_COLUMNS, KERNEL_EVENT_COLUMNS, Interval, WholeGraph
+from rootcause.model import COUNTER_COLUMNS, KERNEL_EVENT_COLUMNS, Interval, MeasuredPair, WholeGraph
 from rootcause.profilers import split_calls
 from rootcause.stats import (CPU_MIN_EFFECT_SHARE, LEVEL, MIN_EFFECT_SHARE, medians_at_ranks,
                              percentile_interval, quantile, rank_draws)
@@ -345,7 +345,8 @@ def attribute(events_a: pd.DataFrame, events_b: pd.DataFrame, alignment: Alignme
               labels: tuple[str, str] = ("A", "B"), n_boot: int = 2000, seed: int = 0,
               environment: dict[str, Any] | None = None, scale_to_whole: tuple[str, ...] = (),
               timed_apart: dict[str, float] | None = None, timed_how: dict[str, str] | None = None,
-              whole_min_effect_share: float = MIN_EFFECT_SHARE) -> Attribution:
+              whole_min_effect_share: float = MIN_EFFECT_SHARE,
+              measured_pair: MeasuredPair | None = None) -> Attribution:
     """Per-unit times and deltas, residual and closure (module doc). `whole_a`/`whole_b`:
     measured whole-graph latency per variant; both or neither. scale_to_whole: the variants
     ('a', 'b') profiled apart from their measurement (a CPU profiler's instrumented calls):
@@ -355,7 +356,9 @@ def attribute(events_a: pd.DataFrame, events_b: pd.DataFrame, alignment: Alignme
     profiler): the kernel times are then scaled
     by the measured latency over it, and closure outside CLOSURE_BAND says why in cannot_conclude.
     whole_min_effect_share: the share of A's whole-graph time the whole-graph delta must reach to
-    be significant (a unit's: MIN_EFFECT_SHARE); the CPU's is larger."""
+    be significant (a unit's: MIN_EFFECT_SHARE); the CPU's is larger. measured_pair: where the
+    measurement timed A and B side by side, the delta's own interval (else the whole-graph delta's
+    interval is the difference of the two intervals, which cannot pair them)."""
     if (whole_a is None) != (whole_b is None):
         raise ValueError("give the whole-graph measurement of both variants or of neither")
     notes: list[str] = list(alignment.notes)
@@ -403,7 +406,8 @@ def attribute(events_a: pd.DataFrame, events_b: pd.DataFrame, alignment: Alignme
                      f"is slower than every call of the other, chance orders them so once in "
                      f"{comb(per['a']['n'] + per['b']['n'], per['a']['n'])}, more than {1 - LEVEL:.0%}: no unit's delta "
                      "is called significant; profile more calls (3 a side at least)")
-    att = _assemble(per, alignment, whole_a, whole_b, labels, notes, environment, whole_min_effect_share)
+    att = _assemble(per, alignment, whole_a, whole_b, labels, notes, environment, whole_min_effect_share,
+                    measured_pair)
     if scale_to_whole and whole_a is not None:
         _as_profiled(att, attribute(events_a, events_b, alignment, labels=labels, n_boot=n_boot, seed=seed))
     if scale_to_whole and whole_a is not None:
@@ -673,7 +677,8 @@ def separable(n_a: int, n_b: int, level: float = LEVEL) -> bool:
     return min(n_a, n_b) >= 2 and comb(n_a + n_b, n_a) >= 1 / (1 - level) - 1e-9  # the epsilon absorbs 1 / 0.05 rounding up
 
 
-def _assemble(per, alignment, whole_a, whole_b, labels, notes, environment, whole_share) -> Attribution:
+def _assemble(per, alignment, whole_a, whole_b, labels, notes, environment, whole_share,
+              pair: MeasuredPair | None = None) -> Attribution:
     med, boot = {}, {}
     for v, p in per.items():
         # columns: units..., busy, span, residual-vs-span, overlap (summed durations - busy)
@@ -689,13 +694,18 @@ def _assemble(per, alignment, whole_a, whole_b, labels, notes, environment, whol
         whole = {"a": whole_a.interval(), "b": whole_b.interval()}
         source = whole_a.source
         wd = whole["b"].median - whole["a"].median
-        # No joint samples: the widest difference of the two intervals (conservative).
-        whole_delta = Interval(wd, whole["b"].low - whole["a"].high, whole["b"].high - whole["a"].low)
+        if pair is not None:  # timed side by side: the pair's own interval
+            whole_delta = Interval(wd, pair.delta_ns.low, pair.delta_ns.high)
+        else:  # no joint samples: the widest difference of the two intervals (conservative)
+            whole_delta = Interval(wd, whole["b"].low - whole["a"].high, whole["b"].high - whole["a"].low)
         resid = {v: Interval(whole[v].median - med[v][k], whole[v].low - (ia if v == "a" else ib)[k].high,
                              whole[v].high - (ia if v == "a" else ib)[k].low) for v in "ab"}
         rd = resid["b"].median - resid["a"].median
         resid_delta = Interval(rd, resid["b"].low - resid["a"].high, resid["b"].high - resid["a"].low)
         whole_note = WHOLE_NOTES.get(source, WHOLE_NOTES["measured"])
+        if pair is not None:
+            whole_note += ("; A and B were timed side by side, so the delta's interval is the pair's own "
+                           "(paired by block), not the difference of their two intervals")
         for i, v in enumerate("ab"):
             if resid[v].median < 0:
                 notes.append(f"variant {labels[i]}: profiled kernel busy time per call ({med[v][k] / 1e3:.1f} us) "
@@ -769,6 +779,9 @@ def _assemble(per, alignment, whole_a, whole_b, labels, notes, environment, whol
                    "significant": significant(whole_delta, whole_spread, whole_min_effect),
                    "ratio": whole["b"].median / whole["a"].median if whole["a"].median else None,
                    "unit_delta_sum_ns": unit_sum}
+    if pair is not None and whole_a is not None:
+        whole_graph["delta_interval"] = "paired"
+        whole_graph["ratio_b_over_a"] = _ival(pair.ratio_b_over_a)
     kernels = pd.concat([per["a"]["stats"], per["b"]["stats"]], ignore_index=True)
     return Attribution(variants=variants, whole_graph=whole_graph, units=unit_rows,
                        residual=residual, concurrency=concurrency, closure=closure, kernels=kernels, notes=notes,

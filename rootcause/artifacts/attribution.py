@@ -82,7 +82,7 @@ SHAPE = {
     "variants": {"a": VARIANT, "b": VARIANT},
     "whole_graph": {"a": STAT, "b": STAT, "delta_ns": STAT, "significant?": bool, "ratio?": Opt(NUM),
                     "note?": Opt(str), "source?": Opt(str), "undetermined?": Opt(str), "unit_delta_sum_ns?": Opt(NUM),
-                    "basis?": Opt(Map(str))},
+                    "basis?": Opt(Map(str)), "delta_interval?": str, "ratio_b_over_a?": STAT},
     "units": [UNIT],
     "residual": {"a?": STAT, "b?": STAT, "delta_ns": STAT, "significant?": bool, "share?": Opt(NUM),
                  "launches_per_call?": Opt(Map(NUM)), "what?": str},

@@ -18,7 +18,7 @@ from rootcause.errors import OutputsDiffer, UsageError
 from rootcause.artifacts import schema
 from rootcause.artifacts.schema import NUM, Map, Opt
 from rootcause.fileio import check_replaceable_file, read_json, write_json
-from rootcause.model import WholeGraph
+from rootcause.model import Interval, MeasuredPair, WholeGraph
 
 MEASUREMENT = "measurement.json"
 ENV = "env.json"
@@ -129,6 +129,31 @@ def measured_whole_graph(v: Any, where: str) -> WholeGraph:
                       len(samples) if samples else None)
 
 
+def measured_pair(doc: dict[str, Any], a: str, b: str) -> MeasuredPair | None:
+    """The interval of B - A and of B / A where the measurement timed A and B side by side in one
+    process (its timed_by says so) and recorded the pair's own delta interval (measure.paired_delta);
+    None otherwise: then the delta's interval is the difference of the two variants' intervals."""
+    timed_by = doc.get("timed_by") or {}
+    if a not in timed_by or timed_by.get(a) != timed_by.get(b):  # not recorded, or two processes
+        return None
+    for r in doc.get("ratios") or []:
+        if not isinstance(r, dict) or {r.get("a"), r.get("b")} != {a, b} or a == b:
+            continue
+        delta, dci, ratio, rci = r.get("delta_s"), r.get("delta_ci_s"), r.get("ratio"), r.get("ci")
+        if not (_numbers(delta, ratio) and isinstance(dci, list) and isinstance(rci, list) and _numbers(*dci, *rci)
+                and len(dci) == len(rci) == 2 and ratio > 0 and min(rci) > 0):
+            return None
+        sign = 1.0 if r["a"] == a else -1.0  # delta_s is median(r.b) - median(r.a); ratio is r.a / r.b
+        lo, hi = sorted(sign * x * 1e9 for x in dci)
+        ratios = (1 / ratio, 1 / rci[1], 1 / rci[0]) if r["a"] == a else (ratio, rci[0], rci[1])
+        return MeasuredPair(Interval(sign * delta * 1e9, lo, hi), Interval(*ratios))
+    return None
+
+
+def _numbers(*xs: Any) -> bool:
+    return all(isinstance(x, (int, float)) and math.isfinite(x) for x in xs)
+
+
 def variant_whole_graph(doc: dict[str, Any], name: str, where: Path) -> WholeGraph:
     """Measured whole-graph latency of one variant of a read_measurement() document."""
     variants = doc["measurement"].get("variants") or {}
@@ -145,21 +170,28 @@ def measurement_meta(doc: dict[str, Any], file: Path | str, labels: tuple[str, s
             "budget_s": doc.get("budget_s"), "variants": list(labels)}
 
 
+def measurement_doc(path: str | Path) -> tuple[Any, Path]:
+    """A Measurement document, bare or inside a run's measurement.json (a run directory means its
+    measurement.json), and the file it was read from."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / MEASUREMENT
+    doc = read_json(p, "no such measurement file")
+    if isinstance(doc, dict) and isinstance(doc.get("measurement"), dict):
+        doc = doc["measurement"]  # rootcause run's measurement.json
+    elif isinstance(doc, dict) and doc.get("measurement") is not None:
+        raise UsageError(f"{p}: measurement: not an object (the run recorded no measurement?)")
+    return doc, p
+
+
 def load_measurement(path: str | None, labels: tuple[str, str]
                      ) -> tuple[WholeGraph | None, WholeGraph | None, dict[str, Any] | None]:
     """Whole-graph latency of the variants named `labels` from a Measurement file, bare or inside
     a run's measurement.json (a run directory means its measurement.json), and its meta."""
     if path is None:
         return None, None, None
-    p = Path(path)
-    if p.is_dir():
-        p = p / MEASUREMENT
-    doc = read_json(p, "no such measurement file")
+    doc, p = measurement_doc(path)
     where = f"{p}: measurement"
-    if isinstance(doc, dict) and isinstance(doc.get("measurement"), dict):
-        doc = doc["measurement"]  # rootcause run's measurement.json
-    elif isinstance(doc, dict) and doc.get("measurement") is not None:
-        raise UsageError(f"{where}: not an object (the run recorded no measurement?)")
     table = doc.get("variants") if isinstance(doc, dict) else None
     if not isinstance(table, dict):
         raise UsageError(f"{p}: \"variants\": missing or not an object (not a rootcause Measurement)")

@@ -90,8 +90,9 @@ def run(args: argparse.Namespace) -> int:
     b = pipeline.Side(labels[1], args.profile_b, prof_b.events, catalog_b, args.catalog_b,
                       args.entry_b or manifest_b.get("entry"), whole_b, steps=prof_b.step_spans, host=prof_b.host)
     device_a, device_b = _devices(args.device, environment, prof_a, prof_b)
+    pair = rundir.measured_pair(rundir.measurement_doc(args.measurement)[0], *labels) if args.measurement else None
     ctx = pipeline.Context(device_a, environment, measured, argtypes.command_line(_argv(args)), notes,
-                           device_b=device_b)
+                           device_b=device_b, measured_pair=pair)
     doc = pipeline.attribute_pair(a, b, ctx)
     with output_root(args.out):
         written = pipeline.write_reports(doc, Path(args.out), args.title)

@@ -76,7 +76,8 @@ def fmt_value(v: Any) -> str:
 # --- verdict ----------------------------------------------------------------------------------
 
 def verdict(doc: dict[str, Any]) -> dict[str, Any]:
-    """Which variant is faster, by how much (ratio with a conservative interval), the closure."""
+    """Which variant is faster, by how much (ratio with the pair's own interval where A and B were
+    timed side by side, else the conservative one of the two intervals), the closure."""
     w = doc["whole_graph"]
     A, B = label(doc, "a"), label(doc, "b")
     a, b = w["a"], w["b"]
@@ -85,9 +86,12 @@ def verdict(doc: dict[str, Any]) -> dict[str, Any]:
     b_slower = delta > 0
     slow, fast = (b, a) if b_slower else (a, b)
     ratio = slow["median"] / fast["median"] if fast["median"] else None
-    # No joint samples: the widest ratio of the two intervals, as attribute does for the delta.
     lo = hi = None
-    if all(isinstance(x.get(k), (int, float)) for x in (slow, fast) for k in ("low", "high")) and fast["low"] > 0:
+    paired = w.get("ratio_b_over_a")
+    if isinstance(paired, dict) and paired.get("low", 0) > 0:  # A and B timed side by side: the pair's own
+        lo, hi = (paired["low"], paired["high"]) if b_slower else (1 / paired["high"], 1 / paired["low"])
+    elif all(isinstance(x.get(k), (int, float)) for x in (slow, fast) for k in ("low", "high")) and fast["low"] > 0:
+        # no joint samples: the widest ratio of the two intervals, as attribute does for the delta
         lo, hi = slow["low"] / fast["high"], slow["high"] / fast["low"]
     return {"a": A, "b": B, "significant": significant, "slower": B if b_slower else A,
             "faster": A if b_slower else B, "ratio": ratio, "ratio_low": lo, "ratio_high": hi,
