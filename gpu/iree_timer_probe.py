@@ -21,7 +21,6 @@ import numpy as np
 
 from rootcause.artifacts.bundle import bundle_inputs, read_bundle
 from rootcause.sessions import load_session
-from rootcause.inputs import make_input
 
 
 def best(sample, repeats: int = 7) -> float:

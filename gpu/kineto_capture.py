@@ -414,10 +414,10 @@ def run_dataloader(args, side: str, out: Path) -> dict[str, Any]:
     ds = FFTImages(4096, args.dl_size, iters)
     loader = torch.utils.data.DataLoader(ds, batch_size=args.dl_batch, shuffle=False,
                                          num_workers=workers, drop_last=True)
-    it = iter(loader)
+    live = [iter(loader)]  # cleared after profiling: the workers shut down
 
     def batch():
-        x, y = next(it)
+        x, y = next(live[0])
         return x.to(dev), y.to(dev)
 
     step = train_step_fn(model, opt, batch)
@@ -426,7 +426,7 @@ def run_dataloader(args, side: str, out: Path) -> dict[str, Any]:
     unprof = timed_steps(step, 4)
     path = out / f"dataloader-{side}.json.gz"
     prof = profile_steps(step, path, args.active)
-    del it
+    live.clear()
     config = {"model": model_name, "batch": args.dl_batch, "image": [3, args.dl_size, args.dl_size],
               "num_workers": workers, "fft_rounds_per_item": iters,
               "item_cpu_ms_measured": round(item_ms, 4), "optimizer": "SGD momentum 0.9",

@@ -171,7 +171,7 @@ def _profile_back_to_back(call, path: Path, calls: int) -> dict[str, Any]:
     """Calls issued back to back under the profiler (no synchronize between them, so no host gap
     marks where one ends); the truth is the per-call mean of five unprofiled batches of as many
     calls, and of the profiled batch itself."""
-    torch = kc._torch()
+    kc._torch()  # imported and checked once
     from torch.profiler import ProfilerActivity, profile
 
     batches = [_back_to_back_ms(call, calls) for _ in range(5)]

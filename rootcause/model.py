@@ -16,7 +16,7 @@ from rootcause.stats import LEVEL
 # Columns of a KernelEvents table (pandas.DataFrame), one row per kernel launch, the same for
 # every profiler import. Times are nanoseconds on the profiler's own clock. The list lives in
 # parsers/events.py (pure parsers cannot import rootcause); this is the same object.
-from parsers.events import COUNTER_COLUMNS, EVENT_COLUMNS as KERNEL_EVENT_COLUMNS  # noqa: E402
+from parsers.events import COUNTER_COLUMNS, EVENT_COLUMNS as KERNEL_EVENT_COLUMNS  # noqa: E402, F401 (re-exported)
 
 
 def strip_kernel(name: str) -> str:

@@ -221,7 +221,7 @@ def test_closure_against_measured_run(tmp_path, run_dir, off, on):
     assert r.returncode == 0, r.stderr
     att = json.loads((tmp_path / "attribution.json").read_text())
     w = att["whole_graph"]
-    (m_off, v_off), (m_on, v_on) = _measured_ns(run_dir, off), _measured_ns(run_dir, on)
+    (m_off, v_off), (m_on, _) = _measured_ns(run_dir, off), _measured_ns(run_dir, on)
     assert w["source"] == "measured"
     assert w["a"]["median"] == pytest.approx(v_off["median_s"] * 1e9) == pytest.approx(m_off)
     assert w["b"]["median"] == pytest.approx(m_on)

@@ -8,9 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
-import pytest
 
 from rootcause import pipeline
 from rootcause.model import CatalogKernel

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from parsers import ParseError
 from parsers import cubin
-from test_cubin_helpers import (FIXTURES, elf_arch, elf_dump, need, nvcc, nvinfo_values, ptxas,
+from test_cubin_helpers import (FIXTURES, elf_arch, elf_dump, nvcc, nvinfo_values, ptxas,
                                 ptxas_info, resource_usage)
 from mutation import COMMON, mutate
 

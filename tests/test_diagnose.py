@@ -255,7 +255,7 @@ def test_recomputation_across_sources_is_claimed_by_evaluations_not_by_flops(ein
     import subprocess
     import sys
 
-    (d_split, m_split, p_split), (d_fused, m_fused, p_fused) = einsum_runs["split_small"], einsum_runs["fused_small"]
+    (d_split, _, p_split), (d_fused, m_fused, p_fused) = einsum_runs["split_small"], einsum_runs["fused_small"]
     calls = 12  # each profile's calls (the fixture's): a one-dispatch call has no sequence to split by
     r = subprocess.run([sys.executable, "-m", "rootcause", "compare", str(p_split), str(p_fused),
                         "--catalog-a", str(d_split), "--catalog-b", str(d_fused), "--calls", str(calls),

@@ -106,7 +106,6 @@ def test_the_h200_tvm_batch_against_its_construction(tmp_path):
     records B launches one kernel per op of the generated chain and A one; attributed here from
     the run directories, every pair says B slower, blames A's fused kernel against B's op kernels,
     with no finding the construction rules out."""
-    import subprocess
     import tarfile
 
     folder = ROOT / "fixtures/captures/h200-2026-12-05-gen-tvm"

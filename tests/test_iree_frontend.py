@@ -205,7 +205,7 @@ def test_linalg_work_dynamic_and_bad_input(built):
     line = next(i for i, row in enumerate(text.splitlines(), 1) if "= linalg.matmul" in row)
     assert "tensor<?x5120xf16>" in text.splitlines()[line - 1]
     assert k.flops is None
-    assert any(f"flops not counted" in n and f"linalg.matmul (line {line}): dynamic (?)" in n for n in out.notes)
+    assert any("flops not counted" in n and f"linalg.matmul (line {line}): dynamic (?)" in n for n in out.notes)
     with pytest.raises(ParseError) as err:
         linalg.work("%1 = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>], iterator_types = "
                     "[\"parallel\"]} ins(%a : tensor<4xf32>) outs(%b : tensor<4xf32>) {\n"

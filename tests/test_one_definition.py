@@ -21,7 +21,7 @@ import pytest
 from rootcause import cli, gpus, toolchain
 from rootcause.analysis.align import align
 from rootcause.analysis.attribute import attribute
-from rootcause.report import render_markdown, render_text, view
+from rootcause.report import render_markdown, view
 
 ROOT = Path(__file__).resolve().parents[1]
 SPILL_PTX = ROOT / "fixtures/binaries/cuda/spill.ptx"

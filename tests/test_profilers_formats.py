@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import json
 import math
-import shutil
 import sqlite3
 import subprocess
 from pathlib import Path

@@ -17,7 +17,6 @@ import re
 import sys
 from pathlib import Path
 
-import pytest
 
 from captures import many_units
 from rootcause.report import render_html

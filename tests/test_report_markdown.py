@@ -28,7 +28,7 @@ def attribution(att_path):
 
 def tables(text: str) -> list[list[list[str]]]:
     """Each GFM table as rows of cell texts (inline content rendered to plain text)."""
-    out, rows, row, cell = [], None, None, None
+    out, rows, row = [], None, None
     for tok in MD.parse(text):
         if tok.type == "table_open":
             rows = []

@@ -13,10 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rootcause.artifacts.bundle import bundle_inputs, read_bundle
+from rootcause.artifacts.bundle import bundle_inputs
 from rootcause.sessions import load_session
-from rootcause.inputs import make_input
-from rootcause.errors import UsageError
 
 N = 384  # a matmul of ~113 MFLOP: milliseconds per call, so per-call overheads are noise
 SOURCE = f"""

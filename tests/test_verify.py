@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from rootcause import cli
-from rootcause.artifacts.bundle import bundle_inputs, read_bundle
 from rootcause.sessions import load_session
 from rootcause.errors import OutputsDiffer
 from rootcause.verify import common_inputs, compare, verify

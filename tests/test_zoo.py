@@ -11,7 +11,6 @@ from __future__ import annotations
 import fnmatch
 import importlib.util
 import json
-import tempfile
 from pathlib import Path
 
 import pytest

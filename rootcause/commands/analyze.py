@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _analyze(args: argparse.Namespace, spec_a: VariantSpec, spec_b: VariantSpec, out: Path) -> int:
-    from rootcause import pipeline, spec as spec_mod
+    from rootcause import pipeline
     from rootcause.artifacts import plan as plans
     from rootcause.report import render_text
 
