@@ -41,7 +41,7 @@ import math
 import time
 from dataclasses import asdict, dataclass, field
 from statistics import NormalDist
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -250,7 +250,7 @@ def _pairs(samples: dict[str, list[float]], pairs: list[tuple[str, str]] | None)
 
 # ---- protocol -----------------------------------------------------------------------------
 
-def measure(callables: dict[str, Callable[[], float | None]], protocol: Protocol | None = None,
+def measure(callables: Mapping[str, Callable[[], float | None]], protocol: Protocol | None = None,
             clock: Callable[[], float] = time.perf_counter,
             pairs: list[tuple[str, str]] | None = None,
             on_block: Callable[[float], Any] | None = None) -> Measurement:
@@ -320,7 +320,8 @@ class StopRule:
         self.next_full = protocol.min_blocks
         self.scale = {pair: 1.0 for pair in pairs}  # full width / estimate at the last full check
         self.last_full: dict[tuple[str, str], tuple[float, tuple[float, float]]] | None = None
-        self.checks, self.full_at, self.check_s, self.full_s = 0, [], 0.0, 0.0
+        self.checks, self.check_s, self.full_s = 0, 0.0, 0.0
+        self.full_at: list[int] = []
 
     def converged(self, blocks: int, samples: dict[str, list[float]]) -> bool:
         p = self.p
@@ -355,7 +356,7 @@ class StopRule:
                 width = (ci[1] - ci[0]) / r
                 if estimate.get((a, b), 0.0) > 0:
                     self.scale[(a, b)] = width / estimate[(a, b)]
-                if not width < p.target_rel_width:
+                if p.target_rel_width is None or not width < p.target_rel_width:
                     return False
         finally:
             self.full_s += time.perf_counter() - t0
@@ -526,10 +527,11 @@ def pool_processes(results: list[dict[str, Any]], protocol: Protocol | None = No
         ci = _hull(hier, plain)
         ratios.append({**asdict(Ratio(a, b, r, ci, significant(r, ci, protocol.threshold), protocol.threshold)),
                        "ci_hierarchical": hier, "ci_plain": plain})
-    processes = [{"index": i, "blocks_run": res.get("blocks_run"), "stopped": res.get("stopped"),
-                  "elapsed_s": res.get("elapsed_s"), "ratios": res.get("ratios"),
-                  "variants": {n: _process_stats(res["variants"][n], protocol, i) for n in names}}
-                 for i, res in enumerate(results)]
+    processes: list[dict[str, Any]] = [
+        {"index": i, "blocks_run": res.get("blocks_run"), "stopped": res.get("stopped"),
+         "elapsed_s": res.get("elapsed_s"), "ratios": res.get("ratios"),
+         "variants": {n: _process_stats(res["variants"][n], protocol, i) for n in names}}
+        for i, res in enumerate(results)]
     per_process = {n: [p["variants"][n] for p in processes] for n in names}
     return {"protocol": asdict(protocol), "variants": variants, "ratios": ratios,
             "blocks_run": sum(res.get("blocks_run") or 0 for res in results),

@@ -139,19 +139,22 @@ def measured_pair(doc: dict[str, Any], a: str, b: str) -> MeasuredPair | None:
     for r in doc.get("ratios") or []:
         if not isinstance(r, dict) or {r.get("a"), r.get("b")} != {a, b} or a == b:
             continue
-        delta, dci, ratio, rci = r.get("delta_s"), r.get("delta_ci_s"), r.get("ratio"), r.get("ci")
-        if not (_numbers(delta, ratio) and isinstance(dci, list) and isinstance(rci, list) and _numbers(*dci, *rci)
-                and len(dci) == len(rci) == 2 and ratio > 0 and min(rci) > 0):
+        values = _numbers(r.get("delta_s"), *(r.get("delta_ci_s") or [None] * 2), r.get("ratio"), *(r.get("ci") or []))
+        if values is None or len(values) != 6 or min(values[3:]) <= 0:
             return None
+        delta, d_lo, d_hi, ratio, r_lo, r_hi = values
         sign = 1.0 if r["a"] == a else -1.0  # delta_s is median(r.b) - median(r.a); ratio is r.a / r.b
-        lo, hi = sorted(sign * x * 1e9 for x in dci)
-        ratios = (1 / ratio, 1 / rci[1], 1 / rci[0]) if r["a"] == a else (ratio, rci[0], rci[1])
+        lo, hi = sorted((sign * d_lo * 1e9, sign * d_hi * 1e9))
+        ratios = (1 / ratio, 1 / r_hi, 1 / r_lo) if r["a"] == a else (ratio, r_lo, r_hi)
         return MeasuredPair(Interval(sign * delta * 1e9, lo, hi), Interval(*ratios))
     return None
 
 
-def _numbers(*xs: Any) -> bool:
-    return all(isinstance(x, (int, float)) and math.isfinite(x) for x in xs)
+def _numbers(*xs: Any) -> list[float] | None:
+    """The values as floats where every one is a finite number; else None."""
+    if not all(isinstance(x, (int, float)) and math.isfinite(x) for x in xs):
+        return None
+    return [float(x) for x in xs]
 
 
 def variant_whole_graph(doc: dict[str, Any], name: str, where: Path) -> WholeGraph:
