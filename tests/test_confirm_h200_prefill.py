@@ -5,7 +5,7 @@ cache, seconds), then `analyze --from-run` on the committed capture.
 
 Every figure is recomputed from the raw files: whole-graph samples in measurement.json, the CUPTI
 records cut into calls at the run's call_starts_ns, the variants' TOML, and the configured MLIR
-IREE dumped (read with the test's own regexes, not parsers/mlir_attrs)."""
+IREE dumped (read with the test's own regexes, not rootcause/frontends/iree/mlir_attrs.py)."""
 from __future__ import annotations
 
 import contextlib

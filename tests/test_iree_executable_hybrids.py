@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from parsers import iree_ir
+from rootcause.frontends.iree import ir_text
 from rootcause import pipeline, spec as specs
 from rootcause.frontends.iree import build as iree
 
@@ -70,7 +70,7 @@ def test_export_layouts_resolve_aliases():
             'hal.executable public @e {\n  hal.executable.variant public @v target(#t) {\n'
             '    hal.executable.export public @e_0 ordinal(0) layout(#pipeline_layout) count(%a: !hal.device) -> (index) {\n'
             '    hal.executable.export public @e_1 ordinal(1) layout(#hal.pipeline.layout<constants = 2, bindings = []>) {\n')
-    assert iree_ir.export_layouts(text) == [
+    assert ir_text.export_layouts(text) == [
         "#hal.pipeline.layout<constants = 1, bindings = [#hal.pipeline.binding<storage_buffer>]>",
         "#hal.pipeline.layout<constants = 2, bindings = []>"]
 
@@ -109,6 +109,6 @@ def test_an_executable_that_binds_other_shapes_cannot_stand_in(tmp_path):
     assert shapes["a"] != shapes["b"] and len(shapes["a"]) == len(shapes["b"])
     from rootcause.frontends.iree import hybrids
 
-    whole = iree_ir.renamed_executable(texts["b"], "main_dispatch_0", "b.mlir")
+    whole = ir_text.renamed_executable(texts["b"], "main_dispatch_0", "b.mlir")
     assert "other shapes" in hybrids.swap_refusal(texts["a"], whole, ("a.mlir", "b.mlir"))
     assert hybrids.swap_refusal(texts["a"], texts["a"], ("a.mlir", "a.mlir")) is None

@@ -193,10 +193,11 @@ def test_unsupported_target(target):
         target_flags(target)
 
 
-# -- arithmetic work (parsers.linalg) -------------------------------------------------------
+# -- arithmetic work (rootcause.frontends.iree.linalg) -------------------------------------------------------
 
 def test_linalg_work_dynamic_and_bad_input(built):
-    from parsers import ParseError, linalg
+    from parsers import ParseError
+    from rootcause.frontends.iree import linalg
 
     out, out_dir, _ = built(PREFILL, "alone")
     (k,) = out.kernels

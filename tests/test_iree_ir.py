@@ -1,4 +1,4 @@
-"""parsers.iree_ir on dumps the installed iree-compile writes here (cuda:sm_80, no GPU needed).
+"""rootcause.frontends.iree.ir_text on dumps the installed iree-compile writes here (cuda:sm_80, no GPU needed).
 
 Two sources from fixtures/: binaries/iree/mm.mlir (a static 64x128 @ 128x32 f32 matmul and a
 256-element add+mul; PROVENANCE.md names its exports) and cases/prefill_dedup/prefill_2_8.mlir
@@ -16,7 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from mutation import COMMON, mutate
-from parsers import ParseError, iree_ir
+from parsers import ParseError
+from rootcause.frontends.iree import ir_text
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 MM = FIXTURES / "binaries" / "iree" / "mm.mlir"
@@ -102,47 +103,47 @@ def grepped(text: str, pattern: str) -> list[int]:
 # -- phase dumps -------------------------------------------------------------------------------
 
 def test_entry_functions_are_the_source_functions(mm, prefill):
-    assert iree_ir.entry_functions(iree_ir.blocks(mm["flow"])) == source_functions(MM) == ["matmul", "addmul"]
-    assert iree_ir.entry_functions(iree_ir.blocks(prefill["flow"])) == source_functions(PREFILL)
+    assert ir_text.entry_functions(ir_text.blocks(mm["flow"])) == source_functions(MM) == ["matmul", "addmul"]
+    assert ir_text.entry_functions(ir_text.blocks(prefill["flow"])) == source_functions(PREFILL)
 
 
 def test_blocks_hold_the_function_text(mm):
     scanned = scan_functions(mm["hal"])
-    named = {b.name: b for b in iree_ir.blocks(mm["hal"]) if not b.name.startswith("<initializer")}
+    named = {b.name: b for b in ir_text.blocks(mm["hal"]) if not b.name.startswith("<initializer")}
     assert set(named) == set(scanned)
     for name, lines in scanned.items():
         assert all(line in named[name].text for line in lines)
     # the public functions replay command buffers their memoize functions record
-    assert {b.name for b in iree_ir.reach(iree_ir.blocks(mm["hal"]))["matmul"]} >= {"matmul", "__matmul_memoize_apply"}
+    assert {b.name for b in ir_text.reach(ir_text.blocks(mm["hal"]))["matmul"]} >= {"matmul", "__matmul_memoize_apply"}
 
 
 @pytest.mark.parametrize("which", ["mm", "prefill"])
 def test_flow_dispatches_match_a_line_scan(which, mm, prefill):
     text = {"mm": mm, "prefill": prefill}[which]["flow"]
-    found = {k: v for k, v in iree_ir.flow_dispatches(text).items() if v}
+    found = {k: v for k, v in ir_text.flow_dispatches(text).items() if v}
     assert found == scan_dispatches(text) != {}
 
 
 def test_call_sites_of_separate_executables(mm):
-    before, _ = iree_ir.ir_before(mm["stderr"], DEDUP_PASS)
-    assert iree_ir.call_sites(mm["flow"], before) == {MATMUL: [("matmul", MATMUL)], ADDMUL: [("addmul", ADDMUL)]}
+    before, _ = ir_text.ir_before(mm["stderr"], DEDUP_PASS)
+    assert ir_text.call_sites(mm["flow"], before) == {MATMUL: [("matmul", MATMUL)], ADDMUL: [("addmul", ADDMUL)]}
 
 
 def test_call_sites_of_a_deduplicated_executable(prefill):
     """One executable after dedup serves both functions; each keeps the dispatch it had before."""
-    before, _ = iree_ir.ir_before(prefill["stderr"], DEDUP_PASS)
+    before, _ = ir_text.ir_before(prefill["stderr"], DEDUP_PASS)
     after, pre = scan_dispatches(prefill["flow"]), scan_dispatches(before)
     (shared,) = {e for exports in after.values() for e in exports}
     assert pre["prefill_bs8$async"][0].startswith("prefill_bs8$async_dispatch_0")
     assert pre["prefill_bs8$async"][0] != shared
-    assert iree_ir.call_sites(prefill["flow"], before) == {
+    assert ir_text.call_sites(prefill["flow"], before) == {
         shared: [("prefill_bs2", pre["prefill_bs2$async"][0]), ("prefill_bs8", pre["prefill_bs8$async"][0])]}
     # without the names before dedup, both call sites carry the name after it
-    assert iree_ir.call_sites(prefill["flow"]) == {shared: [("prefill_bs2", shared), ("prefill_bs8", shared)]}
+    assert ir_text.call_sites(prefill["flow"]) == {shared: [("prefill_bs2", shared), ("prefill_bs8", shared)]}
 
 
 def test_hal_dispatches_grid_covers_the_workgroup_tiles(mm):
-    dispatches = {d.entry: d for d in iree_ir.hal_dispatches(mm["hal"])}
+    dispatches = {d.entry: d for d in ir_text.hal_dispatches(mm["hal"])}
     assert sorted(dispatches) == ["addmul", "matmul"]
     lookups = [line.split("function(@", 1)[1].split(")", 1)[0].split("::@")
                for line in mm["hal"].split("\n") if "hal.executable.lookup.function" in line]
@@ -154,7 +155,7 @@ def test_hal_dispatches_grid_covers_the_workgroup_tiles(mm):
 
 
 def test_hal_dispatches_of_a_dynamic_shape_have_no_static_count(prefill):
-    found = iree_ir.hal_dispatches(prefill["hal"])
+    found = ir_text.hal_dispatches(prefill["hal"])
     assert sorted({d.entry for d in found}) == source_functions(PREFILL)
     assert all(None in d.grid for d in found)  # the row count '?' of the source is known at run time
 
@@ -165,8 +166,8 @@ def test_hal_dispatches_of_a_dynamic_shape_have_no_static_count(prefill):
 def test_configuration_matches_the_dump_and_the_source(mm, entry, export):
     name = f"configured_module_{entry}_dispatch_0.mlir"
     text = mm[name]
-    (facts,) = iree_ir.configuration(text, name).values()
-    assert list(iree_ir.configuration(text, name)) == [export]
+    (facts,) = ir_text.configuration(text, name).values()
+    assert list(ir_text.configuration(text, name)) == [export]
     assert facts["workgroup_size"] == grepped(text, r"workgroup_size = \[([^\]]*)\]")
     assert facts["subgroup_size"] == grepped(text, r"subgroup_size = (\d+)")[0]
     assert facts["pipeline"] == re.search(r"#iree_gpu\.pipeline<(\w+)>", text).group(1)
@@ -177,12 +178,12 @@ def test_configuration_matches_the_dump_and_the_source(mm, entry, export):
     assert facts["config_file"] == name
     expected = sum(int(np.prod(shape)) * np.dtype(elem.replace("f", "float")).itemsize
                    for shape, elem in source_shapes(MM, entry))
-    assert facts["bytes_moved"] == iree_ir.binding_bytes(text) == expected
+    assert facts["bytes_moved"] == ir_text.binding_bytes(text) == expected
 
 
 def test_dynamic_shapes_have_no_binding_bytes(prefill):
     (name,) = [n for n in prefill if n.startswith("configured_")]
-    (facts,) = iree_ir.configuration(prefill[name], name).values()
+    (facts,) = ir_text.configuration(prefill[name], name).values()
     assert facts["bytes_moved"] is None
     # fixtures/cases/prefill_dedup/README.md: the dedup executable's sm_80 configuration
     assert facts["lowering_config"]["workgroup"] == [1, 64, 32, 0]
@@ -191,7 +192,7 @@ def test_dynamic_shapes_have_no_binding_bytes(prefill):
 
 def test_attr_spans_point_at_the_values(mm):
     text = mm["configured_module_matmul_dispatch_0.mlir"]
-    (start, end, value, op), = iree_ir.attr_spans(text, "lowering_config")
+    (start, end, value, op), = ir_text.attr_spans(text, "lowering_config")
     key_at = text.index("lowering_config = ")
     assert start == key_at + len("lowering_config = ") and text[start:end] == value
     assert value.startswith("#iree_gpu.lowering_config<") and text[end:].startswith("}")
@@ -200,17 +201,17 @@ def test_attr_spans_point_at_the_values(mm):
 
 def test_executable_names_and_renaming(mm):
     text = mm["configured_module_matmul_dispatch_0.mlir"]
-    assert iree_ir.executable_names(text) == ["matmul_dispatch_0"]
-    renamed = iree_ir.renamed_executable(text, "other", "m.mlir")
-    assert iree_ir.executable_names(renamed) == ["other"]
+    assert ir_text.executable_names(text) == ["matmul_dispatch_0"]
+    renamed = ir_text.renamed_executable(text, "other", "m.mlir")
+    assert ir_text.executable_names(renamed) == ["other"]
     assert renamed.count("@other") == text.count("@matmul_dispatch_0") and "@matmul_dispatch_0" not in renamed
-    assert iree_ir.renamed_executable(text, "matmul_dispatch_0", "m.mlir") is text
+    assert ir_text.renamed_executable(text, "matmul_dispatch_0", "m.mlir") is text
     both = text + mm["configured_module_addmul_dispatch_0.mlir"]
     with pytest.raises(ParseError) as err:
-        iree_ir.renamed_executable(both, "other", "both.mlir")
+        ir_text.renamed_executable(both, "other", "both.mlir")
     assert str(err.value).startswith("both.mlir: ") and "several" in str(err.value) and "\n" not in str(err.value)
     with pytest.raises(ParseError, match="flow.mlir: .*no hal.executable at all"):
-        iree_ir.renamed_executable(mm["flow"], "other", "flow.mlir")
+        ir_text.renamed_executable(mm["flow"], "other", "flow.mlir")
 
 
 def test_malformed_configuration_names_file_and_line(mm):
@@ -219,11 +220,11 @@ def test_malformed_configuration_names_file_and_line(mm):
     bad = text.replace("memref<64x128xf32", "memref<64x1z8xf32", 1)
     line = bad[:bad.index("64x1z8")].count("\n") + 1
     with pytest.raises(ParseError, match=rf"^m\.mlir: line {line}: binding 0 has the shape '64x1z8xf32'"):
-        iree_ir.binding_bytes(bad, "m.mlir")
+        ir_text.binding_bytes(bad, "m.mlir")
     bad = text.replace("{translation_info = #iree_codegen", "{translation_info = 3, x = #iree_codegen", 1)
     line = bad[:bad.index("translation_info = 3")].count("\n") + 1
     with pytest.raises(ParseError, match=rf"^m\.mlir: line {line}, column \d+: translation_info is '3'"):
-        iree_ir.configuration(bad, "m.mlir")
+        ir_text.configuration(bad, "m.mlir")
 
 
 # -- the log -----------------------------------------------------------------------------------
@@ -231,11 +232,11 @@ def test_malformed_configuration_names_file_and_line(mm):
 def test_ir_before_splits_the_log(mm, prefill):
     for texts in (mm, prefill):
         log = texts["stderr"]
-        dump, rest = iree_ir.ir_before(log, DEDUP_PASS)
+        dump, rest = ir_text.ir_before(log, DEDUP_PASS)
         assert dump.startswith("// -----// IR Dump Before DeduplicateExecutablesPass") and dump.endswith("\n}\n")
         assert dump in log and len(dump) + len(rest) == len(log) and "IR Dump Before" not in rest
         assert set(scan_dispatches(dump)) == set(scan_dispatches(texts["flow"]))
-    assert iree_ir.ir_before(mm["stderr"], "no-such-pass") == ("", mm["stderr"])
+    assert ir_text.ir_before(mm["stderr"], "no-such-pass") == ("", mm["stderr"])
 
 
 def test_substitution_report_reads_a_real_log(mm, tmp_path):
@@ -245,29 +246,29 @@ def test_substitution_report_reads_a_real_log(mm, tmp_path):
                            f"--iree-hal-substitute-executable-configuration=matmul_dispatch_0={sub}",
                            f"--iree-hal-substitute-executable-configuration=nope={sub}",
                            "-o", str(tmp_path / "m.vmfb")], capture_output=True, text=True, check=True)
-    assert iree_ir.substitution_report(proc.stderr) == ({"nope"}, {"matmul_dispatch_0"})
-    assert iree_ir.substitution_report(mm["stderr"]) == (set(), set())
+    assert ir_text.substitution_report(proc.stderr) == ({"nope"}, {"matmul_dispatch_0"})
+    assert ir_text.substitution_report(mm["stderr"]) == (set(), set())
 
 
 # -- mutated dumps -----------------------------------------------------------------------------
 
 def read_everything(text: str) -> None:
-    all_blocks = iree_ir.blocks(text)
-    iree_ir.reach(all_blocks)
-    iree_ir.entry_functions(all_blocks)
-    iree_ir.flow_dispatches(text)
-    iree_ir.call_sites(text, text)
-    iree_ir.hal_dispatches(text)
-    iree_ir.configuration(text, "mutated.mlir")
-    iree_ir.binding_bytes(text, "mutated.mlir")
-    iree_ir.attr_spans(text, "lowering_config", "mutated.mlir")
-    iree_ir.executable_names(text)
+    all_blocks = ir_text.blocks(text)
+    ir_text.reach(all_blocks)
+    ir_text.entry_functions(all_blocks)
+    ir_text.flow_dispatches(text)
+    ir_text.call_sites(text, text)
+    ir_text.hal_dispatches(text)
+    ir_text.configuration(text, "mutated.mlir")
+    ir_text.binding_bytes(text, "mutated.mlir")
+    ir_text.attr_spans(text, "lowering_config", "mutated.mlir")
+    ir_text.executable_names(text)
     try:
-        iree_ir.renamed_executable(text, "other", "mutated.mlir")
+        ir_text.renamed_executable(text, "other", "mutated.mlir")
     except ParseError:
         pass
-    iree_ir.ir_before(text, DEDUP_PASS)
-    iree_ir.substitution_report(text)
+    ir_text.ir_before(text, DEDUP_PASS)
+    ir_text.substitution_report(text)
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from parsers import ParseError, iree_ir
+from parsers import ParseError
+from rootcause.frontends.iree import ir_text
 from rootcause import spec as specs
 from rootcause.analysis.align import align
 
@@ -42,7 +43,7 @@ def test_every_dispatch_maps_to_the_reduction_lines(flows):
     generic, addf = _lines("linalg.generic"), _lines("arith.addf")
     want = {f"reduce_sum.mlir:{generic[0]}:", f"reduce_sum.mlir:{addf[0]}:"}
     for name, expected in (("serial", 1), ("split", 2)):
-        locs = iree_ir.dispatch_locations(flows[name], name)
+        locs = ir_text.dispatch_locations(flows[name], name)
         funcs = [line.split("@")[1].split("(")[0] for line in flows[name].splitlines()
                  if line.strip().startswith("func.func @")]
         assert sorted(locs) == sorted(funcs) and len(funcs) == expected
@@ -72,7 +73,7 @@ def test_serial_and_split_align_as_one_unit(tmp_path):
 
 def test_a_dump_without_locations_is_one_parse_error():
     with pytest.raises(ParseError, match="no MLIR locations"):
-        iree_ir.dispatch_locations("func.func @f() {\n  return\n}\n", "plain.mlir")
+        ir_text.dispatch_locations("func.func @f() {\n  return\n}\n", "plain.mlir")
 
 
 @settings(max_examples=150, deadline=None)
@@ -83,7 +84,7 @@ def test_mutated_located_dumps_raise_only_parse_errors(flows, data):
     cut = data.draw(st.integers(0, 64))
     junk = data.draw(st.text(alphabet="(){}#loc\":0123456789 =\n", max_size=16))
     try:
-        iree_ir.dispatch_locations(text[:i] + junk + text[i + cut:], "mutated.mlir")
+        ir_text.dispatch_locations(text[:i] + junk + text[i + cut:], "mutated.mlir")
     except ParseError:
         pass
 
@@ -102,7 +103,7 @@ def test_named_locations_tell_ops_of_two_source_files_apart(tmp_path):
         subprocess.run([str(iree_compile_path()), str(case / source), "--iree-hal-target-device=cuda",
                         "--iree-cuda-target=sm_80", "--compile-to=flow", "--mlir-print-debuginfo",
                         "-o", str(path)], check=True, capture_output=True)
-        locs = iree_ir.dispatch_locations(path.read_text(), source)
+        locs = ir_text.dispatch_locations(path.read_text(), source)
         names[source] = sorted(sorted(x for x in found if x.startswith("name:")) for found in locs.values())
     assert names["chain_then_add.mlir"] == [["name:add", "name:chain"]]
     assert names["split.mlir"] == [["name:add"], ["name:chain"]]
@@ -129,5 +130,5 @@ def test_a_name_with_a_child_location_is_not_an_op_name(tmp_path):
     out = tmp_path / "two.flow.mlir"
     subprocess.run([str(iree_compile_path()), str(src), "--iree-hal-target-device=cuda", "--iree-cuda-target=sm_80",
                     "--compile-to=flow", "--mlir-print-debuginfo", "-o", str(out)], check=True, capture_output=True)
-    found = sorted({x for locs in iree_ir.dispatch_locations(out.read_text(), "two").values() for x in locs})
+    found = sorted({x for locs in ir_text.dispatch_locations(out.read_text(), "two").values() for x in locs})
     assert found == ["model.py:3:4", "name:mine"]

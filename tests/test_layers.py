@@ -162,6 +162,44 @@ def test_no_frontend_is_named_outside_frontends():
     assert found == []
 
 
+# What only one frontend's code may spell: its compiler's dialects and attributes, its kernel symbol
+# patterns. Elsewhere the analysis asks the frontend (rootcause.frontends.base's hooks).
+FRONTEND_IDENTIFIERS = {
+    "iree": r"iree_(cpu|gpu|codegen)\.|hal\.executable|flow\.dispatch|_dispatch_(\\d|\d|<)|async_dispatch",
+    "tvm": r"\bdlight\b|T\.prim_func|relax\.transform|tvm\.tir",
+    "xla": r"stablehlo\.|\bmhlo\.|HloModule",
+}
+
+
+def _code_strings(tree: ast.AST) -> list[tuple[int, str]]:
+    """The string constants of a module's code: its docstrings left out (they may explain)."""
+    docs = {id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body
+            and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    return [(node.lineno, node.value) for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs]
+
+
+def test_a_frontends_identifiers_stay_in_its_package():
+    """No code outside rootcause/frontends/NAME spells that frontend's dialects, attributes or
+    symbol patterns (comments and docstrings may name them)."""
+    found = []
+    for name, pattern in FRONTEND_IDENTIFIERS.items():
+        own = ROOT / "rootcause" / "frontends" / name
+        for top in ("rootcause", "parsers"):
+            for path in (ROOT / top).rglob("*.py"):
+                if own in path.parents:
+                    continue
+                found += [f"{path.relative_to(ROOT)}:{line}: {name}: {value[:80]!r}"
+                          for line, value in _code_strings(ast.parse(path.read_text())) if re.search(pattern, value)]
+    assert found == []
+
+
+def test_the_identifier_check_sees_a_planted_identifier():
+    tree = ast.parse('"""iree_cpu.lowering_config in a docstring"""\nKEY = "iree_cpu.lowering_config"\n')
+    assert [v for _, v in _code_strings(tree) if re.search(FRONTEND_IDENTIFIERS["iree"], v)] == ["iree_cpu.lowering_config"]
+
+
 def _owned_names() -> set[str]:
     """File names the modules of rootcause/artifacts define (their constants)."""
     names = set()

@@ -1,4 +1,4 @@
-"""parsers/mlir_attrs.py against literal MLIR text, round trips, and bad input."""
+"""rootcause/frontends/iree/mlir_attrs.py against literal MLIR text, round trips, and bad input."""
 import math
 import re
 
@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from parsers import ParseError
-from parsers.mlir_attrs import find_attrs, parse_aliases, parse_attr
+from rootcause.frontends.iree.mlir_attrs import find_attrs, parse_aliases, parse_attr
 
 # The seed thread's lowering_config (seeds/001), quoted verbatim.
 SEED_CONFIG = ("#iree_gpu.lowering_config<{mma_kind = #iree_gpu.mma_layout<MFMA_F32_16x16x16_F16>, "

@@ -10,7 +10,6 @@ never blamed; the residual rule only runs when the residual delta is significant
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -743,9 +742,8 @@ def _thread_work(cat: CatalogKernel | None) -> dict[str, Any] | str:
 
 
 def _owner(name: str) -> str | None:
-    """The function an IREE dispatch symbol was named after ('prefill_bs2$async_dispatch_0_..')."""
-    m = re.match(r"^(.+?)(?:[$_]async)?_dispatch_\d+_", name)
-    return m.group(1) if m else None
+    """The function a kernel symbol was named after, as its frontend reads it (dispatch_owner)."""
+    return next((o for hook in frontends.hooks("dispatch_owner") if (o := hook(name))), None)
 
 
 def shared_executable(ctx: Context) -> list[dict[str, Any]]:
@@ -784,25 +782,16 @@ def shared_executable(ctx: Context) -> list[dict[str, Any]]:
 
 
 def _vector_step(cat: CatalogKernel | None) -> tuple[int, dict[str, list[int]]] | None:
-    """(elements one vector step computes, the vector tile levels read) of an IREE CPU dispatch: per
-    loop, the largest of its vector tile sizes (common parallel, reduction, inner parallel levels),
-    multiplied; None where the catalog has no iree_cpu lowering_config with vector tiles."""
+    """(elements one vector step computes, the vector tile levels read) of a CPU kernel, as its
+    frontend reads its catalog schedule (vector_step); None where none does."""
     schedule = (cat.schedule or {}) if cat is not None else {}
-    if schedule.get("lowering_config_attr") != "iree_cpu.lowering_config":
-        return None
-    levels = {k: v for k, v in (schedule.get("lowering_config") or {}).items()
-              if k.startswith("vector_") and isinstance(v, list) and all(isinstance(x, int) for x in v)}
-    if not levels:
-        return None
-    loops = max(len(v) for v in levels.values())
-    sizes = [max([v[i] for v in levels.values() if i < len(v) and v[i] > 0] or [1]) for i in range(loops)]
-    return math.prod(sizes), levels
+    return next((step for hook in frontends.hooks("vector_step") if (step := hook(schedule))), None) if schedule else None
 
 
 def vector_tiles(ctx: Context) -> list[dict[str, Any]]:
-    """IREE CPU: the slow side's dispatch computes VECTOR_TILE_FACTOR times fewer elements a vector
-    step than the other side's dispatch for the same ops (its lowering_config's vector tile sizes,
-    static), so its loops take that many more steps for the same work; a step of one element uses no
+    """CPU: the slow side's kernel computes VECTOR_TILE_FACTOR times fewer elements a vector step
+    than the other side's kernel for the same ops (its vector tile sizes, read from the catalog by
+    its frontend's vector_step), so its loops take that many more steps for the same work; a step of one element uses no
     vector lanes. Only between dispatches paired by the ops they compute, and only where the unit is
     MECHANISM_MIN_SPEEDUP times slower (else a cannot-conclude line)."""
     p = pair(ctx) if ctx.unit.get("method") in op_evidence_tiers() else None

@@ -73,6 +73,10 @@ class Frontend(Protocol):
     #     frontends unchanged);
     #   thread_work(kernel) -> dict | str | None, the threads that own work in a CatalogKernel
     #     (dict), why that could not be checked (str), or None where the kernel is not its;
+    #   dispatch_owner(name) -> str | None, the function a kernel symbol was named after, where
+    #     its symbols say (one executable serving another function's call sites);
+    #   vector_step(schedule) -> (elements, tile levels) | None, the elements one vector step of a
+    #     CPU kernel computes, read from its catalog schedule;
     #   run_catalog(bundle, run_dir, events, notes) -> list[CatalogKernel] | None, the catalog of a
     #     bundle whose build could not compile for the run's device, read from what its session's
     #     run_files kept there (a frontend that compiles where it runs: XLA).

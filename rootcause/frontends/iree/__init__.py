@@ -29,6 +29,12 @@ class IreeFrontend(PackageFrontend):
     def thread_work(self, kernel: Any) -> Any:
         return self._stage("alignment").thread_work(kernel)
 
+    def dispatch_owner(self, name: str) -> str | None:
+        return self._stage("alignment").dispatch_owner(name)
+
+    def vector_step(self, schedule: dict[str, Any]) -> Any:
+        return self._stage("alignment").vector_step(schedule)
+
     def check_with_compiler(self, spec: Any) -> None:
         """Flag names and string-typed options against the installed iree-compile's own list."""
         self._stage("compile").check_flags(spec)

@@ -6,6 +6,7 @@ kind and shape do not.
 """
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 from rootcause.model import AlignmentTier, CatalogKernel
 
 _DISPATCH = re.compile(r"^.*?(?:[$_]async)?_dispatch_\d+_(.+)$")
+_OWNER = re.compile(r"^(.+?)(?:[$_]async)?_dispatch_\d+_")
 
 
 def dispatch_key(name: str) -> str | None:
@@ -55,3 +57,25 @@ def thread_work(kernel: CatalogKernel) -> dict[str, Any] | str | None:
     work = threads_doing_work(kernel.name, kernel.schedule)
     return work if work is not None else ("not checked: not a TileAndFuse dispatch whose thread tiles over its "
                                           "static loop ranges reproduce its workgroup size")
+
+
+def dispatch_owner(name: str) -> str | None:
+    """The function a dispatch symbol was named after ('prefill_bs2$async_dispatch_0_..' ->
+    'prefill_bs2'): where it is not the entry that runs it, one executable serves both."""
+    m = _OWNER.match(name)
+    return m.group(1) if m else None
+
+
+def vector_step(schedule: dict[str, Any]) -> tuple[int, dict[str, list[int]]] | None:
+    """(elements one vector step computes, the vector tile levels read) of a CPU dispatch: per
+    loop, the largest of its vector tile sizes (common parallel, reduction, inner parallel levels),
+    multiplied; None where the schedule has no iree_cpu lowering_config with vector tiles."""
+    if schedule.get("lowering_config_attr") != "iree_cpu.lowering_config":
+        return None
+    levels = {k: v for k, v in (schedule.get("lowering_config") or {}).items()
+              if k.startswith("vector_") and isinstance(v, list) and all(isinstance(x, int) for x in v)}
+    if not levels:
+        return None
+    loops = max(len(v) for v in levels.values())
+    sizes = [max([v[i] for v in levels.values() if i < len(v) and v[i] > 0] or [1]) for i in range(loops)]
+    return math.prod(sizes), levels

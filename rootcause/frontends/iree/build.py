@@ -22,7 +22,7 @@ executable serving prefill_bs2 and prefill_bs8 gets source_ops 'prefill_bs2/pref
 dispatch_0_..' and 'prefill_bs8/prefill_bs8$async_dispatch_0_..' and both call sites. Static
 workgroup counts come from hal.command_buffer.dispatch in the hal phase.
 
-The text is read by parsers.iree_ir; compile.py holds the iree-compile command line,
+The text is read by rootcause.frontends.iree.ir_text; compile.py holds the iree-compile command line,
 configs.py the configured dumps and their substitution, catalog.py the catalog and the
 per-kernel resources of the dumped binaries.
 """
@@ -33,7 +33,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from parsers import iree_ir
+from rootcause.frontends.iree import ir_text
 from rootcause.artifacts import handoff
 from rootcause.child import die_with_parent, first_error_line
 from rootcause.errors import UsageError
@@ -81,7 +81,7 @@ def build(spec: Any, out_dir: Path) -> BuildOutput:
     handoff.note_step(out_dir, "iree-compile")
     cmd = compile_command(spec, out_dir, substitutions)
     proc = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=die_with_parent)
-    before, log = iree_ir.ir_before(proc.stderr, DEDUP_PASS)
+    before, log = ir_text.ir_before(proc.stderr, DEDUP_PASS)
     if proc.returncode != 0:
         (out_dir / "iree-compile.log").write_text(proc.stderr)
         raise compile_error(spec.source, log, out_dir / "iree-compile.log")
@@ -108,16 +108,16 @@ def build(spec: Any, out_dir: Path) -> BuildOutput:
     kernels = catalog(out_dir, spec.target, notes)
     source_text = spec.source.read_text(errors="replace")
     for kernel in kernels:
-        kernel.source_op_kinds = iree_ir.ops_at(source_text, spec.source.name, kernel.source_locs)
+        kernel.source_op_kinds = ir_text.ops_at(source_text, spec.source.name, kernel.source_locs)
     versions = {"iree-compiler": compiler_version(), "python": sys.version.split()[0]}
     if exported is not None:
         # a deduplicated executable's body keeps its first site's locations; its calls keep each site's
         located = ir / LOCATED_FLOW
         text = located.read_text() if located.is_file() else ""
         scopes = bool(spec.model and spec.model.exporter == "jax")  # jax: module paths are in the name stacks
-        sites = iree_ir.call_site_locations(text, scopes=scopes) if text else {}
+        sites = ir_text.call_site_locations(text, scopes=scopes) if text else {}
         if text and scopes:
-            bodies = iree_ir.dispatch_locations(text, str(located), scopes=True)
+            bodies = ir_text.dispatch_locations(text, str(located), scopes=True)
         else:
             bodies = {k.function: k.source_locs for k in kernels}
         for kernel in kernels:

@@ -5,7 +5,8 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
-from parsers import ParseError, iree_ir, linalg
+from parsers import ParseError
+from rootcause.frontends.iree import ir_text, linalg
 from rootcause.errors import UsageError
 from rootcause.frontends.iree.configs import module_name, read_config
 from rootcause.model import CatalogKernel
@@ -19,7 +20,7 @@ def _locations(ir: Path, notes: list[str]) -> dict[str, list[str]]:
     if not path.is_file():
         return {}
     try:
-        return iree_ir.dispatch_locations(path.read_text(), str(path))
+        return ir_text.dispatch_locations(path.read_text(), str(path))
     except ParseError as err:
         notes.append(f"no source locations: {err}")
         return {}
@@ -38,7 +39,7 @@ def catalog(out_dir: Path, target: str, notes: list[str] | None = None) -> list[
     if flow is None or hal is None:
         raise UsageError(f"{out_dir}: no flow/hal phase dumps under ir/phases")
     before = ir / "before_dedup.mlir"
-    sites = iree_ir.call_sites(flow.read_text(), before.read_text() if before.is_file() else "")
+    sites = ir_text.call_sites(flow.read_text(), before.read_text() if before.is_file() else "")
     schedules: dict[str, dict] = {}
     module = module_name(ir)
     for path in sorted(ir.glob("configured_*.mlir")):
@@ -48,7 +49,7 @@ def catalog(out_dir: Path, target: str, notes: list[str] | None = None) -> list[
             # what IREE configured before the spec's substitution replaced it
             facts["substituted"] = str(original.relative_to(out_dir)) if original.is_file() else None
         schedules.update(config)
-    dispatches = iree_ir.hal_dispatches(hal.read_text())
+    dispatches = ir_text.hal_dispatches(hal.read_text())
     locations = _locations(ir, notes)
     arch = target.partition(":")[2] or None
     resources_by_file: dict[Path, dict[str, dict]] = {}
@@ -99,7 +100,7 @@ def dispatch_work(ir: Path, executable: str | None, export: str, notes: list[str
                   module: str = "module") -> linalg.Work | None:
     """Arithmetic work of one export, from the linalg ops of its dumped executable source
     (ir/<module>_<executable>.mlir): iteration domain x arith/math ops per point, and the
-    transcendental evaluations (parsers.linalg); None where the source is missing or unread."""
+    transcendental evaluations (rootcause.frontends.iree.linalg); None where the source is missing or unread."""
     path = ir / f"{module}_{executable}.mlir"
     if executable is None or not path.is_file():
         notes.append(f"{export}: flops not counted: no dumped source {path.name}")
@@ -116,7 +117,7 @@ def dispatch_work(ir: Path, executable: str | None, export: str, notes: list[str
     return work
 
 
-def _binary(bins: Path, module: str, mine: list[iree_ir.HalDispatch]) -> Path | None:
+def _binary(bins: Path, module: str, mine: list[ir_text.HalDispatch]) -> Path | None:
     for d in mine:
         for ext in ("ptx", "hsaco", "so", "o"):
             p = bins / f"{module}_{d.executable}_{d.variant}.{ext}"

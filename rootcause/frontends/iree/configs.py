@@ -6,7 +6,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from parsers import ParseError, iree_ir
+from parsers import ParseError
+from rootcause.frontends.iree import ir_text
 from rootcause.errors import UsageError
 
 CONFIG_KEYS = ("translation_info", "lowering_config")
@@ -43,15 +44,15 @@ def module_name(ir: Path) -> str:
     JAX exports as `module @jit_model`."""
     for path in sorted(ir.glob("configured_*.mlir")):
         stem = path.stem[len("configured_"):]
-        for exe in iree_ir.executable_names(path.read_text()):
+        for exe in ir_text.executable_names(path.read_text()):
             if stem.endswith("_" + exe):
                 return stem[:-len(exe) - 1]
     return "module"
 
 
 def read_config(path: Path, rel: str | None = None) -> dict[str, dict[str, Any]]:
-    """export -> schedule facts of one configured_*.mlir (parsers.iree_ir.configuration)."""
-    return iree_ir.configuration(path.read_text(), rel or str(path))
+    """export -> schedule facts of one configured_*.mlir (parsers.ir_text.configuration)."""
+    return ir_text.configuration(path.read_text(), rel or str(path))
 
 
 def transplant_configuration(base: str, other: str, base_file: str, other_file: str) -> str:
@@ -61,7 +62,7 @@ def transplant_configuration(base: str, other: str, base_file: str, other_file: 
     configure the same ops in the same order."""
     edits = []
     for key in CONFIG_KEYS:
-        mine, theirs = iree_ir.attr_spans(base, key, base_file), iree_ir.attr_spans(other, key, other_file)
+        mine, theirs = ir_text.attr_spans(base, key, base_file), ir_text.attr_spans(other, key, other_file)
         ops_mine, ops_theirs = [x[3] for x in mine], [x[3] for x in theirs]
         if ops_mine != ops_theirs:
             raise UsageError(f"{other_file}: its {key}s sit on {ops_theirs}, {base_file}'s on {ops_mine}: "
@@ -89,7 +90,7 @@ def prepare_substitutions(spec: Any, ir: Path) -> dict[str, Path]:
             except (OSError, UnicodeDecodeError) as err:
                 raise UsageError(f"{path}: cannot read the substituted configuration: {err}") from None
             try:
-                dest.write_text(iree_ir.renamed_executable(text, exe, str(path)))
+                dest.write_text(ir_text.renamed_executable(text, exe, str(path)))
             except ParseError as err:  # the spec names a file that does not fit: a usage error
                 raise UsageError(str(err)) from None
         out[exe] = dest
@@ -101,9 +102,9 @@ def check_substitutions(spec: Any, substitutions: dict[str, Path], log: str, ir:
     the configuration that was compiled. Returns notes."""
     where = spec.where("iree", "substitute_configurations") if hasattr(spec, "where") else \
         "iree.substitute_configurations"
-    missing, done = iree_ir.substitution_report(log)
+    missing, done = ir_text.substitution_report(log)
     if missing:
-        names = sorted({n for p in ir.glob("configured_*.mlir") for n in iree_ir.executable_names(p.read_text())})
+        names = sorted({n for p in ir.glob("configured_*.mlir") for n in ir_text.executable_names(p.read_text())})
         exe = sorted(missing)[0]
         raise UsageError(f"{where}.{exe}: unknown executable; the build's executables: {', '.join(names) or 'none'}")
     notes = []

@@ -6,7 +6,8 @@ import dataclasses
 import re
 from pathlib import Path
 
-from parsers import ParseError, iree_ir
+from parsers import ParseError
+from rootcause.frontends.iree import ir_text
 from rootcause.errors import UsageError
 from rootcause.frontends.base import bisection_subsets
 from rootcause.model import CatalogKernel, Hybrid
@@ -128,7 +129,7 @@ def executable_hybrids(base: str, spec: VariantSpec, catalog: list[CatalogKernel
     (a deduplicated executable specialized for another call's value ranges: its tiles, its
     util.assume divisibility), only the whole executable can recover what the body holds. Planned
     only where the bodies differ beyond the configuration and beyond the order of the offsets their
-    call sites assume (parsers.iree_ir.joined_assumptions), and only between executables with the
+    call sites assume (parsers.ir_text.joined_assumptions), and only between executables with the
     same pipeline layouts (base's call sites bind base's layout)."""
     from rootcause.frontends.iree.configs import transplant_configuration
 
@@ -141,7 +142,7 @@ def executable_hybrids(base: str, spec: VariantSpec, catalog: list[CatalogKernel
             continue  # config_hybrids has said so
         try:
             mine = (bundle / files[0]).read_text()
-            whole = iree_ir.renamed_executable((other_bundle / files[1]).read_text(), exe, files[1])
+            whole = ir_text.renamed_executable((other_bundle / files[1]).read_text(), exe, files[1])
             why = swap_refusal(mine, whole, files)
         except (ParseError, OSError) as err:
             notes.append(f"{exe}: {side}'s executable {theirs} cannot stand in for it: {err}")
@@ -151,7 +152,7 @@ def executable_hybrids(base: str, spec: VariantSpec, catalog: list[CatalogKernel
             continue
         try:
             configured = transplant_configuration(mine, whole, files[0], files[1])
-            if iree_ir.joined_assumptions(configured) == iree_ir.joined_assumptions(whole):
+            if ir_text.joined_assumptions(configured) == ir_text.joined_assumptions(whole):
                 # the bodies agree (but for the order of their call sites' offsets): the
                 # configuration hybrid, if any, is this hybrid
                 continue
@@ -169,9 +170,9 @@ def swap_refusal(mine: str, whole: str, files: tuple[str, str]) -> str | None:
     """Why an executable (whole, renamed to base's) cannot stand in for base's (mine) at base's call
     sites, or None: they must bind the same pipeline layout (bindings, push constants) and buffers
     of the same shapes and element types. ParseError where a dump cannot be read."""
-    if iree_ir.export_layouts(mine, files[0]) != iree_ir.export_layouts(whole, files[1]):
+    if ir_text.export_layouts(mine, files[0]) != ir_text.export_layouts(whole, files[1]):
         return "binds another pipeline layout, so it cannot stand in for it"
-    if iree_ir.binding_shapes(mine) != iree_ir.binding_shapes(whole):
+    if ir_text.binding_shapes(mine) != ir_text.binding_shapes(whole):
         return ("binds tensors of other shapes or types, so its call sites would hand it buffers it does not "
                 "expect")
     return None

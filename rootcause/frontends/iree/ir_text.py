@@ -12,7 +12,7 @@
   warnings and notes (`substitution_report`)
 
 The readers rely on the printer's layout: top-level functions indented by two spaces and
-closed by a line '  }'. Attribute values are read by parsers.mlir_attrs. Errors are
+closed by a line '  }'. Attribute values are read by rootcause.frontends.iree.mlir_attrs. Errors are
 ParseError(file, place, what).
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from parsers.base import ParseError
-from parsers.mlir_attrs import find_attrs
+from rootcause.frontends.iree.mlir_attrs import find_attrs
 
 _SYM = r'@(?:"[^"]*"|[\w.$-]+)'
 _BLOCK_START = re.compile(r"^  (?:util\.func|func\.func|util\.initializer)\b.*$", re.M)
