@@ -51,6 +51,7 @@ def cache_dir() -> Path:
 STAGING = ".rootcause-staging-"
 COMMIT = ".commit"  # inside a staging folder: every file is staged, roll the set forward
 WRITER = ".writer"  # inside a staging folder: written first, so only write_set's own are settled
+_MKDTEMP_NAME = re.compile(r"[a-z0-9_]{8}")  # what tempfile.mkdtemp adds to the staging prefix
 
 
 def write_set(folder: str | os.PathLike, files: dict[str, bytes | str]) -> list[Path]:
@@ -143,8 +144,15 @@ def settle(folder: str | os.PathLike) -> None:
 
 def _settle_locked(folder: Path) -> None:
     for staging in folder.glob(STAGING + "*"):
-        if staging.is_symlink() or not staging.is_dir() or not (staging / WRITER).is_file():
+        if staging.is_symlink() or not staging.is_dir():
             continue  # not a folder write_set made: none of ours to finish or remove
+        if not (staging / WRITER).is_file():
+            # A writer killed between making its staging folder (mkdtemp's name) and marking it
+            # leaves it empty; rmdir removes only an empty folder, so one holding anything stays.
+            if _MKDTEMP_NAME.fullmatch(staging.name[len(STAGING):]):
+                with contextlib.suppress(OSError):
+                    staging.rmdir()
+            continue
         if (staging / COMMIT).exists():
             names = committed_names(staging)
             if names is not None:

@@ -230,3 +230,21 @@ def test_what_a_process_finished_is_kept_bounded(tmp_path, monkeypatch):
     line = cli._interrupted()
     assert line.startswith(f"interrupted; kept {tmp_path / 'set0' / 'a.json'}, ")
     assert f" and {sets - 4} more (each whole;" in line
+
+
+def test_settle_removes_an_empty_staging_folder_of_a_writer_killed_before_marking_it(previous):
+    """A writer killed between making its staging folder and writing its mark leaves the folder
+    empty (the kill at 0 ms above, under load): settle removes it. A folder of the same prefix that
+    holds anything, or whose name mkdtemp would not make, is left."""
+    import tempfile
+
+    out, before = previous
+    empty = Path(tempfile.mkdtemp(prefix=STAGING, dir=out))
+    named = out / (STAGING + "mine")
+    named.mkdir()
+    holding = Path(tempfile.mkdtemp(prefix=STAGING, dir=out))
+    (holding / "notes.txt").write_text("keep")
+    settle(out)
+    assert not empty.exists() and named.is_dir()
+    assert (holding / "notes.txt").read_text() == "keep"
+    assert _digests(out) == before
