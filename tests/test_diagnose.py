@@ -287,10 +287,11 @@ def test_a_last_wave_that_is_whole_is_said_full():
 
     from rootcause import gpus
     from rootcause.analysis import diagnose
+    from rootcause.analysis.rules.common import resident_waves
 
     arch, sms = gpus.DEVICES["H200"]
     per_sm = gpus.occupancy(arch, 256, 32, 0).active_blocks
     row = pd.Series({"grid": (2 * per_sm * sms, 1, 1), "block": (256, 1, 1), "registers": 32.0, "shared_bytes": 0.0})
     side = diagnose.Side("B", pd.DataFrame(), {}, {}, None, "H200", arch, sms)
-    waves = diagnose._waves(side, row)
+    waves = resident_waves(side, row)
     assert waves["waves"] == 2 and waves["tail"] == 1.0

@@ -20,8 +20,8 @@ def provenance(before: Any, after_fuse_ops: Any, after_fuse_tir: Any
     A content id 'relax:<hash>#<k>' is that hash (callee and, recursively, inputs: parameters by
     position, constants by value), the k-th op of it in binding order. Binding names are the
     source file's (FuseOps' 'gv', BlockBuilder's 'lv3', a user's 'q'), so two files that build the
-    same computation name its ops apart; their content ids are the same (issue 25's class 1: a
-    dataflow block split by hand in a second file).
+    same computation name its ops apart; their content ids are the same (a dataflow block split by
+    hand in a second file keeps its ops' ids).
     """
     rows = _signatures(before)
     ops = [(sig, f"{fn}/{var}:{callee}") for sig, fn, var, callee, _ in rows]
