@@ -9,12 +9,11 @@ write_reports writes attribution.json, report.html and report.md into one folder
 """
 from __future__ import annotations
 
-import re
-
 import contextlib
 import dataclasses
 import hashlib
 import json
+import re
 import shutil
 import statistics
 import sys
@@ -28,17 +27,22 @@ import pandas as pd
 from rootcause import frontends, sessions
 from rootcause.analysis import confirm
 from rootcause.analysis.align import align
-from rootcause.analysis.attribute import (CPU_MIN_EFFECT_SHARE, MIN_EFFECT_SHARE, Attribution, attribute,
-                                         profiled_call_ns, require_clear_of_floor, require_floor, require_repeat)
+from rootcause.analysis.attribute import attribute, profiled_call_ns
 from rootcause.analysis.diagnose import diagnose
 from rootcause.analysis.host import host_units
-from rootcause.artifacts import attribution, bundle as bundles, cpu_profiles as cpu, plan as plans, rundir
+from rootcause.analysis.result import Attribution
+from rootcause.analysis.verdict import require_clear_of_floor, require_floor, require_repeat
+from rootcause.artifacts import attribution, rundir
+from rootcause.artifacts import bundle as bundles
+from rootcause.artifacts import cpu_profiles as cpu
+from rootcause.artifacts import plan as plans
 from rootcause.errors import OutputsDiffer, ToolFailed, UsageError
 from rootcause.exporters import collapse, pattern
 from rootcause.fileio import check_replaceable, make_folder, mark_owned, safe_name, write_set
 from rootcause.model import CatalogKernel, Hybrid, MeasuredPair, WholeGraph
 from rootcause.profilers.selection import profile_events
 from rootcause.spec import VariantSpec
+from rootcause.stats import CPU_MIN_EFFECT_SHARE, MIN_EFFECT_SHARE
 
 _T0 = time.monotonic()
 
@@ -92,7 +96,7 @@ def _attribute_pair(a: Side, b: Side, ctx: Context, repeat: tuple[Side, Side] | 
     """(attribution document, each unit's ns per profiled call of A and B: Attribution.unit_calls_ns).
     repeat: a second pair of profiles of A and B, taken apart from the first (cpu_profiles); a unit
     is significant only when it is in both. apart: where A and B were timed in two processes on the
-    CPU, each side's measured seconds per call and which processes (attribute.require_floor)."""
+    CPU, each side's measured seconds per call and which processes (verdict.require_floor)."""
     alignment = align(a.events, b.events, a.catalog, b.catalog, a.entry, b.entry)
     att = _attribute(a, b, alignment, ctx)
     if a.profiled_apart or b.profiled_apart:

@@ -7,12 +7,13 @@ import shutil
 import statistics
 from pathlib import Path
 
-import pytest
-
 import captures
+import pytest
 from captures import CAPTURE, NCU_RUN, RUN, ncu_rows, pool_segments
+
 from rootcause.analysis.align import align
-from rootcause.analysis.attribute import attribute, require_repeat
+from rootcause.analysis.attribute import attribute
+from rootcause.analysis.verdict import require_repeat
 from rootcause.artifacts.attribution import SCHEMA_VERSION
 from rootcause.model import WholeGraph
 
@@ -381,6 +382,7 @@ def test_a_unit_scaled_to_a_noisy_measurement_is_not_significant(case):
     measured latencies, each by its own factor, which put the unit apart; as profiled, the kernels are
     not apart, and the unit is not called significant, with one line saying why."""
     import statistics
+
     from rootcause.artifacts import rundir
     from rootcause.pipeline import profile_events
     from rootcause.stats import CPU_MIN_EFFECT_SHARE

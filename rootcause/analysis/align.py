@@ -80,8 +80,8 @@ import pandas as pd
 from rootcause import frontends
 from rootcause.errors import UsageError
 from rootcause.exporters import pattern
-from rootcause.profilers import split_calls
 from rootcause.model import AlignmentTier, CatalogKernel, strip_kernel
+from rootcause.profilers import split_calls
 
 # One row per unit.
 UNIT_COLUMNS: dict[str, str] = {

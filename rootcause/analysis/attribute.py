@@ -17,89 +17,26 @@ draws are shared across units). A and B are resampled independently (calls are u
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from math import comb
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-import rootcause
 from rootcause.analysis.align import INSTANCE, Alignment
-from rootcause.artifacts.attribution import SCHEMA_VERSION
-from rootcause.model import COUNTER_COLUMNS, KERNEL_EVENT_COLUMNS, Interval, MeasuredPair, WholeGraph
+from rootcause.analysis.result import Attribution, json_value
+from rootcause.analysis.verdict import (
+    FLOOR_QUANTILE,
+    WHOLE_NOTES,
+    closure_why,
+    delta_text,
+    require_shared_basis,
+    separable,
+    undetermined,
+)
+from rootcause.model import COUNTER_COLUMNS, Interval, MeasuredPair, WholeGraph
 from rootcause.profilers import split_calls
-from rootcause.stats import (CPU_MIN_EFFECT_SHARE, LEVEL, MIN_EFFECT_SHARE, medians_at_ranks,
-                             percentile_interval, quantile, rank_draws)
-
-
-
-
-@dataclass
-class Attribution:
-    variants: dict[str, dict[str, Any]]
-    whole_graph: dict[str, Any]
-    units: list[dict[str, Any]]
-    residual: dict[str, Any]
-    closure: float | None
-    kernels: pd.DataFrame  # per (variant, kernel) launch statistics, see KERNEL_STAT_COLUMNS
-    findings: list[dict[str, Any]] = field(default_factory=list)
-    cannot_conclude: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    environment: dict[str, Any] | None = None
-    min_effect_ns: float = 0.0
-    whole_min_effect_ns: float = 0.0  # the whole graph's (larger on the CPU)
-    timeline: dict[str, Any] | None = None  # per variant: one_call() of its events
-    device: str | None = None  # rootcause.gpus.DEVICES key the profiles came from, when known
-    device_b: str | None = None  # B's, where B's profile came from another GPU than A's
-    measurement: dict[str, Any] | None = None  # where the whole-graph latency came from
-    command: str | None = None  # the command line that produced this attribution
-    concurrency: dict[str, Any] | None = None  # kernel time hidden by overlap on several streams
-    # per unit id and side ('a', 'b'): the unit's ns in each profiled call, per launch as the
-    # alignment split it (what the unit rows take medians of; confirmation judges hybrids on it)
-    unit_calls_ns: dict[int, dict[str, np.ndarray]] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "rootcause_version": rootcause.__version__,
-            "delta_convention": "B - A in ns per graph call; positive means B is slower",
-            "variants": self.variants,
-            "whole_graph": self.whole_graph,
-            "units": self.units,
-            "residual": self.residual,
-            "concurrency": self.concurrency,
-            "closure": self.closure,
-            "significance": {"rule": "interval excludes 0 and |delta| >= min_effect_ns (the whole graph: "
-                                     "whole_min_effect_ns)",
-                             "min_effect_ns": self.min_effect_ns, "level": LEVEL,
-                             "whole_min_effect_ns": self.whole_min_effect_ns},
-            "findings": self.findings,
-            "cannot_conclude": self.cannot_conclude,
-            "notes": self.notes,
-            "environment": self.environment,
-            "kernels": kernel_rows(self.kernels),
-            "timeline": self.timeline,
-            "device": self.device,
-            **({"device_b": self.device_b} if self.device_b else {}),
-            "measurement": self.measurement,
-            "command": self.command,
-        }
-
-
-def _plain(x: Any) -> Any:
-    """A JSON value: numpy scalars as Python numbers, NA/NaN as None, tuples as lists."""
-    if isinstance(x, (tuple, list, np.ndarray)):
-        return [_plain(v) for v in x]
-    if x is None or x is pd.NA or (isinstance(x, (float, np.floating)) and np.isnan(x)):
-        return None
-    return x.item() if isinstance(x, np.generic) else x
-
-
-def kernel_rows(kernels: pd.DataFrame) -> list[dict[str, Any]]:
-    """KERNEL_STAT_COLUMNS rows as plain JSON objects (attribution.json 'kernels')."""
-    cols = [c for c in KERNEL_STAT_COLUMNS if c in kernels.columns]
-    return [{c: _plain(v) for c, v in zip(cols, row)} for row in kernels[cols].itertuples(index=False)]
+from rootcause.stats import LEVEL, MIN_EFFECT_SHARE, medians_at_ranks, percentile_interval, quantile, rank_draws
 
 
 def one_call(ev: pd.DataFrame) -> dict[str, Any]:
@@ -112,19 +49,8 @@ def one_call(ev: pd.DataFrame) -> dict[str, Any]:
     t0 = int(g["start_ns"].min())
     streams = g["stream"] if "stream" in g.columns else pd.Series([None] * len(g), index=g.index)
     return {"call": call, "calls": int(len(spans)), "kernels": [
-        {"kernel": str(k), "start_ns": int(s) - t0, "end_ns": int(e) - t0, "stream": _plain(st)}
+        {"kernel": str(k), "start_ns": int(s) - t0, "end_ns": int(e) - t0, "stream": json_value(st)}
         for k, s, e, st in zip(g["kernel"], g["start_ns"], g["end_ns"], streams)]}
-
-
-KERNEL_STAT_COLUMNS: dict[str, str] = {
-    "variant": "'a' or 'b'", "kernel": "kernel name", "unit": "unit id",
-    "launches_per_call": "median launches per graph call",
-    "duration_ns": "median duration of one launch", "time_per_call_ns": "median per-call sum",
-    "grid": "most common (x, y, z) grid", "block": "most common (x, y, z) block",
-    "registers": "most common registers per thread (NA when not recorded)",
-    "shared_bytes": "most common shared memory per block", "local_bytes": "local bytes/thread",
-    **{c: f"median per launch: {KERNEL_EVENT_COLUMNS[c]} (NA without a counter profile)" for c in COUNTER_COLUMNS},
-}
 
 
 def _with_calls(events: pd.DataFrame, label: str, notes: list[str]) -> pd.DataFrame:
@@ -307,10 +233,10 @@ def _as_profiled(att: Attribution, raw: Attribution) -> None:
             continue
         u["significant"] = False
         names = " + ".join(u["kernels_b"] or u["kernels_a"])[:80]
-        seen = "no such unit" if r is None else _delta_text(r["delta_ns"]) + ("" if r["significant"] else
+        seen = "no such unit" if r is None else delta_text(r["delta_ns"]) + ("" if r["significant"] else
                                                                             " (not significant)")
         att.cannot_conclude.append(
-            f"unit {u['unit']} ({names}): {_delta_text(u['delta_ns'])} once scaled to the measured latencies, "
+            f"unit {u['unit']} ({names}): {delta_text(u['delta_ns'])} once scaled to the measured latencies, "
             f"but {seen} as profiled: the difference comes from the two sides' scale factors, not from the "
             "kernels, so it is not called significant")
 
@@ -411,7 +337,7 @@ def attribute(events_a: pd.DataFrame, events_b: pd.DataFrame, alignment: Alignme
     if scale_to_whole and whole_a is not None:
         _as_profiled(att, attribute(events_a, events_b, alignment, labels=labels, n_boot=n_boot, seed=seed))
     if scale_to_whole and whole_a is not None:
-        why = _closure_why(att, labels)
+        why = closure_why(att, labels)
         if why:
             att.cannot_conclude.append(why)
     att.timeline = {v: per[v]["timeline"] for v in "ab"}
@@ -432,249 +358,19 @@ def attribute(events_a: pd.DataFrame, events_b: pd.DataFrame, alignment: Alignme
             f"variant {labels[i]}: the trace has no call markers and its launches neither repeat in a longer "
             f"sequence nor leave gaps between calls, so each of its {per[v]['n']} launches was taken as one "
             "call: per-call times are per-launch times; give --calls N (or profile with ProfilerStep markers)")
-        _undetermined(att, f"{labels[i]}'s graph calls could not be told apart (no call markers, no repeating "
+        undetermined(att, f"{labels[i]}'s graph calls could not be told apart (no call markers, no repeating "
                            "sequence, no gaps), so its times are per launch, not per call: give --calls N")
     samples = {v: (w.samples if w is not None and w.samples else per[v]["n"]) for v, w in (("a", whole_a), ("b", whole_b))}
     if min(samples.values()) == 1:
-        _undetermined(att, f"{samples['a']} against {samples['b']} sample(s) of the whole graph: with one a side "
+        undetermined(att, f"{samples['a']} against {samples['b']} sample(s) of the whole graph: with one a side "
                            "there is no interval, so no significance; the delta is that of the single samples")
     elif not separable(samples["a"], samples["b"]):
-        _undetermined(att, f"{samples['a']} against {samples['b']} samples of the whole graph are too few for the test "
+        undetermined(att, f"{samples['a']} against {samples['b']} samples of the whole graph are too few for the test "
                            f"(complete separation happens by chance once in {comb(samples['a'] + samples['b'], samples['a'])})"
                            ", so there is no verdict either way")
     if whole_a is not None and whole_b is not None:
-        _shared_basis(att, whole_a, whole_b, labels)
+        require_shared_basis(att, whole_a, whole_b, labels)
     return att
-
-
-def require_clear_of_floor(att: Attribution) -> None:
-    """No whole-graph verdict where the delta's interval excludes 0 but holds the practical
-    threshold: the delta may or may not reach it, and which of the two a run says would follow the
-    machine's load, not the code. An interval that holds 0 is 'not significant'; one away from 0
-    but entirely under the threshold too (the report says the threshold); one entirely beyond it,
-    significant. Asked last, after the checks whose reasons say more (require_repeat,
-    require_floor)."""
-    if att.whole_graph.get("undetermined") or (not att.whole_graph["significant"] and att.cannot_conclude):
-        return
-    d, floor = att.whole_graph["delta_ns"], att.whole_min_effect_ns
-    near, far = sorted((abs(d["low"]), abs(d["high"])))
-    if floor <= 0 or d["low"] <= 0 <= d["high"] or not near < floor <= far:
-        return
-    share = floor / att.whole_graph["a"]["median"] if att.whole_graph["a"]["median"] else 0.0
-    _whole_not_significant(att, f"holds in its interval the practical threshold of "
-                                f"{floor / 1e3:.1f} us ({share:.0%} of A's call): whether the difference reaches it "
-                                "cannot be told from this measurement (measure longer: --budget-s)")
-
-
-BASES = {"measured": "measured calls", "profiled-span": "profiled spans", "profiler-steps": "ProfilerStep spans",
-         "loader-iterations": "data-loader iterations", "annotation-iterations": "annotated iterations",
-         "graph-launches": "graph launches, one an iteration", "optimizer-steps": "optimizer steps",
-         "launch-interval": "launches, one a call",
-         "call-interval": "calls found in the repeating kernel sequence"}
-
-
-# Bases of one kind: calls found in the kernel sequence, of one launch or of several (a fused side
-# that launches one dispatch a call against the split side's three).
-_KIND = {"launch-interval": "sequence", "call-interval": "sequence"}
-
-
-def _shared_basis(att: Attribution, whole_a: WholeGraph, whole_b: WholeGraph, labels: tuple[str, str]) -> None:
-    """A whole-graph verdict only on one basis both sides share: the same kind of iteration, and,
-    where the calls were found in the kernel sequence (no markers), calls of one signature a side:
-    calls of several signatures are a guess at the iterations, and a ratio of guesses is no verdict."""
-    att.whole_graph["basis"] = {"a": whole_a.source, "b": whole_b.source}
-    if _KIND.get(whole_a.source, whole_a.source) != _KIND.get(whole_b.source, whole_b.source):
-        _undetermined(att, f"{labels[0]} has {whole_a.samples or '?'} {BASES.get(whole_a.source, whole_a.source)}, "
-                           f"{labels[1]} has {whole_b.samples or '?'} {BASES.get(whole_b.source, whole_b.source)}: "
-                           "the two times are not of one kind")
-        return
-    for i, w in enumerate((whole_a, whole_b)):
-        if w.source == "call-interval" and (w.signatures or 1) > 1:
-            _undetermined(att, f"{labels[i]}'s calls, found in its repeating kernel sequence (no ProfilerStep or call "
-                               f"markers), have {w.signatures} different signatures: they are a guess at its "
-                               "iterations, not the trace's own")
-            return
-
-
-# What the whole-graph time is, by its source (WholeGraph.source)
-WHOLE_NOTES = {
-    "measured": "measured whole-graph latency (Measurement)",
-    "profiler-steps": "the trace's ProfilerStep spans: each step's wall time, host included",
-    "loader-iterations": "the trace's iterations, from one data-loader fetch to the next (no ProfilerStep): "
-                         "each one's wall time, host included",
-    "annotation-iterations": "the trace's iterations, from one repeated annotation to the next (no ProfilerStep): "
-                             "each one's wall time, host included",
-    "graph-launches": "the trace's iterations, from one graph launch to the next (no ProfilerStep or repeated "
-                      "annotation): each one's wall time, host included",
-    "optimizer-steps": "the trace's iterations, from one optimizer step to the next (no ProfilerStep): each one's "
-                       "wall time, host included",
-    "launch-interval": "one launch a call (no call markers): the interval from one launch's start to the next, "
-                       "host included",
-    "call-interval": "calls found in the profile (no call markers): the interval from one call's first GPU row "
-                     "to the next call's, host included",
-}
-
-
-def _undetermined(att: Attribution, reason: str) -> None:
-    """No whole-graph verdict: the headline says why instead of a direction (the first reason kept)."""
-    att.whole_graph["significant"] = False
-    att.whole_graph.setdefault("undetermined", reason)
-    att.closure = None
-
-
-CLOSURE_BAND = (0.95, 1.05)  # a profile taken apart from the measurement closes within this
-
-
-def _closure_why(att: Attribution, labels: tuple[str, str]) -> str | None:
-    """The one line on why the closure of a profile taken apart from the measurement (a CPU
-    profile) does not conclude, the deepest cause first: the profiler's own cost inside the kernel
-    times (a negative residual), no significant delta to explain, or units and residual outside
-    CLOSURE_BAND; None when it closes."""
-    d = att.whole_graph["delta_ns"]
-    # a residual whose whole interval is below zero: one that only touches zero is no evidence
-    over = [(-att.residual[v]["median"], att.residual["launches_per_call"][v], labels[i])
-            for i, v in enumerate("ab") if att.residual[v]["high"] < 0]
-    if over:
-        extra, n, label = max(over)
-        return (f"closure is no check here: {label}'s profiled kernels take {extra / 1e3:.1f} us per call more than "
-                f"its measured latency (scaled to it; {extra / n / 1e3:.1f} us or more per launch, {n:g} launches per "
-                "call): the profiler's own cost lands inside the kernel times, so the residual is not measured and "
-                f"the units carry up to that bias against a {abs(d['median']) / 1e3:.1f} us delta")
-    if att.closure is None:
-        return (f"closure not computed: the measured whole-graph delta {d['median'] / 1e3:+.1f} us "
-                f"[{d['low'] / 1e3:+.1f}, {d['high'] / 1e3:+.1f}] is not significant, so there is no delta for "
-                "the units and the residual to explain")
-    if CLOSURE_BAND[0] <= att.closure <= CLOSURE_BAND[1]:
-        return None
-    wide = max((b["high"] - b["low"]) / 2 for b in (att.variants[v]["kernel_busy_ns"] for v in "ab"))
-    calls = min(att.variants[v]["calls"] for v in "ab")
-    return (f"closure {att.closure:.0%} is outside {CLOSURE_BAND[0]:.0%}-{CLOSURE_BAND[1]:.0%}: the profiled kernel "
-            f"time per call is known to +-{wide / 1e3:.1f} us (95% interval over {calls} calls) against a "
-            f"{abs(d['median']) / 1e3:.1f} us delta, so the units' medians do not add up to the measured delta; "
-            "profile more calls (--profile-calls) or on a quieter machine")
-
-
-def require_repeat(att: Attribution, repeat: Attribution, how: str,
-                   timed: dict[str, tuple[float, float]] | None = None) -> None:
-    """Keep a delta significant only where it stands out of what a profile session alone does.
-
-    repeat: a second pair of profiles of A and B, taken apart from the first (`how` says how).
-    Calls profiled one after another in one session share that session's state (the machine's
-    load, where the buffers landed), so a session can shift one kernel for all of its calls and the
-    interval over its calls will not show it (on a loaded CPU, tens of percent of a kernel:
-    benchmarks/README.md#a-against-a-on-the-cpu-2026-12-04). A unit stays significant when the second
-    pair finds it significant with the same sign and both its deltas are larger than the change of
-    either side's own time for that unit between its two sessions. timed: per
-    side, the median call of each of its two sessions as it timed them; the measured whole-graph
-    delta stays significant when both pairs of sessions show its sign and their mirrored delta
-    reaches the CPU's share (_sessions_disagree)."""
-    again = {u["unit"]: u for u in repeat.units}
-    for u in att.units:
-        r = again.get(u["unit"])
-        u["repeat_delta_ns"] = r["delta_ns"] if r is not None else None
-        if not u["significant"]:
-            continue
-        names = " + ".join(u["kernels_b"] or u["kernels_a"])[:80]
-        if r is None or not r["significant"] or (r["delta_ns"]["median"] > 0) != (u["delta_ns"]["median"] > 0):
-            again_text = "no such unit" if r is None else _delta_text(r["delta_ns"]) + \
-                ("" if r["significant"] else " (not significant)")
-            why = f"but {again_text} in {how}: the difference does not reproduce between profile sessions"
-        else:
-            # both pairs' deltas must stand out: the smaller is what reproduces
-            spread = max(abs(r[f"time_{v}_ns"]["median"] - u[f"time_{v}_ns"]["median"]) for v in "ab")
-            if min(abs(u["delta_ns"]["median"]), abs(r["delta_ns"]["median"])) > spread:
-                continue
-            why = (f"and {_delta_text(r['delta_ns'])} in {how}, while the same code's time for it moved by up to "
-                   f"{spread / 1e3:.1f} us between a side's two sessions: the difference is within what a session "
-                   "alone does")
-        u["significant"] = False
-        att.cannot_conclude.append(f"unit {u['unit']} ({names}): {_delta_text(u['delta_ns'])} in the first pair of "
-                                   f"profiles {why}, so it is not called significant")
-    whole = att.whole_graph
-    if timed and set(timed) == {"a", "b"} and whole["significant"]:
-        why = _sessions_disagree(att, timed)
-        if why:
-            _whole_not_significant(att, why)
-
-
-def _whole_not_significant(att: Attribution, why: str) -> None:
-    """Withdraw the whole graph's significance, saying why (after 'the measured delta ...')."""
-    whole = att.whole_graph
-    whole["significant"] = False
-    whole.setdefault("undetermined", f"the measured delta {why}")
-    att.closure = None
-    # the closure line attribute() wrote judged a significant delta: say it again for this one
-    att.cannot_conclude = [c for c in att.cannot_conclude if not c.startswith("closure ")]
-    closure = _closure_why(att, (att.variants["a"]["label"], att.variants["b"]["label"]))
-    att.cannot_conclude += [f"whole graph: the measured delta {_delta_text(whole['delta_ns'])} {why}, so it is not "
-                            "called significant"] + ([closure] if closure else [])
-
-
-# On a loaded CPU a call now and then stalls for a millisecond or more (the runtime's worker threads
-# wake late), and how often differs from one process to another, so two processes' medians can
-# differ by the stalls alone; the fastest tenth of each side's calls is what the code decides.
-# benchmarks/README.md#one-source-two-releases-the-version-family-2026-12-06
-FLOOR_QUANTILE = 0.1
-
-
-def require_floor(att: Attribution, samples: dict[str, list[float]], apart: str) -> None:
-    """Keep a whole-graph delta measured in two processes significant only where the sides' fastest
-    calls (their FLOOR_QUANTILE) differ the same way by CPU_MIN_EFFECT_SHARE of A's or more: else the
-    delta is how often each process's calls stalled, not the code. samples: per side ('a', 'b') the
-    measured seconds per call; apart: which processes timed the sides, in words."""
-    whole = att.whole_graph
-    if not whole["significant"]:
-        return
-    floor = {v: quantile(samples[v], FLOOR_QUANTILE) * 1e9 for v in "ab"}
-    moved, d = floor["b"] - floor["a"], whole["delta_ns"]["median"]
-    if (moved > 0) == (d > 0) and abs(moved) >= CPU_MIN_EFFECT_SHARE * floor["a"]:
-        return
-    label = {v: att.variants[v]["label"] for v in "ab"}
-    _whole_not_significant(att, (
-        f"rests on how often calls stalled, not on the code's time: {apart}, and the fastest tenth of their calls "
-        f"take {floor['a'] / 1e3:.1f} us ({label['a']}) and {floor['b'] / 1e3:.1f} us ({label['b']}), "
-        f"{moved / floor['a']:+.1%} apart, where the medians are {whole['a']['median'] / 1e3:.1f} us and "
-        f"{whole['b']['median'] / 1e3:.1f} us; on this machine how often a process's calls stall differs from "
-        "process to process"))
-
-
-def _sessions_disagree(att: Attribution, timed: dict[str, tuple[float, float]]) -> str | None:
-    """Why the profile sessions' own timed calls do not back the measured whole-graph delta, or None.
-
-    Each pair of sessions (A then B, then B then A) times the calls of both sides: each pair must
-    show the delta's sign, and the mirrored order's delta, (B1 + B2 - A1 - A2) / 2, in which a
-    machine that speeds up or slows down steadily across the four sessions cancels out, must reach
-    the CPU's practical share of A's time in the same direction. A side's change between its own
-    two sessions is not held against the delta: in the mirrored order it is that drift, which the
-    pairs' order cancels and the interleaved measurement never saw."""
-    whole = att.whole_graph
-    d, base = whole["delta_ns"]["median"], whole["a"]["median"]
-    (a1, a2), (b1, b2) = timed["a"], timed["b"]
-    label = {v: att.variants[v]["label"] for v in "ab"}
-    if (b1 - a1 > 0) != (d > 0) or (b2 - a2 > 0) != (d > 0):
-        return (f"({d / base:+.1%}) is not what both pairs of profile sessions show with their own timed calls: "
-                f"{label['b']} - {label['a']} = {(b1 - a1) / 1e3:+.1f} us in the first pair and "
-                f"{(b2 - a2) / 1e3:+.1f} us in the second (mirrored order)")
-    mirrored = (b1 + b2 - a1 - a2) / 2
-    floor = CPU_MIN_EFFECT_SHARE * (a1 + a2) / 2
-    if abs(mirrored) < floor:
-        return (f"({d / base:+.1%}) is more than the profile sessions show: in the mirrored order (A, B, B, A), "
-                f"which cancels a steady drift of the machine, {label['b']} - {label['a']} = {mirrored / 1e3:+.1f} us "
-                f"({mirrored / ((a1 + a2) / 2):+.1%}), under the {CPU_MIN_EFFECT_SHARE:.0%} a CPU delta must reach")
-    return None
-
-
-def _delta_text(d: dict[str, Any]) -> str:
-    return f"{d['median'] / 1e3:+.1f} us [{d['low'] / 1e3:+.1f}, {d['high'] / 1e3:+.1f}]"
-
-
-def separable(n_a: int, n_b: int, level: float = LEVEL) -> bool:
-    """Whether n_a against n_b samples can show a difference at `level`: complete separation of
-    the two (every sample of one side above every sample of the other) happens by chance once in
-    C(n_a + n_b, n_a) orderings, which must be rarer than 1 - level (3 against 3 at 95%: 1 in 20).
-    Fewer calls than that and a percentile interval excludes 0 more often than it says; one call
-    a side has no spread at all."""
-    return min(n_a, n_b) >= 2 and comb(n_a + n_b, n_a) >= 1 / (1 - level) - 1e-9  # the epsilon absorbs 1 / 0.05 rounding up
 
 
 def _assemble(per, alignment, whole_a, whole_b, labels, notes, environment, whole_share,

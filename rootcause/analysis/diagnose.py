@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from rootcause import gpus
 from rootcause.analysis.align import Alignment, catalog_index
-from rootcause.analysis.attribute import Attribution
+from rootcause.analysis.result import Attribution
 from rootcause.analysis.rules.common import Context, Side, finding, number_text, time_text
 from rootcause.analysis.rules.launch import launch_config, launch_count, occupancy_limiter
 from rootcause.analysis.rules.memory import (

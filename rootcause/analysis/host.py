@@ -10,7 +10,7 @@ gaps). Names are aligned across the two sides, with the data loader's iterator c
 single-process and a multi-process loader are the same fetch). Each unit gets the median per
 step a side, the interval of that median, and the conservative interval of the delta, as the
 whole graph's; a unit is significant when the delta's interval excludes 0, the steps are
-enough to separate (attribute.separable) and the delta reaches MIN_EFFECT_SHARE of A's step.
+enough to separate (verdict.separable) and the delta reaches MIN_EFFECT_SHARE of A's step.
 Per step the units add up to the step's wall time, so they split the whole-graph delta.
 """
 from __future__ import annotations
@@ -21,8 +21,8 @@ import numpy as np
 import pandas as pd
 
 from parsers.chrome_trace import LOADER_PREFIX
-from rootcause.analysis.attribute import MIN_EFFECT_SHARE, separable
-from rootcause.stats import median_ci
+from rootcause.analysis.verdict import separable
+from rootcause.stats import MIN_EFFECT_SHARE, median_ci
 
 OUTSIDE = "(outside host ops)"
 

@@ -11,7 +11,7 @@ import pandas as pd
 
 from rootcause import gpus
 from rootcause.analysis.align import frontend_tiers
-from rootcause.analysis.attribute import Attribution
+from rootcause.analysis.result import Attribution
 from rootcause.model import CatalogKernel, strip_kernel
 from rootcause.names import short
 

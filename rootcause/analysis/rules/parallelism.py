@@ -7,7 +7,7 @@ from typing import Any
 import pandas as pd
 
 from rootcause import frontends, gpus
-from rootcause.analysis.attribute import Attribution
+from rootcause.analysis.result import Attribution
 from rootcause.analysis.rules.common import (
     MECHANISM_MIN_SPEEDUP,
     NAME_LIMIT,

@@ -1,0 +1,91 @@
+"""The attribution of one pair: the typed result attribute() returns and the checks refine."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+import rootcause
+from rootcause.artifacts.attribution import SCHEMA_VERSION
+from rootcause.model import COUNTER_COLUMNS, KERNEL_EVENT_COLUMNS
+from rootcause.stats import LEVEL
+
+
+@dataclass
+class Attribution:
+    variants: dict[str, dict[str, Any]]
+    whole_graph: dict[str, Any]
+    units: list[dict[str, Any]]
+    residual: dict[str, Any]
+    closure: float | None
+    kernels: pd.DataFrame  # per (variant, kernel) launch statistics, see KERNEL_STAT_COLUMNS
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    cannot_conclude: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    environment: dict[str, Any] | None = None
+    min_effect_ns: float = 0.0
+    whole_min_effect_ns: float = 0.0  # the whole graph's (larger on the CPU)
+    timeline: dict[str, Any] | None = None  # per variant: one_call() of its events
+    device: str | None = None  # rootcause.gpus.DEVICES key the profiles came from, when known
+    device_b: str | None = None  # B's, where B's profile came from another GPU than A's
+    measurement: dict[str, Any] | None = None  # where the whole-graph latency came from
+    command: str | None = None  # the command line that produced this attribution
+    concurrency: dict[str, Any] | None = None  # kernel time hidden by overlap on several streams
+    # per unit id and side ('a', 'b'): the unit's ns in each profiled call, per launch as the
+    # alignment split it (what the unit rows take medians of; confirmation judges hybrids on it)
+    unit_calls_ns: dict[int, dict[str, np.ndarray]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "rootcause_version": rootcause.__version__,
+            "delta_convention": "B - A in ns per graph call; positive means B is slower",
+            "variants": self.variants,
+            "whole_graph": self.whole_graph,
+            "units": self.units,
+            "residual": self.residual,
+            "concurrency": self.concurrency,
+            "closure": self.closure,
+            "significance": {"rule": "interval excludes 0 and |delta| >= min_effect_ns (the whole graph: "
+                                     "whole_min_effect_ns)",
+                             "min_effect_ns": self.min_effect_ns, "level": LEVEL,
+                             "whole_min_effect_ns": self.whole_min_effect_ns},
+            "findings": self.findings,
+            "cannot_conclude": self.cannot_conclude,
+            "notes": self.notes,
+            "environment": self.environment,
+            "kernels": kernel_rows(self.kernels),
+            "timeline": self.timeline,
+            "device": self.device,
+            **({"device_b": self.device_b} if self.device_b else {}),
+            "measurement": self.measurement,
+            "command": self.command,
+        }
+
+
+def json_value(x: Any) -> Any:
+    """A JSON value: numpy scalars as Python numbers, NA/NaN as None, tuples as lists."""
+    if isinstance(x, (tuple, list, np.ndarray)):
+        return [json_value(v) for v in x]
+    if x is None or x is pd.NA or (isinstance(x, (float, np.floating)) and np.isnan(x)):
+        return None
+    return x.item() if isinstance(x, np.generic) else x
+
+
+def kernel_rows(kernels: pd.DataFrame) -> list[dict[str, Any]]:
+    """KERNEL_STAT_COLUMNS rows as plain JSON objects (attribution.json 'kernels')."""
+    cols = [c for c in KERNEL_STAT_COLUMNS if c in kernels.columns]
+    return [{c: json_value(v) for c, v in zip(cols, row)} for row in kernels[cols].itertuples(index=False)]
+
+
+KERNEL_STAT_COLUMNS: dict[str, str] = {
+    "variant": "'a' or 'b'", "kernel": "kernel name", "unit": "unit id",
+    "launches_per_call": "median launches per graph call",
+    "duration_ns": "median duration of one launch", "time_per_call_ns": "median per-call sum",
+    "grid": "most common (x, y, z) grid", "block": "most common (x, y, z) block",
+    "registers": "most common registers per thread (NA when not recorded)",
+    "shared_bytes": "most common shared memory per block", "local_bytes": "local bytes/thread",
+    **{c: f"median per launch: {KERNEL_EVENT_COLUMNS[c]} (NA without a counter profile)" for c in COUNTER_COLUMNS},
+}

@@ -1,0 +1,241 @@
+"""Whether the whole-graph delta and each unit's are called significant: the checks run after
+attribute() (a second pair of profile sessions, the fastest calls of two processes, the practical
+threshold, one basis both sides share, closure), each withdrawing a verdict with its reason."""
+from __future__ import annotations
+
+from math import comb
+from typing import Any
+
+from rootcause.analysis.result import Attribution
+from rootcause.model import WholeGraph
+from rootcause.stats import CPU_MIN_EFFECT_SHARE, LEVEL, quantile
+
+
+def require_clear_of_floor(att: Attribution) -> None:
+    """No whole-graph verdict where the delta's interval excludes 0 but holds the practical
+    threshold: the delta may or may not reach it, and which of the two a run says would follow the
+    machine's load, not the code. An interval that holds 0 is 'not significant'; one away from 0
+    but entirely under the threshold too (the report says the threshold); one entirely beyond it,
+    significant. Asked last, after the checks whose reasons say more (require_repeat,
+    require_floor)."""
+    if att.whole_graph.get("undetermined") or (not att.whole_graph["significant"] and att.cannot_conclude):
+        return
+    d, floor = att.whole_graph["delta_ns"], att.whole_min_effect_ns
+    near, far = sorted((abs(d["low"]), abs(d["high"])))
+    if floor <= 0 or d["low"] <= 0 <= d["high"] or not near < floor <= far:
+        return
+    share = floor / att.whole_graph["a"]["median"] if att.whole_graph["a"]["median"] else 0.0
+    _whole_not_significant(att, f"holds in its interval the practical threshold of "
+                                f"{floor / 1e3:.1f} us ({share:.0%} of A's call): whether the difference reaches it "
+                                "cannot be told from this measurement (measure longer: --budget-s)")
+
+
+BASES = {"measured": "measured calls", "profiled-span": "profiled spans", "profiler-steps": "ProfilerStep spans",
+         "loader-iterations": "data-loader iterations", "annotation-iterations": "annotated iterations",
+         "graph-launches": "graph launches, one an iteration", "optimizer-steps": "optimizer steps",
+         "launch-interval": "launches, one a call",
+         "call-interval": "calls found in the repeating kernel sequence"}
+
+
+# Bases of one kind: calls found in the kernel sequence, of one launch or of several (a fused side
+# that launches one dispatch a call against the split side's three).
+_KIND = {"launch-interval": "sequence", "call-interval": "sequence"}
+
+
+def require_shared_basis(att: Attribution, whole_a: WholeGraph, whole_b: WholeGraph, labels: tuple[str, str]) -> None:
+    """A whole-graph verdict only on one basis both sides share: the same kind of iteration, and,
+    where the calls were found in the kernel sequence (no markers), calls of one signature a side:
+    calls of several signatures are a guess at the iterations, and a ratio of guesses is no verdict."""
+    att.whole_graph["basis"] = {"a": whole_a.source, "b": whole_b.source}
+    if _KIND.get(whole_a.source, whole_a.source) != _KIND.get(whole_b.source, whole_b.source):
+        undetermined(att, f"{labels[0]} has {whole_a.samples or '?'} {BASES.get(whole_a.source, whole_a.source)}, "
+                           f"{labels[1]} has {whole_b.samples or '?'} {BASES.get(whole_b.source, whole_b.source)}: "
+                           "the two times are not of one kind")
+        return
+    for i, w in enumerate((whole_a, whole_b)):
+        if w.source == "call-interval" and (w.signatures or 1) > 1:
+            undetermined(att, f"{labels[i]}'s calls, found in its repeating kernel sequence (no ProfilerStep or call "
+                               f"markers), have {w.signatures} different signatures: they are a guess at its "
+                               "iterations, not the trace's own")
+            return
+
+
+# What the whole-graph time is, by its source (WholeGraph.source)
+WHOLE_NOTES = {
+    "measured": "measured whole-graph latency (Measurement)",
+    "profiler-steps": "the trace's ProfilerStep spans: each step's wall time, host included",
+    "loader-iterations": "the trace's iterations, from one data-loader fetch to the next (no ProfilerStep): "
+                         "each one's wall time, host included",
+    "annotation-iterations": "the trace's iterations, from one repeated annotation to the next (no ProfilerStep): "
+                             "each one's wall time, host included",
+    "graph-launches": "the trace's iterations, from one graph launch to the next (no ProfilerStep or repeated "
+                      "annotation): each one's wall time, host included",
+    "optimizer-steps": "the trace's iterations, from one optimizer step to the next (no ProfilerStep): each one's "
+                       "wall time, host included",
+    "launch-interval": "one launch a call (no call markers): the interval from one launch's start to the next, "
+                       "host included",
+    "call-interval": "calls found in the profile (no call markers): the interval from one call's first GPU row "
+                     "to the next call's, host included",
+}
+
+
+def undetermined(att: Attribution, reason: str) -> None:
+    """No whole-graph verdict: the headline says why instead of a direction (the first reason kept)."""
+    att.whole_graph["significant"] = False
+    att.whole_graph.setdefault("undetermined", reason)
+    att.closure = None
+
+
+CLOSURE_BAND = (0.95, 1.05)  # a profile taken apart from the measurement closes within this
+
+
+def closure_why(att: Attribution, labels: tuple[str, str]) -> str | None:
+    """The one line on why the closure of a profile taken apart from the measurement (a CPU
+    profile) does not conclude, the deepest cause first: the profiler's own cost inside the kernel
+    times (a negative residual), no significant delta to explain, or units and residual outside
+    CLOSURE_BAND; None when it closes."""
+    d = att.whole_graph["delta_ns"]
+    # a residual whose whole interval is below zero: one that only touches zero is no evidence
+    over = [(-att.residual[v]["median"], att.residual["launches_per_call"][v], labels[i])
+            for i, v in enumerate("ab") if att.residual[v]["high"] < 0]
+    if over:
+        extra, n, label = max(over)
+        return (f"closure is no check here: {label}'s profiled kernels take {extra / 1e3:.1f} us per call more than "
+                f"its measured latency (scaled to it; {extra / n / 1e3:.1f} us or more per launch, {n:g} launches per "
+                "call): the profiler's own cost lands inside the kernel times, so the residual is not measured and "
+                f"the units carry up to that bias against a {abs(d['median']) / 1e3:.1f} us delta")
+    if att.closure is None:
+        return (f"closure not computed: the measured whole-graph delta {d['median'] / 1e3:+.1f} us "
+                f"[{d['low'] / 1e3:+.1f}, {d['high'] / 1e3:+.1f}] is not significant, so there is no delta for "
+                "the units and the residual to explain")
+    if CLOSURE_BAND[0] <= att.closure <= CLOSURE_BAND[1]:
+        return None
+    wide = max((b["high"] - b["low"]) / 2 for b in (att.variants[v]["kernel_busy_ns"] for v in "ab"))
+    calls = min(att.variants[v]["calls"] for v in "ab")
+    return (f"closure {att.closure:.0%} is outside {CLOSURE_BAND[0]:.0%}-{CLOSURE_BAND[1]:.0%}: the profiled kernel "
+            f"time per call is known to +-{wide / 1e3:.1f} us (95% interval over {calls} calls) against a "
+            f"{abs(d['median']) / 1e3:.1f} us delta, so the units' medians do not add up to the measured delta; "
+            "profile more calls (--profile-calls) or on a quieter machine")
+
+
+def require_repeat(att: Attribution, repeat: Attribution, how: str,
+                   timed: dict[str, tuple[float, float]] | None = None) -> None:
+    """Keep a delta significant only where it stands out of what a profile session alone does.
+
+    repeat: a second pair of profiles of A and B, taken apart from the first (`how` says how).
+    Calls profiled one after another in one session share that session's state (the machine's
+    load, where the buffers landed), so a session can shift one kernel for all of its calls and the
+    interval over its calls will not show it (on a loaded CPU, tens of percent of a kernel:
+    benchmarks/README.md#a-against-a-on-the-cpu-2026-12-04). A unit stays significant when the second
+    pair finds it significant with the same sign and both its deltas are larger than the change of
+    either side's own time for that unit between its two sessions. timed: per
+    side, the median call of each of its two sessions as it timed them; the measured whole-graph
+    delta stays significant when both pairs of sessions show its sign and their mirrored delta
+    reaches the CPU's share (_sessions_disagree)."""
+    again = {u["unit"]: u for u in repeat.units}
+    for u in att.units:
+        r = again.get(u["unit"])
+        u["repeat_delta_ns"] = r["delta_ns"] if r is not None else None
+        if not u["significant"]:
+            continue
+        names = " + ".join(u["kernels_b"] or u["kernels_a"])[:80]
+        if r is None or not r["significant"] or (r["delta_ns"]["median"] > 0) != (u["delta_ns"]["median"] > 0):
+            again_text = "no such unit" if r is None else delta_text(r["delta_ns"]) + \
+                ("" if r["significant"] else " (not significant)")
+            why = f"but {again_text} in {how}: the difference does not reproduce between profile sessions"
+        else:
+            # both pairs' deltas must stand out: the smaller is what reproduces
+            spread = max(abs(r[f"time_{v}_ns"]["median"] - u[f"time_{v}_ns"]["median"]) for v in "ab")
+            if min(abs(u["delta_ns"]["median"]), abs(r["delta_ns"]["median"])) > spread:
+                continue
+            why = (f"and {delta_text(r['delta_ns'])} in {how}, while the same code's time for it moved by up to "
+                   f"{spread / 1e3:.1f} us between a side's two sessions: the difference is within what a session "
+                   "alone does")
+        u["significant"] = False
+        att.cannot_conclude.append(f"unit {u['unit']} ({names}): {delta_text(u['delta_ns'])} in the first pair of "
+                                   f"profiles {why}, so it is not called significant")
+    whole = att.whole_graph
+    if timed and set(timed) == {"a", "b"} and whole["significant"]:
+        why = _sessions_disagree(att, timed)
+        if why:
+            _whole_not_significant(att, why)
+
+
+def _whole_not_significant(att: Attribution, why: str) -> None:
+    """Withdraw the whole graph's significance, saying why (after 'the measured delta ...')."""
+    whole = att.whole_graph
+    whole["significant"] = False
+    whole.setdefault("undetermined", f"the measured delta {why}")
+    att.closure = None
+    # the closure line attribute() wrote judged a significant delta: say it again for this one
+    att.cannot_conclude = [c for c in att.cannot_conclude if not c.startswith("closure ")]
+    closure = closure_why(att, (att.variants["a"]["label"], att.variants["b"]["label"]))
+    att.cannot_conclude += [f"whole graph: the measured delta {delta_text(whole['delta_ns'])} {why}, so it is not "
+                            "called significant"] + ([closure] if closure else [])
+
+
+# On a loaded CPU a call now and then stalls for a millisecond or more (the runtime's worker threads
+# wake late), and how often differs from one process to another, so two processes' medians can
+# differ by the stalls alone; the fastest tenth of each side's calls is what the code decides.
+# benchmarks/README.md#one-source-two-releases-the-version-family-2026-12-06
+FLOOR_QUANTILE = 0.1
+
+
+def require_floor(att: Attribution, samples: dict[str, list[float]], apart: str) -> None:
+    """Keep a whole-graph delta measured in two processes significant only where the sides' fastest
+    calls (their FLOOR_QUANTILE) differ the same way by CPU_MIN_EFFECT_SHARE of A's or more: else the
+    delta is how often each process's calls stalled, not the code. samples: per side ('a', 'b') the
+    measured seconds per call; apart: which processes timed the sides, in words."""
+    whole = att.whole_graph
+    if not whole["significant"]:
+        return
+    floor = {v: quantile(samples[v], FLOOR_QUANTILE) * 1e9 for v in "ab"}
+    moved, d = floor["b"] - floor["a"], whole["delta_ns"]["median"]
+    if (moved > 0) == (d > 0) and abs(moved) >= CPU_MIN_EFFECT_SHARE * floor["a"]:
+        return
+    label = {v: att.variants[v]["label"] for v in "ab"}
+    _whole_not_significant(att, (
+        f"rests on how often calls stalled, not on the code's time: {apart}, and the fastest tenth of their calls "
+        f"take {floor['a'] / 1e3:.1f} us ({label['a']}) and {floor['b'] / 1e3:.1f} us ({label['b']}), "
+        f"{moved / floor['a']:+.1%} apart, where the medians are {whole['a']['median'] / 1e3:.1f} us and "
+        f"{whole['b']['median'] / 1e3:.1f} us; on this machine how often a process's calls stall differs from "
+        "process to process"))
+
+
+def _sessions_disagree(att: Attribution, timed: dict[str, tuple[float, float]]) -> str | None:
+    """Why the profile sessions' own timed calls do not back the measured whole-graph delta, or None.
+
+    Each pair of sessions (A then B, then B then A) times the calls of both sides: each pair must
+    show the delta's sign, and the mirrored order's delta, (B1 + B2 - A1 - A2) / 2, in which a
+    machine that speeds up or slows down steadily across the four sessions cancels out, must reach
+    the CPU's practical share of A's time in the same direction. A side's change between its own
+    two sessions is not held against the delta: in the mirrored order it is that drift, which the
+    pairs' order cancels and the interleaved measurement never saw."""
+    whole = att.whole_graph
+    d, base = whole["delta_ns"]["median"], whole["a"]["median"]
+    (a1, a2), (b1, b2) = timed["a"], timed["b"]
+    label = {v: att.variants[v]["label"] for v in "ab"}
+    if (b1 - a1 > 0) != (d > 0) or (b2 - a2 > 0) != (d > 0):
+        return (f"({d / base:+.1%}) is not what both pairs of profile sessions show with their own timed calls: "
+                f"{label['b']} - {label['a']} = {(b1 - a1) / 1e3:+.1f} us in the first pair and "
+                f"{(b2 - a2) / 1e3:+.1f} us in the second (mirrored order)")
+    mirrored = (b1 + b2 - a1 - a2) / 2
+    floor = CPU_MIN_EFFECT_SHARE * (a1 + a2) / 2
+    if abs(mirrored) < floor:
+        return (f"({d / base:+.1%}) is more than the profile sessions show: in the mirrored order (A, B, B, A), "
+                f"which cancels a steady drift of the machine, {label['b']} - {label['a']} = {mirrored / 1e3:+.1f} us "
+                f"({mirrored / ((a1 + a2) / 2):+.1%}), under the {CPU_MIN_EFFECT_SHARE:.0%} a CPU delta must reach")
+    return None
+
+
+def delta_text(d: dict[str, Any]) -> str:
+    return f"{d['median'] / 1e3:+.1f} us [{d['low'] / 1e3:+.1f}, {d['high'] / 1e3:+.1f}]"
+
+
+def separable(n_a: int, n_b: int, level: float = LEVEL) -> bool:
+    """Whether n_a against n_b samples can show a difference at `level`: complete separation of
+    the two (every sample of one side above every sample of the other) happens by chance once in
+    C(n_a + n_b, n_a) orderings, which must be rarer than 1 - level (3 against 3 at 95%: 1 in 20).
+    Fewer calls than that and a percentile interval excludes 0 more often than it says; one call
+    a side has no spread at all."""
+    return min(n_a, n_b) >= 2 and comb(n_a + n_b, n_a) >= 1 / (1 - level) - 1e-9  # the epsilon absorbs 1 / 0.05 rounding up
