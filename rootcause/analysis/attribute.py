@@ -18,7 +18,7 @@ draws are shared across units). A and B are resampled independently (calls are u
 from __future__ import annotations
 
 from math import comb
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -266,6 +266,77 @@ def _ival(x: Interval) -> dict[str, float]:
     return x.to_dict()
 
 
+def _per_call_tables(alignment: Alignment, v: str, ev: pd.DataFrame, unit_ids: np.ndarray, n_boot: int,
+                     rng: np.random.Generator) -> dict[str, Any]:
+    """One variant's per-call tables (calls x units): each unit's time (the union of its kernels
+    within the call), launches and idle time before them; the call's busy time and span; the
+    bootstrap's rank draws; the per-kernel statistics and one call's timeline."""
+    k = len(unit_ids)
+    unit_of, keys = _unit_keys(alignment, v, ev)
+    codes, names = pd.factorize(keys)
+    names = np.asarray([str(n) for n in names], dtype=object)
+    missing = [n for n in names if n not in unit_of]
+    if missing:
+        raise ValueError(f"variant {v}: kernels not in the alignment: {missing[:3]}")
+    pos = {u: j for j, u in enumerate(unit_ids)}
+    unit_pos = np.array([pos[unit_of[n]] for n in names], dtype=np.int64)[codes]
+    calls, call_idx = np.unique(ev["call"].to_numpy(), return_inverse=True)
+    n = len(calls)
+    flat = call_idx * k + unit_pos
+    times = np.bincount(flat, weights=_covered_in_group(ev, flat), minlength=n * k)
+    launches = np.bincount(flat, minlength=n * k)
+    ev = ev.assign(call=call_idx)
+    idle = np.bincount(flat, weights=_idle_before(ev), minlength=n * k)
+    return {
+        "times": times.reshape(n, k), "launches": launches.reshape(n, k), "idle": idle.reshape(n, k),
+        "busy": _busy_per_call(ev).reindex(range(n)).to_numpy(dtype="float64"),
+        "span": _span_per_call(ev).reindex(range(n)).to_numpy(dtype="float64"),
+        "count": np.bincount(call_idx, minlength=n),
+        "ranks": rank_draws(n, n_boot, rng), "n": n,
+        "stats": _kernel_stats(ev, v, codes, names, unit_of, call_idx, n),
+        "timeline": one_call(ev),
+        "profilers": sorted(str(x) for x in ev["source"].dropna().unique()),
+    }
+
+
+def _require_calls(att: Attribution, per: dict[str, dict[str, Any]], events_a: pd.DataFrame,
+                   events_b: pd.DataFrame, labels: tuple[str, str]) -> None:
+    """No whole-graph verdict where a side's calls could not be told apart (no call markers, no
+    repeating sequence, no gaps: each launch was taken as a call), unless the other side's calls,
+    which repeat, are as many."""
+    per_launch = {v: per[v]["n"] > 1 and per[v]["count"].max() == 1 and (
+        "call" not in ev.columns or (ev["call"] < 0).all()) for v, ev in (("a", events_a), ("b", events_b))}
+    for i, v in enumerate("ab"):
+        if not per_launch[v]:
+            continue
+        other = "b" if v == "a" else "a"
+        if not per_launch[other] and per[other]["n"] == per[v]["n"]:
+            att.cannot_conclude.append(
+                f"variant {labels[i]}: the trace has no call markers and its launches neither repeat in a longer "
+                f"sequence nor leave gaps between calls; its {per[v]['n']} launches are taken as {per[v]['n']} calls "
+                f"because {labels[1 - i]}'s calls, which repeat, are as many; give --calls N if they are not")
+            continue
+        att.cannot_conclude.append(
+            f"variant {labels[i]}: the trace has no call markers and its launches neither repeat in a longer "
+            f"sequence nor leave gaps between calls, so each of its {per[v]['n']} launches was taken as one "
+            "call: per-call times are per-launch times; give --calls N (or profile with ProfilerStep markers)")
+        undetermined(att, f"{labels[i]}'s graph calls could not be told apart (no call markers, no repeating "
+                           "sequence, no gaps), so its times are per launch, not per call: give --calls N")
+
+
+def _require_samples(att: Attribution, per: dict[str, dict[str, Any]], whole_a: WholeGraph | None,
+                     whole_b: WholeGraph | None) -> None:
+    """No whole-graph verdict on one sample a side, or on too few to separate by chance."""
+    samples = {v: (w.samples if w is not None and w.samples else per[v]["n"]) for v, w in (("a", whole_a), ("b", whole_b))}
+    if min(samples.values()) == 1:
+        undetermined(att, f"{samples['a']} against {samples['b']} sample(s) of the whole graph: with one a side "
+                           "there is no interval, so no significance; the delta is that of the single samples")
+    elif not separable(samples["a"], samples["b"]):
+        undetermined(att, f"{samples['a']} against {samples['b']} samples of the whole graph are too few for the test "
+                           f"(complete separation happens by chance once in {comb(samples['a'] + samples['b'], samples['a'])})"
+                           ", so there is no verdict either way")
+
+
 def attribute(events_a: pd.DataFrame, events_b: pd.DataFrame, alignment: Alignment,
               whole_a: WholeGraph | None = None, whole_b: WholeGraph | None = None,
               labels: tuple[str, str] = ("A", "B"), n_boot: int = 2000, seed: int = 0,
@@ -297,35 +368,10 @@ def attribute(events_a: pd.DataFrame, events_b: pd.DataFrame, alignment: Alignme
             evs[v] = _scaled_to(evs[v], whole, labels[0 if v == "a" else 1], notes, timed)
     unit_ids = alignment.units["unit"].to_numpy()
     per = {}
-    k = len(unit_ids)
     for v, ev in evs.items():
-        unit_of, keys = _unit_keys(alignment, v, ev)
-        codes, names = pd.factorize(keys)
-        names = np.asarray([str(n) for n in names], dtype=object)
-        missing = [n for n in names if n not in unit_of]
-        if missing:
-            raise ValueError(f"variant {v}: kernels not in the alignment: {missing[:3]}")
-        pos = {u: j for j, u in enumerate(unit_ids)}
-        unit_pos = np.array([pos[unit_of[n]] for n in names], dtype=np.int64)[codes]
-        calls, call_idx = np.unique(ev["call"].to_numpy(), return_inverse=True)
-        n = len(calls)
-        flat = call_idx * k + unit_pos
-        times = np.bincount(flat, weights=_covered_in_group(ev, flat), minlength=n * k)
-        launches = np.bincount(flat, minlength=n * k)
-        ev = ev.assign(call=call_idx)
-        idle = np.bincount(flat, weights=_idle_before(ev), minlength=n * k)
-        per[v] = {
-            "times": times.reshape(n, k), "launches": launches.reshape(n, k), "idle": idle.reshape(n, k),
-            "busy": _busy_per_call(ev).reindex(range(n)).to_numpy(dtype="float64"),
-            "span": _span_per_call(ev).reindex(range(n)).to_numpy(dtype="float64"),
-            "count": np.bincount(call_idx, minlength=n),
-            "ranks": rank_draws(n, n_boot, rng), "n": n,
-            "stats": _kernel_stats(ev, v, codes, names, unit_of, call_idx, n),
-            "timeline": one_call(ev),
-            "profilers": sorted(str(x) for x in ev["source"].dropna().unique()),
-        }
-        if n < 2:
-            notes.append(f"variant {labels[0 if v == 'a' else 1]}: {n} profiled graph call: per-unit "
+        per[v] = _per_call_tables(alignment, v, ev, unit_ids, n_boot, rng)
+        if per[v]["n"] < 2:
+            notes.append(f"variant {labels[0 if v == 'a' else 1]}: {per[v]['n']} profiled graph call: per-unit "
                          "intervals are that one call's values (no spread to bound them); profile more calls")
     if min(per["a"]["n"], per["b"]["n"]) >= 2 and not separable(per["a"]["n"], per["b"]["n"]):
         notes.append(f"{per['a']['n']} and {per['b']['n']} profiled graph calls: even when every call of one side "
@@ -342,50 +388,17 @@ def attribute(events_a: pd.DataFrame, events_b: pd.DataFrame, alignment: Alignme
             att.cannot_conclude.append(why)
     att.timeline = {v: per[v]["timeline"] for v in "ab"}
     att.unit_calls_ns = {int(u): {v: per[v]["times"][:, j] for v in "ab"} for j, u in enumerate(unit_ids)}
-    per_launch = {v: per[v]["n"] > 1 and per[v]["count"].max() == 1 and (
-        "call" not in ev.columns or (ev["call"] < 0).all()) for v, ev in (("a", events_a), ("b", events_b))}
-    for i, v in enumerate("ab"):
-        if not per_launch[v]:
-            continue
-        other = "b" if v == "a" else "a"
-        if not per_launch[other] and per[other]["n"] == per[v]["n"]:
-            att.cannot_conclude.append(
-                f"variant {labels[i]}: the trace has no call markers and its launches neither repeat in a longer "
-                f"sequence nor leave gaps between calls; its {per[v]['n']} launches are taken as {per[v]['n']} calls "
-                f"because {labels[1 - i]}'s calls, which repeat, are as many; give --calls N if they are not")
-            continue
-        att.cannot_conclude.append(
-            f"variant {labels[i]}: the trace has no call markers and its launches neither repeat in a longer "
-            f"sequence nor leave gaps between calls, so each of its {per[v]['n']} launches was taken as one "
-            "call: per-call times are per-launch times; give --calls N (or profile with ProfilerStep markers)")
-        undetermined(att, f"{labels[i]}'s graph calls could not be told apart (no call markers, no repeating "
-                           "sequence, no gaps), so its times are per launch, not per call: give --calls N")
-    samples = {v: (w.samples if w is not None and w.samples else per[v]["n"]) for v, w in (("a", whole_a), ("b", whole_b))}
-    if min(samples.values()) == 1:
-        undetermined(att, f"{samples['a']} against {samples['b']} sample(s) of the whole graph: with one a side "
-                           "there is no interval, so no significance; the delta is that of the single samples")
-    elif not separable(samples["a"], samples["b"]):
-        undetermined(att, f"{samples['a']} against {samples['b']} samples of the whole graph are too few for the test "
-                           f"(complete separation happens by chance once in {comb(samples['a'] + samples['b'], samples['a'])})"
-                           ", so there is no verdict either way")
+    _require_calls(att, per, events_a, events_b, labels)
+    _require_samples(att, per, whole_a, whole_b)
     if whole_a is not None and whole_b is not None:
         require_shared_basis(att, whole_a, whole_b, labels)
     return att
 
 
-def _assemble(per, alignment, whole_a, whole_b, labels, notes, environment, whole_share,
-              pair: MeasuredPair | None = None) -> Attribution:
-    med, boot = {}, {}
-    for v, p in per.items():
-        # columns: units..., busy, span, residual-vs-span, overlap (summed durations - busy)
-        cols = np.column_stack([p["times"], p["busy"], p["span"], p["span"] - p["busy"],
-                                p["times"].sum(axis=1) - p["busy"]])
-        med[v] = np.median(cols, axis=0)
-        boot[v] = medians_at_ranks(cols, p["ranks"])
-    k = len(alignment.units)
-    ia, ib = _interval(med["a"], boot["a"]), _interval(med["b"], boot["b"])
-    idelta = _interval(med["b"] - med["a"], boot["b"] - boot["a"])
-
+def _whole_and_residual(med, ia, ib, idelta, k, whole_a, whole_b, pair, labels, notes) -> tuple:
+    """The whole graph's time a side, its delta, each side's residual and the residual's delta,
+    from the measurement where there is one (the delta's interval the pair's own where A and B
+    were timed side by side), else from the profiled span; the source and what it is."""
     if whole_a is not None:
         whole = {"a": whole_a.interval(), "b": whole_b.interval()}
         source = whole_a.source
@@ -417,17 +430,12 @@ def _assemble(per, alignment, whole_a, whole_b, labels, notes, environment, whol
         whole_note = ("no measurement given: whole-graph time is the profiled span per call "
                       "(first kernel start to last kernel end), which includes profiler overhead "
                       "and excludes host time before the first launch")
-    min_effect = MIN_EFFECT_SHARE * abs(whole["a"].median)
-    whole_min_effect = whole_share * abs(whole["a"].median)
+    return whole, source, whole_delta, resid, resid_delta, whole_note
 
-    # Too few calls a side prove nothing: one has a zero-width interval, and a bootstrap of two
-    # or three calls a side is as sure of a difference as of complete separation (separable).
-    spread = separable(per["a"]["n"], per["b"]["n"])
-    whole_spread = spread if whole_a is None else separable(whole_a.samples or 3, whole_b.samples or 3)
 
-    def significant(x: Interval, enough: bool = spread, floor: float = min_effect) -> bool:
-        return enough and x.excludes_zero() and abs(x.median) >= floor
-
+def _unit_rows(alignment: Alignment, per, ia, ib, idelta, whole_delta: Interval,
+               significant: Callable[[Interval], bool]) -> list[dict[str, Any]]:
+    """Each unit's times, launches, idle time before it and delta (in the alignment's order)."""
     launches_med = {v: np.median(per[v]["launches"], axis=0) for v in "ab"}
     idle_med = {v: np.median(per[v]["idle"], axis=0) for v in "ab"}
     unit_rows = []
@@ -444,6 +452,36 @@ def _assemble(per, alignment, whole_a, whole_b, labels, notes, environment, whol
             "share": d.median / whole_delta.median if whole_delta.median else None,
             "findings": [],
         })
+    return unit_rows
+
+
+def _assemble(per, alignment, whole_a, whole_b, labels, notes, environment, whole_share,
+              pair: MeasuredPair | None = None) -> Attribution:
+    med, boot = {}, {}
+    for v, p in per.items():
+        # columns: units..., busy, span, residual-vs-span, overlap (summed durations - busy)
+        cols = np.column_stack([p["times"], p["busy"], p["span"], p["span"] - p["busy"],
+                                p["times"].sum(axis=1) - p["busy"]])
+        med[v] = np.median(cols, axis=0)
+        boot[v] = medians_at_ranks(cols, p["ranks"])
+    k = len(alignment.units)
+    ia, ib = _interval(med["a"], boot["a"]), _interval(med["b"], boot["b"])
+    idelta = _interval(med["b"] - med["a"], boot["b"] - boot["a"])
+
+    whole, source, whole_delta, resid, resid_delta, whole_note = _whole_and_residual(
+        med, ia, ib, idelta, k, whole_a, whole_b, pair, labels, notes)
+    min_effect = MIN_EFFECT_SHARE * abs(whole["a"].median)
+    whole_min_effect = whole_share * abs(whole["a"].median)
+
+    # Too few calls a side prove nothing: one has a zero-width interval, and a bootstrap of two
+    # or three calls a side is as sure of a difference as of complete separation (separable).
+    spread = separable(per["a"]["n"], per["b"]["n"])
+    whole_spread = spread if whole_a is None else separable(whole_a.samples or 3, whole_b.samples or 3)
+
+    def significant(x: Interval, enough: bool = spread, floor: float = min_effect) -> bool:
+        return enough and x.excludes_zero() and abs(x.median) >= floor
+
+    unit_rows = _unit_rows(alignment, per, ia, ib, idelta, whole_delta, significant)
     unit_rows.sort(key=lambda u: -abs(u["delta_ns"]["median"]))
     unit_sum = float(sum(u["delta_ns"]["median"] for u in unit_rows))
     # Kernels on several streams overlap: the units' summed time exceeds the busy time by the
