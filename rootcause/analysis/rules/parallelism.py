@@ -56,6 +56,40 @@ def _resident_threads(side: Side) -> int | None:
     return lim.max_warps_per_sm * lim.warp_size * side.sms
 
 
+def _work_text(slow: Side, focus: pd.Series, fast: Side, best: Any, rows: list, total: int, method: str,
+               serial: dict[str, Any] | None, evidence: dict[str, Any]) -> str:
+    """The parallelism finding's account of the work: each thread's serial share of the kernel's
+    work, the other side's spread of the same ops, and which threads own work (the frontend's
+    reading of its tiling); what it rests on goes into evidence."""
+    text, other_total = "", product(best.grid) * product(best.block)
+    cat = slow.cat(focus["kernel"])
+    kernel_work = _kernel_work(cat)
+    if kernel_work is not None:
+        metric, words, value = kernel_work
+        text += f"; each thread's serial share is about {number_text(round(value / total))} {words}"
+        evidence["work_per_thread"] = {"metric": metric, "value": value / total}
+    else:
+        evidence["work_per_thread"] = "not checked: the catalog has no flops or bytes for this kernel"
+    same = "the same ops" if method != "remainder" else "the rest of the graph (paired by elimination)"
+    text += (f", where {fast.label} spreads {same} over {number_text(other_total)} threads "
+             f"(`{best.kernel}`: {number_text(product(best.grid))} x {number_text(product(best.block))}"
+             + (f", {len(rows)} kernels" if len(rows) > 1 else "") + ")")
+    if serial is not None:
+        text += (f"; a thread of {fast.label} walks about {number_text(round(serial['fast']))} {serial['words']} over its "
+                 f"kernel(s), {serial['slow'] / serial['fast']:.1f}x less than one of {slow.label}'s")
+        evidence["serial_share"] = serial
+    work = _thread_work(cat)
+    if isinstance(work, dict):
+        text += (f". Of each block's {number_text(work['threads_per_workgroup'])} threads, {number_text(work['threads_with_work'])} "
+                 f"own an element (workgroup tile {work['workgroup_tile']}, thread tile {work['thread_tile']} against "
+                 f"the op's loop ranges {'x'.join(map(str, work['loop_ranges']))}), each computing "
+                 f"{number_text(work['outputs_per_thread'])} output(s)")
+        if work["serial_elements_per_thread"] > work["outputs_per_thread"]:
+            text += f" over {number_text(work['serial_elements_per_thread'])} elements serially"
+    evidence["threads_doing_work"] = work
+    return text
+
+
 def parallelism(ctx: Context) -> list[dict[str, Any]]:
     """The slow side's dominant kernel leaves the device idle: fewer blocks than SMs, or threads
     a small share of the resident thread slots, where the other side's kernels for the same ops
@@ -112,31 +146,7 @@ def parallelism(ctx: Context) -> list[dict[str, Any]]:
         text += (f" ({total / slots:.2%} of the {slow.device}'s {number_text(slots)} resident thread slots, "
                  f"{min(blocks, slow.sms)} of {slow.sms} SMs busy)")
         evidence.update(resident_thread_slots=slots, sms=slow.sms)
-    cat = slow.cat(focus["kernel"])
-    kernel_work = _kernel_work(cat)
-    if kernel_work is not None:
-        metric, words, value = kernel_work
-        text += f"; each thread's serial share is about {number_text(round(value / total))} {words}"
-        evidence["work_per_thread"] = {"metric": metric, "value": value / total}
-    else:
-        evidence["work_per_thread"] = "not checked: the catalog has no flops or bytes for this kernel"
-    same = "the same ops" if method != "remainder" else "the rest of the graph (paired by elimination)"
-    text += (f", where {fast.label} spreads {same} over {number_text(other_total)} threads "
-             f"(`{best.kernel}`: {number_text(product(best.grid))} x {number_text(product(best.block))}"
-             + (f", {len(rows)} kernels" if len(rows) > 1 else "") + ")")
-    if serial is not None:
-        text += (f"; a thread of {fast.label} walks about {number_text(round(serial['fast']))} {serial['words']} over its "
-                 f"kernel(s), {serial['slow'] / serial['fast']:.1f}x less than one of {slow.label}'s")
-        evidence["serial_share"] = serial
-    work = _thread_work(cat)
-    if isinstance(work, dict):
-        text += (f". Of each block's {number_text(work['threads_per_workgroup'])} threads, {number_text(work['threads_with_work'])} "
-                 f"own an element (workgroup tile {work['workgroup_tile']}, thread tile {work['thread_tile']} against "
-                 f"the op's loop ranges {'x'.join(map(str, work['loop_ranges']))}), each computing "
-                 f"{number_text(work['outputs_per_thread'])} output(s)")
-        if work["serial_elements_per_thread"] > work["outputs_per_thread"]:
-            text += f" over {number_text(work['serial_elements_per_thread'])} elements serially"
-    evidence["threads_doing_work"] = work
+    text += _work_text(slow, focus, fast, best, rows, total, method, serial, evidence)
     return [finding(ctx, "parallelism", text + ".", **evidence)]
 
 
