@@ -45,7 +45,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from rootcause import toolchain
+from rootcause import cuda_tools
 from rootcause.inspect import inspect_paths, row
 
 ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90")
@@ -82,7 +82,7 @@ def build_fatbin(n: int) -> Path:
     src = cache_dir() / f"many_{n}.cu"
     src.write_text(source(n))
     gencode = [f"-gencode=arch=compute_{a[3:]},code={a}" for a in ARCHS]
-    subprocess.run([str(toolchain.require_tool("nvcc")), "-fatbin", *gencode, str(src), "-o", str(out) + ".tmp"],
+    subprocess.run([str(cuda_tools.require_tool("nvcc")), "-fatbin", *gencode, str(src), "-o", str(out) + ".tmp"],
                    check=True)
     os.replace(str(out) + ".tmp", out)
     return out
@@ -97,7 +97,7 @@ def build_cubin_dir(count: int) -> Path:
         src = cache_dir() / f"seed_{j}.cu"
         src.write_text(source(n))
         cubin = cache_dir() / f"seed_{j}.cubin"
-        subprocess.run([str(toolchain.require_tool("nvcc")), "-cubin", "-arch=sm_90", str(src), "-o", str(cubin)],
+        subprocess.run([str(cuda_tools.require_tool("nvcc")), "-cubin", "-arch=sm_90", str(src), "-o", str(cubin)],
                        check=True)
         seeds.append(cubin)
     tmp = d.with_name(d.name + ".tmp")
@@ -182,7 +182,7 @@ def build_compare_set(label: str, kernels: int, count: int) -> list[Path]:
     for ext, flags in seeds.items():
         out = d / f"seed.{ext}"
         if not out.is_file():
-            subprocess.run([str(toolchain.require_tool("nvcc")), *flags, str(src), "-o", f"{out}.tmp"],
+            subprocess.run([str(cuda_tools.require_tool("nvcc")), *flags, str(src), "-o", f"{out}.tmp"],
                            check=True, capture_output=True)
             os.replace(f"{out}.tmp", out)
         built.append(out)
@@ -197,7 +197,7 @@ def build_compare_set(label: str, kernels: int, count: int) -> list[Path]:
 
 
 def bench_cuobjdump(label: str, files: list[Path], repeat: int) -> None:
-    cuobjdump = str(toolchain.require_tool("cuobjdump"))
+    cuobjdump = str(cuda_tools.require_tool("cuobjdump"))
     with tempfile.TemporaryDirectory() as cache:
         env = child_env(True, Path(cache))
         inspect = [sys.executable, "-m", "rootcause", "inspect", "--format", "json"]

@@ -32,7 +32,7 @@ from typing import Any, Callable
 import numpy as np
 
 from bench_profiler_overhead import add_protocol_arguments, load_case, out_file, us
-from rootcause import env
+from rootcause import host_state
 from rootcause.errors import UsageError
 from rootcause.fileio import write_json
 from rootcause.measure import Protocol, measure_interleaved, ratio_ci
@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         print("bench_measure_efficiency: give exactly two bundles (A B)", file=sys.stderr)
         return 2
     try:
-        before = env.snapshot()
+        before = host_state.snapshot()
         sessions, info = load_case(args.bundles, args.device)
         label = args.label or f"{sessions[0].bundle.name}_vs_{sessions[1].bundle.name}"
         a, b = sessions[0].bundle.name, sessions[1].bundle.name
@@ -154,15 +154,15 @@ def main(argv: list[str] | None = None) -> int:
             result["trials"].append(trial(sessions, i, args))
             show(result["trials"][-1:])
             if file:  # after every trial: a run stopped by the host's deadline keeps what it finished
-                write_json(file, result | {"env": {"before": before, "after": env.snapshot()}})
+                write_json(file, result | {"env": {"before": before, "after": host_state.snapshot()}})
     except UsageError as err:
         print(f"bench_measure_efficiency: {err}", file=sys.stderr)
         return 2
-    after = env.snapshot()
+    after = host_state.snapshot()
     gpu = [t["gpu_seconds"] for t in result["trials"]]
     print(f"   GPU seconds per trial: median {np.median(gpu):.2f}, range {min(gpu):.2f}-{max(gpu):.2f}; converged "
           f"in {sum(t['stopped'] == 'converged' for t in result['trials'])}/{len(gpu)} trials")
-    result["env"] = {"before": before, "after": after, "warnings": env.drift(before, after)}
+    result["env"] = {"before": before, "after": after, "warnings": host_state.drift(before, after)}
     if file:
         write_json(file, result)
         print(f"   wrote {file}")

@@ -30,7 +30,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
 
-from rootcause import env
+from rootcause import host_state
 from rootcause.errors import UsageError
 from rootcause.fileio import write_json
 from rootcause.measure import Protocol, measure, measure_interleaved
@@ -270,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="stop once every ratio's interval is narrower than this (relative)")
     args = parser.parse_args(argv)
     try:
-        before = env.snapshot()
+        before = host_state.snapshot()
         sessions, info = load_case(args.bundles, args.device)
         label = args.label or sessions[0].bundle.name
         tracer, cupti_state = open_tracer([s.device for s in sessions])
@@ -283,13 +283,13 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as err:
         print(f"bench_profiler_overhead: {err}", file=sys.stderr)
         return 2
-    after = env.snapshot()
+    after = host_state.snapshot()
     summary = summarize(sessions, base, run, calls, traced, tracer)
     show(label, cupti_state, summary, run)
     result = {"benchmark": "profiler_overhead", "label": label, "cupti": cupti_state, "goal_pct": GOAL_PCT,
               **summary, "case": info, "wall_s": {"pristine": t1 - t0, "interleaved": t2 - t1},
               "pristine": base, "interleaved": run, "env": {"before": before, "after": after,
-                                                             "warnings": env.drift(before, after)}}
+                                                             "warnings": host_state.drift(before, after)}}
     file = out_file(args.json, f"profiler_overhead_{label}")
     if file:
         write_json(file, result)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import rootcause
-from rootcause import child, envs, frontends, toolchain, toolchains
+from rootcause import child, envs, frontends, cuda_tools, toolchains
 from rootcause.artifacts import handoff
 from rootcause.artifacts.bundle import is_bundle, write_bundle
 from rootcause.errors import InternalError, ToolFailed, UsageError
@@ -141,9 +141,9 @@ def build_in(python: Path, spec: VariantSpec, out_dir: Path) -> BuildOutput:
     out_dir.mkdir(parents=True, exist_ok=True)
     request = handoff.write_spec_request(out_dir, "toolchain", spec)
     extra = {envs.USER_PYTHON_VAR: envs.user_python()}
-    cuda = toolchain.cuda_root() if spec.target.startswith("cuda") else None
+    cuda = cuda_tools.cuda_root() if spec.target.startswith("cuda") else None
     if cuda is not None:
-        extra[toolchain.CUDA_ROOT_VAR] = str(cuda)
+        extra[cuda_tools.CUDA_ROOT_VAR] = str(cuda)
     proc = child.run([str(python), "-m", "rootcause.build", "--child", str(request), str(out_dir)],
                      env=child.python_env(base=envs.checkout_env(extra)))
     request.unlink()

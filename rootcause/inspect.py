@@ -281,9 +281,9 @@ def _ptx(data: bytes | str, file: str, arch, notes, prefix: str) -> list[KernelR
     text = data.decode("utf-8", errors="replace") if isinstance(data, (bytes, bytearray)) else data
     ptx_rows = _ptx_declared(text, file)
     here = f"{prefix}/ptx->ptxas" if prefix else "ptx->ptxas"
-    from rootcause import toolchain  # here: only PTX inputs pay for it (and for ptxas)
+    from rootcause import cuda_tools  # here: only PTX inputs pay for it (and for ptxas)
 
-    if toolchain.find_tool("ptxas") is None:
+    if cuda_tools.find_tool("ptxas") is None:
         note = "ptxas not found: install rootcause[cuda-tools] (PyPI nvidia-cuda-nvcc)"
         notes.append(f"{file}: {note}")
         for r in ptx_rows:

@@ -1,7 +1,7 @@
 """Compile PTX with ptxas -v: the cubin plus what ptxas says about each function.
 
 PTX carries no register counts; only the assembler decides them. `compile_ptx` runs the PyPI
-ptxas (rootcause.toolchain) and returns the cubin bytes (for parsers/cubin.py) and the -v facts
+ptxas (rootcause.cuda_tools) and returns the cubin bytes (for parsers/cubin.py) and the -v facts
 per function: registers, spill store/load bytes, stack frame, shared and constant memory,
 barriers. Failures are ParseErrors naming the PTX line ptxas complained about.
 """
@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from parsers import ParseError
-from rootcause import toolchain
+from rootcause import cuda_tools
 
 
 @dataclass
@@ -101,7 +101,7 @@ def ptx_target(ptx: str) -> str | None:
 @functools.cache
 def supported_archs() -> tuple[str, ...]:
     """Real (sm_*) GPU names this ptxas accepts, from its --help text."""
-    ptxas = toolchain.require_tool("ptxas")
+    ptxas = cuda_tools.require_tool("ptxas")
     text = subprocess.run([str(ptxas), "--help"], capture_output=True, text=True).stdout
     block = text.split("--gpu-name", 1)[-1].split("\n--", 1)[0]
     return tuple(sorted(set(re.findall(r"'(sm_\d+[af]?)'", block)), key=_arch_key))
@@ -127,7 +127,7 @@ def compile_ptx(ptx: str | bytes, arch: str | None = None, file: str = "<ptx>",
                 extra_flags: list[str] | None = None) -> PtxasResult:
     """Assemble PTX for arch (default: default_arch) with -v; raise ParseError on failure."""
     text = ptx.decode("utf-8", errors="replace") if isinstance(ptx, bytes) else ptx
-    ptxas = toolchain.require_tool("ptxas")
+    ptxas = cuda_tools.require_tool("ptxas")
     arch = arch or default_arch(text)
     with tempfile.TemporaryDirectory(prefix="rootcause-ptxas-") as tmp:
         src, out = Path(tmp) / "in.ptx", Path(tmp) / "out.cubin"
@@ -154,7 +154,7 @@ def _error(file: str, arch: str, log: str) -> ParseError:
 @functools.cache
 def ptxas_version() -> str | None:
     """'13.5.37' from ptxas --version ('Cuda compilation tools, release 13.5, V13.5.37')."""
-    ptxas = toolchain.find_tool("ptxas")
+    ptxas = cuda_tools.find_tool("ptxas")
     if ptxas is None:
         return None
     text = subprocess.run([str(ptxas), "--version"], capture_output=True, text=True).stdout

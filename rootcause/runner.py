@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from parsers.ncu_csv import NCU_METRICS
-from rootcause import child, env, envs
+from rootcause import child, host_state, envs
 from rootcause.artifacts import handoff
 from rootcause.artifacts.bundle import Bundle, read_bundle
 from rootcause.artifacts.rundir import check_replaceable as check_run_dir, write_env, write_measurement
@@ -216,7 +216,7 @@ def run_bundles(args: RunRequest) -> dict[str, Any]:
         raise UsageError(f"bundles: variant names repeat ({', '.join(names)}); each bundle needs its own name")
     out: Path = make_folder(args.out)
     check_run_dir(out)
-    before = env.snapshot()
+    before = host_state.snapshot()
     sessions = [load_session(b, args.device) for b in bundles]
     for s in sessions:  # what a runtime made here that the analysis reads (XLA: the HLO it compiled)
         for name, text in (getattr(s, "run_files", lambda: {})() or {}).items():
@@ -236,7 +236,7 @@ def run_bundles(args: RunRequest) -> dict[str, Any]:
             if not extra:
                 result["verification"] = record
                 write_measurement(out, result)
-                write_env(out, {"before": before, "after": env.snapshot(), "warnings": []})
+                write_env(out, {"before": before, "after": host_state.snapshot(), "warnings": []})
                 raise
             for name in extra:
                 result.setdefault("excluded", {})[name] = "outputs differ from the first bundle's or the reference"
@@ -246,15 +246,15 @@ def run_bundles(args: RunRequest) -> dict[str, Any]:
             bundles = [b for b in bundles if b.name not in extra]
             result["bundles"] = {b.name: str(b.path) for b in bundles}
             result["devices"] = {s.bundle.name: s.device for s in sessions}
-    during = env.snapshot()
+    during = host_state.snapshot()
     if args.processes == 1:
         result["measurement"] = measure(sessions, args.budget_s, args.warmup_calls, args.warmup_s)
     else:
         del sessions[:]  # free device memory before the measuring children start
         result["measurement"] = measure_in_processes(bundles, args.processes, args.budget_s, args.warmup_calls,
                                                      args.warmup_s, args.device, out)
-    after = env.snapshot()
-    warnings = env.drift(during, after)
+    after = host_state.snapshot()
+    warnings = host_state.drift(during, after)
     result["env_warnings"] = warnings
     write_env(out, {"before": before, "measure_start": during, "after": after, "warnings": warnings})
     on_gpu = any(d not in (None, "cpu") for d in result["devices"].values())

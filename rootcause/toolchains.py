@@ -1,6 +1,6 @@
 """Which Python builds a variant and which runs a bundle: the installed compiler and runtime, or
-a toolchain's own environment (rootcause.envs makes them). Not to be confused with
-rootcause.toolchain, which finds the CUDA tools (nvcc, ptxas).
+a toolchain's own environment (rootcause.envs makes them). The CUDA tools (nvcc, ptxas) are
+found by rootcause.cuda_tools.
 
 A spec's `toolchain` (releases or wheels) or `python` (an existing environment) picks the build's
 python (build_python); the bundle records what it was built with (toolchain_record, the
@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rootcause import envs, frontends, toolchain
+from rootcause import envs, frontends, cuda_tools
 from rootcause.artifacts.bundle import Bundle
 from rootcause.errors import UsageError
 from rootcause.spec import VariantSpec, pinned, toolchain_packages
@@ -32,8 +32,8 @@ def compiler_versions(spec: VariantSpec) -> dict[str, str | None]:
     else:
         out = {dist: envs.installed_version(dist) for dist in dists}
     if spec.target.startswith("cuda"):
-        out["nvcc"] = str(toolchain.find_tool("nvcc"))
-        out["nvcc_version"] = toolchain.tool_version("nvcc")
+        out["nvcc"] = str(cuda_tools.find_tool("nvcc"))
+        out["nvcc_version"] = cuda_tools.tool_version("nvcc")
     return out
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rootcause import cli, pipeline, spec as specs, toolchain
+from rootcause import cli, pipeline, spec as specs, cuda_tools
 from rootcause.errors import UsageError
 from rootcause.frontends.iree import build as iree
 from rootcause.frontends.iree.configs import transplant_configuration
@@ -57,7 +57,7 @@ def configured(out: Path, exe: str) -> str:
 
 
 def ptxas_v(ptx: Path, arch: str = "sm_80") -> tuple[int, str]:
-    log = subprocess.run([str(toolchain.require_tool("ptxas")), "-v", f"-arch={arch}", str(ptx), "-o", "/dev/null"],
+    log = subprocess.run([str(cuda_tools.require_tool("ptxas")), "-v", f"-arch={arch}", str(ptx), "-o", "/dev/null"],
                          capture_output=True, text=True).stderr
     return int(re.search(r"Used (\d+) registers", log).group(1)), re.search(r"\.maxntid ([\d, ]+)", ptx.read_text()).group(1)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rootcause.toolchain import find_tool
+from rootcause.cuda_tools import find_tool
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "binaries" / "cuda"
 KERNELS_CU = FIXTURES / "kernels.cu"

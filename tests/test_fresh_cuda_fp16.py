@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from rootcause import toolchain
+from rootcause import cuda_tools
 from rootcause.errors import UsageError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,12 +55,12 @@ def test_readme_install_brings_cccl():
 
 
 def test_nvcc_finds_the_packaged_nv_target():
-    if toolchain.find_tool("nvcc") is None:
+    if cuda_tools.find_tool("nvcc") is None:
         pytest.skip("no nvcc (install rootcause[cuda-tools])")
     files = [f for f in metadata.files("nvidia-cuda-cccl") or [] if str(f).endswith("nv/target")]
     assert files, "nvidia-cuda-cccl does not ship nv/target"
     packaged = {Path(f.locate()).resolve() for f in files}
-    assert toolchain.nv_target_header(toolchain.cuda_home()).resolve() in packaged
+    assert cuda_tools.nv_target_header(cuda_tools.cuda_home()).resolve() in packaged
 
 
 def test_toolkit_without_nv_target_is_one_line(tmp_path, monkeypatch):
@@ -69,16 +69,16 @@ def test_toolkit_without_nv_target_is_one_line(tmp_path, monkeypatch):
     fake = tmp_path / "bin" / "nvcc"
     fake.write_text("#!/bin/sh\n")
     fake.chmod(0o755)
-    monkeypatch.setattr(toolchain, "require_tool", lambda name: fake)
+    monkeypatch.setattr(cuda_tools, "require_tool", lambda name: fake)
     with pytest.raises(UsageError) as err:
-        toolchain.cuda_home()
+        cuda_tools.cuda_home()
     assert str(err.value) == (f"{tmp_path / 'include'}: no nv/target, which cuda_fp16.h includes: install "
                               "rootcause[cuda-tools] (PyPI nvidia-cuda-cccl)")
 
 
 def test_fp16_graph_builds_for_sm90_with_a_cubin(tmp_path):
-    cuobjdump = toolchain.find_tool("cuobjdump")
-    if toolchain.find_tool("nvcc") is None or cuobjdump is None:
+    cuobjdump = cuda_tools.find_tool("cuobjdump")
+    if cuda_tools.find_tool("nvcc") is None or cuobjdump is None:
         pytest.skip("no nvcc/cuobjdump (install rootcause[cuda-tools])")
     pytest.importorskip("tvm")
     (tmp_path / "graph.py").write_text(GRAPH)

@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 from hypothesis import given, strategies as st
 
-from rootcause import gpus, toolchain
+from rootcause import gpus, cuda_tools
 from rootcause.inspect import ROW_KEYS
 
-NVCC = toolchain.find_tool("nvcc")
-CUOBJDUMP = toolchain.find_tool("cuobjdump")
-PTXAS = toolchain.find_tool("ptxas")
+NVCC = cuda_tools.find_tool("nvcc")
+CUOBJDUMP = cuda_tools.find_tool("cuobjdump")
+PTXAS = cuda_tools.find_tool("ptxas")
 needs_cuda = pytest.mark.skipif(not (NVCC and CUOBJDUMP and PTXAS), reason="PyPI nvcc/cuobjdump missing")
 
 KERNELS_CU = r"""
@@ -446,8 +446,8 @@ def tvm_so(tmp_path_factory) -> Path:
     (d / "build.py").write_text(TVM_BUILD)
     env = dict(os.environ, TVM_CUDA_COMPILE_MODE="nvcc",
                PATH=f"{NVCC.parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    if not toolchain.real_driver_present():
-        env["LD_LIBRARY_PATH"] = f"{toolchain.libcuda_stub_dir()}{os.pathsep}{env.get('LD_LIBRARY_PATH', '')}"
+    if not cuda_tools.real_driver_present():
+        env["LD_LIBRARY_PATH"] = f"{cuda_tools.libcuda_stub_dir()}{os.pathsep}{env.get('LD_LIBRARY_PATH', '')}"
     subprocess.run([sys.executable, str(d / "build.py"), str(d / "scale.so")], check=True,
                    capture_output=True, env=env, timeout=300)
     return d / "scale.so"
@@ -500,7 +500,7 @@ def test_truncations_never_escape_as_tracebacks(cuda, iree):
 
 def test_ptx_without_ptxas_says_so(cuda):
     # A machine without ptxas: the same PTX gives names with registers unknown and a note.
-    code = ("import sys, rootcause.toolchain as t\n"
+    code = ("import sys, rootcause.cuda_tools as t\n"
             "orig = t.find_tool\n"
             "t.find_tool = lambda n: None if n == 'ptxas' else orig(n)\n"
             "from rootcause import cli\n"

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from rootcause import spec as specs
-from rootcause import toolchain
+from rootcause import cuda_tools
 from rootcause.errors import UsageError
 from rootcause.frontends.iree import build as iree
 from rootcause.frontends.iree.compile import target_flags
@@ -98,7 +98,7 @@ def test_prefill_cuda_resources_match_ptxas(built):
     (k,) = out.kernels
     ptx = out_dir / k.schedule["binary"]
     assert ptx.suffix == ".ptx" and f".entry {k.name}(" in ptx.read_text()
-    log = subprocess.run([str(toolchain.require_tool("ptxas")), "-v", "-arch=sm_80", str(ptx), "-o", "/dev/null"],
+    log = subprocess.run([str(cuda_tools.require_tool("ptxas")), "-v", "-arch=sm_80", str(ptx), "-o", "/dev/null"],
                          capture_output=True, text=True).stderr
     assert k.resources["registers"] == int(re.search(r"Used (\d+) registers", log).group(1))
     assert "ptxas" in out.versions and "iree-compiler" in out.versions

@@ -17,7 +17,7 @@ LAYERS: list[tuple[str, int]] = [
     ("parsers", 0),
     ("rootcause", 1), ("rootcause.errors", 1), ("rootcause.stats", 1), ("rootcause.terminal", 1),
     ("rootcause.argtypes", 1), ("rootcause.names", 1),
-    ("rootcause.child", 2), ("rootcause.fileio", 2), ("rootcause.toolchain", 2), ("rootcause.gpus", 2), ("rootcause.env", 2), ("rootcause.envs", 2),
+    ("rootcause.child", 2), ("rootcause.fileio", 2), ("rootcause.cuda_tools", 2), ("rootcause.gpus", 2), ("rootcause.host_state", 2), ("rootcause.envs", 2),
     ("rootcause.localcluster", 2),
     ("rootcause.inputs", 2), ("rootcause.ptxas", 2), ("rootcause.exporters", 2),
     ("rootcause.frontends", 3),  # the registry (__init__) only: it imports no frontend at import time

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rootcause import cli, gpus, toolchain
+from rootcause import cli, gpus, cuda_tools
 from rootcause.analysis.align import align
 from rootcause.analysis.attribute import attribute
 from rootcause.report import render_markdown, view
@@ -30,7 +30,7 @@ CAPTURE = ROOT / "fixtures/captures/h200-2026-12-02/tvm_pool_fusion.cupti.json"
 
 def _ptxas_v_spills(ptx: Path) -> int:
     """Spill stores + loads as ptxas -v itself prints them (this test's own reading)."""
-    ptxas = toolchain.find_tool("ptxas")
+    ptxas = cuda_tools.find_tool("ptxas")
     if ptxas is None:
         pytest.skip("ptxas not installed (rootcause[cuda-tools])")
     log = subprocess.run([str(ptxas), "-v", "-arch=sm_90", str(ptx), "-o", "/dev/null"],

@@ -17,7 +17,7 @@ import pytest
 from rootcause import spec as spec_mod
 from rootcause.build import build_bundle
 from rootcause.errors import UsageError
-from rootcause.toolchain import find_tool
+from rootcause.cuda_tools import find_tool
 
 ROOT = Path(__file__).resolve().parent.parent
 CASE = ROOT / "fixtures" / "cases" / "pool_fusion"

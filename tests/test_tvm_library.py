@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from parsers import ParseError, tvm_library
-from rootcause.toolchain import cuda_home, find_tool, libcuda_stub_dir
+from rootcause.cuda_tools import cuda_home, find_tool, libcuda_stub_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 FIX = ROOT / "fixtures" / "binaries"

@@ -321,9 +321,9 @@ def test_two_tvm_releases_build_the_sort_with_other_launch_grids(cache: Path, tm
     """fixtures/cases/tvm_versions: apache-tvm 0.26.0 and 0.27.0.post1 build the same four CUDA
     kernels of R.sort, and each catalog's launch grid is what that release's own lowering says:
     0.27 puts the 64 rows on blockIdx.x, 0.26 on blockIdx.y."""
-    from rootcause import toolchain
+    from rootcause import cuda_tools
 
-    if toolchain.find_tool("nvcc") is None:
+    if cuda_tools.find_tool("nvcc") is None:
         pytest.skip("no nvcc: install rootcause[cuda-tools]")
     spec = TVM_CASE / "variants.toml"
     grids, names = {}, {}
@@ -335,7 +335,7 @@ def test_two_tvm_releases_build_the_sort_with_other_launch_grids(cache: Path, tm
         kernels = {k["name"]: k for k in manifest["kernels"]}
         names[v] = sorted(kernels)
         python = Path(manifest["toolchain"]["python"])
-        env = dict(os.environ, LD_LIBRARY_PATH=str(toolchain.libcuda_stub_dir()), PYTHONPATH="")
+        env = dict(os.environ, LD_LIBRARY_PATH=str(cuda_tools.libcuda_stub_dir()), PYTHONPATH="")
         own = subprocess.run([str(python), "-c", _TVM_OWN_LAUNCH, str(TVM_CASE / "sort.py")], capture_output=True,
                              text=True, env=env, cwd=tmp_path)
         assert own.returncode == 0, own.stderr[-2000:]

@@ -76,7 +76,7 @@ HYBRID = {"name": str, "kind?": str, "base?": str, "description?": str, "sentenc
           "recovered_graph?": Opt(dict), "median_s?": Opt(Map(NUM)), "speedup?": Opt(Map(NUM))}
 GPU = {"name?": Opt(str), "sm_clock_mhz?": Opt(NUM), "sm_clock_max_mhz?": Opt(NUM), "mem_clock_mhz?": Opt(NUM),
        "temperature_c?": Opt(NUM), "power_w?": Opt(NUM), "clock_event_reasons?": Opt([str])}
-SNAPSHOT = {"gpus?": Opt([GPU]), "cpu?": Opt(dict), "time_utc?": Opt(str)}  # rootcause.env.snapshot()
+SNAPSHOT = {"gpus?": Opt([GPU]), "cpu?": Opt(dict), "time_utc?": Opt(str)}  # rootcause.host_state.snapshot()
 SHAPE = {
     "schema_version": int,
     "variants": {"a": VARIANT, "b": VARIANT},

@@ -76,16 +76,16 @@ def build(spec: VariantSpec, out_dir: Path) -> BuildOutput:
 
 def build_env(target: str) -> dict[str, str]:
     """Environment for the build subprocess: CUDA targets get nvcc and, without a driver, the stub."""
-    from rootcause import toolchain
+    from rootcause import cuda_tools
 
     env = dict(os.environ)
     if target.startswith("cuda"):
-        nvcc = toolchain.require_tool("nvcc")
+        nvcc = cuda_tools.require_tool("nvcc")
         env["PATH"] = f"{nvcc.parent}{os.pathsep}{env.get('PATH', '')}"
-        env["CUDA_HOME"] = str(toolchain.cuda_home())
+        env["CUDA_HOME"] = str(cuda_tools.cuda_home())
         env["TVM_CUDA_COMPILE_MODE"] = "nvcc"
-        if not toolchain.real_driver_present():
-            stub = toolchain.libcuda_stub_dir()
+        if not cuda_tools.real_driver_present():
+            stub = cuda_tools.libcuda_stub_dir()
             env["LD_LIBRARY_PATH"] = f"{stub}{os.pathsep}{env.get('LD_LIBRARY_PATH', '')}".rstrip(os.pathsep)
     return env
 
@@ -258,12 +258,12 @@ def _versions(spec: VariantSpec) -> dict[str, str]:
 
     import tvm
     import rootcause
-    from rootcause import toolchain
+    from rootcause import cuda_tools
 
     versions = {"tvm": tvm.__version__, "python": platform.python_version(),
                 "rootcause": rootcause.__version__}
     if spec.target.startswith("cuda"):
-        versions["nvcc"] = toolchain.tool_version("nvcc") or "missing"
+        versions["nvcc"] = cuda_tools.tool_version("nvcc") or "missing"
     return versions
 
 
