@@ -65,7 +65,7 @@ def _kill_first_run_worker(killed: list[int], stop: threading.Event) -> None:
 def on_ray(tmp_path_factory):
     ray = pytest.importorskip("ray")
     out = tmp_path_factory.mktemp("sweep") / "ray"
-    ray.init(num_cpus=2, include_dashboard=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False)  # its own, never another test's cluster
     killed: list[int] = []
     stop = threading.Event()
     watcher = threading.Thread(target=_kill_first_run_worker, args=(killed, stop), daemon=True)
@@ -236,7 +236,7 @@ def test_pairs_in_flight_on_ray_stay_under_the_cap(tmp_path, monkeypatch):
         return real_wait(refs, **kw)
 
     monkeypatch.setattr(ray, "wait", wait)
-    ray.init(num_cpus=2, include_dashboard=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False)  # its own, never another test's cluster
     try:
         sweep = _load()
         rows = sweeps.run_on_ray(sweep, tmp_path / "o", until="build", max_in_flight=2)
