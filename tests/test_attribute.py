@@ -464,3 +464,35 @@ def test_a_real_difference_stands_on_the_fastest_calls_too():
     doc, _ = _attribute_pair(*sides, Context(cpu=True), tuple(repeats), (samples, "asked as if apart"))
     assert doc["whole_graph"]["significant"] and doc["whole_graph"]["delta_ns"]["median"] > 0
     assert not any("rests on how often calls stalled" in c for c in doc["cannot_conclude"])
+
+
+@pytest.mark.parametrize("low,high,median,verdict", [
+    (2.2, 27.9, 14.9, "none"),     # away from 0, holds the threshold, median under it
+    (15.7, 27.3, 21.9, "none"),    # away from 0, holds the threshold, median over it
+    (-21.7, 38.0, 5.3, "not"),     # holds 0: not significant, whatever else it holds
+    (2.0, 15.0, 9.0, "not"),       # under the threshold entirely
+    (25.0, 40.0, 30.0, "significant"),
+    (-40.0, -25.0, -30.0, "significant"),
+    (-27.0, -5.0, -15.0, "none"),
+])
+def test_an_interval_holding_the_threshold_gets_no_verdict(low, high, median, verdict):
+    """require_clear_of_floor on a constructed whole graph (us, threshold 20 us): the verdict
+    follows where the interval lies, never which side of the threshold its median falls."""
+    import pandas as pd
+
+    from rootcause.analysis.result import Attribution
+    from rootcause.analysis.verdict import require_clear_of_floor
+
+    floor = 20e3
+    d = {"median": median * 1e3, "low": low * 1e3, "high": high * 1e3}
+    whole = {"a": {"median": 400e3}, "b": {"median": 400e3 + d["median"]}, "delta_ns": d,
+             "significant": low > 0 and median * 1e3 >= floor or high < 0 and -median * 1e3 >= floor}
+    side = {"median": 10e3, "low": 5e3, "high": 15e3}
+    residual = {"a": side, "b": side, "delta_ns": {"median": 0.0, "low": -5e3, "high": 5e3},
+                "launches_per_call": {"a": 1.0, "b": 1.0}}
+    att = Attribution({"a": {"label": "A"}, "b": {"label": "B"}}, whole, [], residual, None, pd.DataFrame(),
+                      cannot_conclude=["closure not computed: ..."], whole_min_effect_ns=floor)
+    require_clear_of_floor(att)
+    got = ("none" if att.whole_graph.get("undetermined") else
+           "significant" if att.whole_graph["significant"] else "not")
+    assert got == verdict, att.whole_graph.get("undetermined")

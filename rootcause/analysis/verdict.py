@@ -12,17 +12,17 @@ from rootcause.stats import CPU_MIN_EFFECT_SHARE, LEVEL, quantile
 
 
 def require_clear_of_floor(att: Attribution) -> None:
-    """No whole-graph verdict where the delta's interval holds the practical threshold (either
-    sign): the delta may or may not reach it, and which of the two a run says would follow the
-    machine's load, not the code. Only an interval entirely within the threshold is 'not
-    significant' (within it, whether or not it holds 0: the report says the threshold), and one
-    entirely beyond it significant. Asked last, after the checks whose reasons say more
-    (require_repeat, require_floor)."""
+    """No whole-graph verdict where the delta's interval excludes 0 but holds the practical
+    threshold, whichever side of it the median falls: the delta may or may not reach it, and which
+    of the two a run says would follow the machine's load, not the code. An interval that holds 0
+    is 'not significant'; one away from 0 but entirely under the threshold too (the report says the
+    threshold); one entirely beyond it, significant. Asked last, after the checks whose reasons say
+    more (require_repeat, require_floor)."""
     if att.whole_graph.get("undetermined"):  # withdrawn already, with a reason that says more
         return
     d, floor = att.whole_graph["delta_ns"], att.whole_min_effect_ns
-    holds = d["low"] < floor <= d["high"] or d["low"] <= -floor < d["high"]
-    if floor <= 0 or not holds:
+    near, far = sorted((abs(d["low"]), abs(d["high"])))
+    if floor <= 0 or d["low"] <= 0 <= d["high"] or not near < floor <= far:
         return
     share = floor / att.whole_graph["a"]["median"] if att.whole_graph["a"]["median"] else 0.0
     _whole_not_significant(att, f"holds in its interval the practical threshold of "
