@@ -7,25 +7,8 @@ from __future__ import annotations
 
 import os
 import signal
-from pathlib import Path
 
-
-def descendants(pid: int) -> list[int]:
-    """The processes below pid, children before their own children (Linux /proc; none elsewhere)."""
-    parents: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:  # the process ended while being read
-            continue
-        ppid = int(text[text.rindex(")") + 2:].split()[1])  # after "(comm) state": the parent
-        parents.setdefault(ppid, []).append(int(stat.parent.name))
-    out, todo = [], list(parents.get(pid, []))
-    while todo:
-        child = todo.pop(0)
-        out.append(child)
-        todo.extend(parents.get(child, []))
-    return out
+from tests.procs import descendants
 
 
 def _end_run(signum: int, frame) -> None:

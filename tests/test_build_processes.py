@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.procs import alive, children, cmdline
+
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT / "fixtures" / "cases" / "pool_fusion" / "variants.toml"
 WORKER = "rootcause.frontends.tvm.build"
@@ -39,34 +41,6 @@ def _build(cache: Path, variant: str, out: Path, *extra: str) -> subprocess.Pope
         signal.signal(signal.SIGINT, previous)
 
 
-def _children(pid: int) -> list[int]:
-    """Processes whose parent is pid, from /proc."""
-    out = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            out.append(int(stat.parent.name))
-    return out
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
 @pytest.mark.parametrize("sig,status", [(signal.SIGTERM, 128 + signal.SIGTERM), (signal.SIGINT, 130)])
 def test_signal_ends_the_tvm_build_child_and_cleans_staging(tmp_path, sig, status):
     cache, out = tmp_path / "cache", tmp_path / "bundle"
@@ -74,19 +48,19 @@ def test_signal_ends_the_tvm_build_child_and_cleans_staging(tmp_path, sig, statu
     deadline = time.monotonic() + 120
     worker = None
     while worker is None and time.monotonic() < deadline and proc.poll() is None:
-        worker = next((c for c in _children(proc.pid) if WORKER in _cmdline(c)), None)
+        worker = next((c for c in children(proc.pid) if WORKER in cmdline(c)), None)
         time.sleep(0.05)
     assert worker is not None, "the TVM build child never started"
     staging = [p for p in (cache / "builds").iterdir() if p.name.startswith(".")]
     assert staging and (staging[0] / "build" / "build_request.json").is_file()
     time.sleep(1.0)  # into the build: TVM imported, passes running
-    assert _alive(worker)
+    assert alive(worker)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == status, err
     assert "Traceback" not in err
     assert err.splitlines()[-1] == "rootcause build: interrupted; nothing was written (what was being written is removed)"
-    assert not _alive(worker), f"TVM build child {worker} still running"
+    assert not alive(worker), f"TVM build child {worker} still running"
     assert [p.name for p in (cache / "builds").iterdir()] == []  # no staging, no half entry
     assert not out.exists()
 
@@ -107,7 +81,7 @@ def test_an_interrupted_analyze_says_it_kept_as_bundle_and_keeps_it_whole(tmp_pa
     bundle = out / "bundles" / "pool_fusion-on"
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and proc.poll() is None:
-        if (bundle / "manifest.json").is_file() and any(WORKER in _cmdline(c) for c in _children(proc.pid)):
+        if (bundle / "manifest.json").is_file() and any(WORKER in cmdline(c) for c in children(proc.pid)):
             break
         time.sleep(0.05)
     assert proc.poll() is None, proc.communicate()[1]

@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+from tests.procs import alive, descendants
+
 ROOT = Path(__file__).resolve().parents[1]
 
 SLEEPER = '''
@@ -21,14 +23,6 @@ def test_starts_a_grandchild_and_waits():
 '''
 
 
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2] != "Z"  # a zombie has ended; its parent has not reaped it yet
-
-
 def test_sigterm_ends_the_run_and_its_children(tmp_path):
     pids = tmp_path / "pids"
     (tmp_path / "test_sleeper.py").write_text(f"PIDS = {str(pids)!r}\n" + SLEEPER)
@@ -39,7 +33,6 @@ def test_sigterm_ends_the_run_and_its_children(tmp_path):
     while not pids.exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     child = int(pids.read_text())
-    from tests.conftest import descendants
     deadline = time.monotonic() + 30
     while len(descendants(child)) < 1 and time.monotonic() < deadline:  # the grandchild has started
         time.sleep(0.1)
@@ -49,6 +42,6 @@ def test_sigterm_ends_the_run_and_its_children(tmp_path):
     out, _ = run.communicate(timeout=30)
     assert "SIGTERM: the run stops" in out, out
     deadline = time.monotonic() + 10
-    while any(_alive(p) for p in started) and time.monotonic() < deadline:
+    while any(alive(p) for p in started) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not [p for p in started if _alive(p)]
+    assert not [p for p in started if alive(p)]
