@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import rootcause
-from rootcause import child, envs, frontends, cuda_tools, toolchains
+from rootcause import child, cuda_tools, envs, frontends, toolchains
 from rootcause.artifacts import handoff
 from rootcause.artifacts.bundle import is_bundle, write_bundle
 from rootcause.errors import InternalError, ToolFailed, UsageError
@@ -45,7 +45,8 @@ def cache_key(spec: VariantSpec) -> str:
     files = [spec.source, *frontend.input_files(spec), *(i.file for i in spec.inputs if i.file)]
     if spec.reference:
         files.append(spec.reference.file)
-    stamp = (resolved_json, tuple((str(p), os.stat(p).st_mtime_ns, os.stat(p).st_size) for p in files))
+    stats = [(str(p), os.stat(p)) for p in files]
+    stamp = (resolved_json, tuple((p, st.st_mtime_ns, st.st_size) for p, st in stats))
     if stamp not in _KEYS:
         _KEYS[stamp] = _hash_build_inputs(spec, resolved_json, files)
     return _KEYS[stamp]

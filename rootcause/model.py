@@ -169,7 +169,6 @@ class Interval:
                 "level": LEVEL}
 
 
-
 @dataclass(frozen=True)
 class MeasuredPair:
     """A and B timed side by side in one process (the interleaved protocol): the delta's own
@@ -177,6 +176,7 @@ class MeasuredPair:
     the two variants' own intervals, which cannot pair them and is as wide as both together."""
     delta_ns: Interval
     ratio_b_over_a: Interval
+
 
 @dataclass
 class WholeGraph:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from parsers.ncu_csv import NCU_METRICS
-from rootcause import child, host_state, envs
+from rootcause import child, envs, host_state
 from rootcause.artifacts import handoff
 from rootcause.artifacts.bundle import Bundle, read_bundle
 from rootcause.artifacts.rundir import check_replaceable as check_run_dir, write_env, write_measurement

@@ -109,7 +109,7 @@ def test_compare_reads_pooled_figures(two):
     out, doc = two
     m = doc["measurement"]
     a, b = m["variants"]
-    wa, wb, meta = rundir.load_measurement(str(out), (a, b))
+    wa, wb, meta, _ = rundir.load_measurement(str(out), (a, b))
     assert wa.median_ns == pytest.approx(m["variants"][a]["median_s"] * 1e9)
     assert (wb.low_ns, wb.high_ns) == pytest.approx(tuple(x * 1e9 for x in m["variants"][b]["ci_s"]))
     assert wa.samples == sum(p["variants"][a]["samples"] for p in m["processes"])
@@ -120,7 +120,7 @@ def test_one_process_keeps_the_old_record(one):
     m = doc["measurement"]
     assert "processes" not in m and "pooled" not in m
     a, b = m["variants"]
-    wa, _, _ = rundir.load_measurement(str(out), (a, b))
+    wa, _, _, _ = rundir.load_measurement(str(out), (a, b))
     assert wa.median_ns == pytest.approx(float(np.median(m["variants"][a]["samples_s"])) * 1e9)
     assert isinstance(m["variants"][a]["calls_per_sample"], int)
 

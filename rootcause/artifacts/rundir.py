@@ -137,7 +137,7 @@ def measured_pair(doc: dict[str, Any], a: str, b: str) -> MeasuredPair | None:
     if a not in timed_by or timed_by.get(a) != timed_by.get(b):  # not recorded, or two processes
         return None
     for r in doc.get("ratios") or []:
-        if not isinstance(r, dict) or {r.get("a"), r.get("b")} != {a, b} or a == b:
+        if not isinstance(r, dict) or {r.get("a"), r.get("b")} != {a, b}:
             continue
         values = _numbers(r.get("delta_s"), *(r.get("delta_ci_s") or [None] * 2), r.get("ratio"), *(r.get("ci") or []))
         if values is None or len(values) != 6 or min(values[3:]) <= 0:
@@ -188,11 +188,12 @@ def measurement_doc(path: str | Path) -> tuple[Any, Path]:
 
 
 def load_measurement(path: str | None, labels: tuple[str, str]
-                     ) -> tuple[WholeGraph | None, WholeGraph | None, dict[str, Any] | None]:
+                     ) -> tuple[WholeGraph | None, WholeGraph | None, dict[str, Any] | None, MeasuredPair | None]:
     """Whole-graph latency of the variants named `labels` from a Measurement file, bare or inside
-    a run's measurement.json (a run directory means its measurement.json), and its meta."""
+    a run's measurement.json (a run directory means its measurement.json), its meta, and the
+    pair's own intervals where it timed them side by side (measured_pair)."""
     if path is None:
-        return None, None, None
+        return None, None, None, None
     doc, p = measurement_doc(path)
     where = f"{p}: measurement"
     table = doc.get("variants") if isinstance(doc, dict) else None
@@ -204,7 +205,7 @@ def load_measurement(path: str | None, labels: tuple[str, str]
             raise UsageError(f"{p}: no variant {label!r} (variant {key}); it holds {', '.join(map(repr, table))}: "
                              f"name them with --label-{key}")
         out.append(measured_whole_graph(table[label], f"{where}.variants.{label}"))
-    return out[0], out[1], measurement_meta(doc, path, labels)
+    return out[0], out[1], measurement_meta(doc, path, labels), measured_pair(doc, *labels)
 
 
 def run_record(profile: str) -> tuple[dict[str, Any] | None, Path | None]:

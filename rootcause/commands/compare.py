@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     notes: list[str] = []
     prof_a = read_profile(args.profile_a, args.calls, notes, labels[0], args.device_id, args.iterations)
     prof_b = read_profile(args.profile_b, args.calls, notes, labels[1], args.device_id, args.iterations)
-    whole_a, whole_b, measured = rundir.load_measurement(args.measurement, labels)
+    whole_a, whole_b, measured, pair = rundir.load_measurement(args.measurement, labels)
     if whole_a is None and prof_a.whole is not None and prof_b.whole is not None:
         whole_a, whole_b = prof_a.whole, prof_b.whole  # the traces' own steps, host included
     environment = rundir.run_environment(args.profile_a, args.profile_b)
@@ -90,7 +90,6 @@ def run(args: argparse.Namespace) -> int:
     b = pipeline.Side(labels[1], args.profile_b, prof_b.events, catalog_b, args.catalog_b,
                       args.entry_b or manifest_b.get("entry"), whole_b, steps=prof_b.step_spans, host=prof_b.host)
     device_a, device_b = _devices(args.device, environment, prof_a, prof_b)
-    pair = rundir.measured_pair(rundir.measurement_doc(args.measurement)[0], *labels) if args.measurement else None
     ctx = pipeline.Context(device_a, environment, measured, argtypes.command_line(_argv(args)), notes,
                            device_b=device_b, measured_pair=pair)
     doc = pipeline.attribute_pair(a, b, ctx)

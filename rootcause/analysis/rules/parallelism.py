@@ -56,12 +56,12 @@ def _resident_threads(side: Side) -> int | None:
     return lim.max_warps_per_sm * lim.warp_size * side.sms
 
 
-def _work_text(slow: Side, focus: pd.Series, fast: Side, best: Any, rows: list, total: int, method: str,
-               serial: dict[str, Any] | None, evidence: dict[str, Any]) -> str:
+def _work_text(slow: Side, focus: pd.Series, fast: Side, best: Any, rows: list, total: int, other_total: int,
+               method: str, serial: dict[str, Any] | None, evidence: dict[str, Any]) -> str:
     """The parallelism finding's account of the work: each thread's serial share of the kernel's
     work, the other side's spread of the same ops, and which threads own work (the frontend's
     reading of its tiling); what it rests on goes into evidence."""
-    text, other_total = "", product(best.grid) * product(best.block)
+    text = ""
     cat = slow.cat(focus["kernel"])
     kernel_work = _kernel_work(cat)
     if kernel_work is not None:
@@ -146,7 +146,7 @@ def parallelism(ctx: Context) -> list[dict[str, Any]]:
         text += (f" ({total / slots:.2%} of the {slow.device}'s {number_text(slots)} resident thread slots, "
                  f"{min(blocks, slow.sms)} of {slow.sms} SMs busy)")
         evidence.update(resident_thread_slots=slots, sms=slow.sms)
-    text += _work_text(slow, focus, fast, best, rows, total, method, serial, evidence)
+    text += _work_text(slow, focus, fast, best, rows, total, other_total, method, serial, evidence)
     return [finding(ctx, "parallelism", text + ".", **evidence)]
 
 

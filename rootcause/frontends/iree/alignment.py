@@ -13,14 +13,14 @@ from typing import Any
 
 from rootcause.model import AlignmentTier, CatalogKernel
 
-_DISPATCH = re.compile(r"^.*?(?:[$_]async)?_dispatch_\d+_(.+)$")
-_OWNER = re.compile(r"^(.+?)(?:[$_]async)?_dispatch_\d+_")
+# '<owner>$async_dispatch_<ordinal>_<op kind and shape>': the function it was named after, and the rest
+_DISPATCH = re.compile(r"^(.*?)(?:[$_]async)?_dispatch_\d+_(.+)$")
 
 
 def dispatch_key(name: str) -> str | None:
     """IREE dispatch symbol without its entry and ordinal: the op kind and shape."""
     m = _DISPATCH.match(name)
-    return m.group(1) if m else None
+    return m.group(2) if m else None
 
 
 def normalize_op(op: str) -> str:
@@ -62,8 +62,8 @@ def thread_work(kernel: CatalogKernel) -> dict[str, Any] | str | None:
 def dispatch_owner(name: str) -> str | None:
     """The function a dispatch symbol was named after ('prefill_bs2$async_dispatch_0_..' ->
     'prefill_bs2'): where it is not the entry that runs it, one executable serves both."""
-    m = _OWNER.match(name)
-    return m.group(1) if m else None
+    m = _DISPATCH.match(name)
+    return (m.group(1) or None) if m else None
 
 
 def vector_step(schedule: dict[str, Any]) -> tuple[int, dict[str, list[int]]] | None:
