@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -72,11 +73,35 @@ def _enter_namespace(uid: int, gid: int) -> None:
 
 
 def remove_folder_at_exit() -> None:
-    """In the child: the private folder goes when the command ends, after Ray's own shutdown
-    (atexit runs the last registered first; Ray registers its shutdown when the cluster starts)."""
-    import atexit
+    """In the child: the private folder goes when the command has ended, with every process left
+    in the namespace. A reaper (a process of its own session, so a ^C at the terminal leaves it)
+    waits for the child's whole exit, kills what is left in the namespace until none is, then
+    removes the folder. It is not done by the child itself: a Ray thread of the child writes its
+    session's folders again after any removal made while the child still runs."""
+    subprocess.Popen([sys.executable, "-m", "rootcause.localcluster", "reap", str(os.getpid()), str(ray_folder())],
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                     start_new_session=True, env=child.python_env({}))
 
-    atexit.register(shutil.rmtree, ray_folder(), True)
+
+def _reap(owner: int, folder: Path) -> None:
+    """The reaper: once OWNER (every thread of it) has exited, no process of its namespace stays
+    and FOLDER is removed."""
+    import select
+
+    own = _netns(owner)
+    try:
+        pidfd = os.pidfd_open(owner)
+    except ProcessLookupError:
+        pass
+    else:
+        select.select([pidfd], [], [])  # readable once the whole thread group has exited
+        os.close(pidfd)
+    _end_namespace(own, spare=os.getpid())
+    for _ in range(5):
+        shutil.rmtree(folder, ignore_errors=True)
+        if not folder.exists():
+            return
+        time.sleep(0.2)
 
 
 def _netns(pid: int) -> str | None:
@@ -86,17 +111,29 @@ def _netns(pid: int) -> str | None:
         return None
 
 
-def _end_namespace(netns: str | None) -> None:
-    """SIGKILL every process of this user still in the child's network namespace (a Ray agent
-    outlives a driver that was killed)."""
-    if netns is None or netns == _netns(os.getpid()):
+def _end_namespace(netns: str | None, spare: int | None = None) -> None:
+    """SIGKILL every process of this user in network namespace NETNS (a Ray agent outlives a
+    driver that was killed), again until none is left (a raylet may start one meanwhile) or 10 s
+    have passed; SPARE is not killed. The caller's own namespace is never emptied from outside."""
+    if netns is None or (spare is None and netns == _netns(os.getpid())):
         return
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and _netns(int(entry.name)) == netns:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        others = [pid for pid in _pids_in(netns) if pid not in (spare, os.getpid())]
+        if not others:
+            return
+        for pid in others:
             try:
-                os.kill(int(entry.name), signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
+        time.sleep(0.05)
+
+
+def _pids_in(netns: str | None) -> list[int]:
+    """The processes of this user in network namespace NETNS (others' namespaces are unreadable)."""
+    return [int(entry.name) for entry in Path("/proc").iterdir()
+            if entry.name.isdigit() and _netns(int(entry.name)) == netns]
 
 
 def _serve(server: socket.socket, calls: dict[str, Callable[..., object]]) -> None:
@@ -173,3 +210,7 @@ def run_private(argv: list[str], calls: dict[str, Callable[..., object]]) -> int
     finally:
         server.close()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+if __name__ == "__main__":  # the reaper remove_folder_at_exit starts: reap OWNER_PID FOLDER
+    _reap(int(sys.argv[2]), Path(sys.argv[3]))

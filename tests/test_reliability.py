@@ -761,7 +761,11 @@ def _local_cluster(out: Path, kill_outer: bool) -> dict:
         os.kill(proc.pid, signal.SIGKILL)
     output = proc.communicate(timeout=300)[0]
     assert seen, f"no cluster was seen: {output}"
-    time.sleep(0 if not kill_outer else 5)
+    # after a SIGKILL of the command its child shuts the cluster down on its own (SIGTERM from the
+    # kernel): given a while, nothing of it may stay
+    deadline = time.monotonic() + (30 if kill_outer else 0)
+    while time.monotonic() < deadline and (_processes_in(seen["netns"]) or seen["folder"].exists()):
+        time.sleep(0.2)
     seen.update(returncode=proc.returncode, output=output, left=_processes_in(seen["netns"]),
                 folder_left=seen["folder"].exists())
     return seen
@@ -778,14 +782,14 @@ def test_a_local_ray_cluster_is_reachable_only_from_its_own_loopback(tmp_path):
     assert seen["interfaces"] == ["lo"]
     assert seen["pids"] and seen["host_listeners"] == []
     assert (seen["folder_mode"], seen["token_mode"]) == (0o700, 0o600)
-    assert seen["left"] == [] and not seen["folder_left"]
+    assert seen["left"] == [] and not seen["folder_left"], seen["output"]
 
 
 @pytest.mark.skipif(not shutil.which("ss"), reason="needs ss (iproute2)")
 @pytest.mark.slow
 def test_a_local_ray_cluster_ends_with_rootcause_killed(tmp_path):
     seen = _local_cluster(tmp_path / "sweep", kill_outer=True)
-    assert seen["left"] == [] and not seen["folder_left"]
+    assert seen["left"] == [] and not seen["folder_left"], seen["output"]
 
 
 def test_a_file_name_that_is_not_utf8_is_reported_and_leaves_no_staging(tmp_path):
