@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from rootcause import gpus
-from rootcause.analysis.align import frontend_tiers
+from rootcause.analysis.tiers import frontend_tiers
 from rootcause.analysis.result import Attribution
 from rootcause.model import CatalogKernel, strip_kernel
 from rootcause.names import short
