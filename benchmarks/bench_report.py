@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from rootcause.report import render_html, render_markdown, view
+from rootcause.report import kernels, render_html, render_markdown
 
 ROOT = Path(__file__).parent.parent
 CAPTURE = ROOT / "fixtures/captures/h200-2026-12-02/tvm_pool_fusion.cupti.json"
@@ -42,7 +42,7 @@ def real_attribution(out: Path) -> dict:
 
 
 def replicate(doc: dict, replicas: int) -> dict:
-    prof = view.profiles(doc)
+    prof = kernels.profiles(doc)
     big = copy.deepcopy(doc)
     big["units"], big["kernels"], big["timeline"] = [], [], {}
     for r in range(replicas):

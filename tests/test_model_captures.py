@@ -127,7 +127,7 @@ def test_a_release_pair_names_only_the_schedule_keys_that_differ(tmp_path: Path)
     """The two releases' catalogs of jax_mlp (the manifests, read with json): the pipelines were
     renamed (3.8.0's LLVMGPU* names), the workgroup sizes are the same, and 3.8.0's launch grids
     were not read. The changes name the pipeline alone and no launch difference."""
-    from rootcause.report import view
+    from rootcause.report import kernels
 
     with tarfile.open(CAPTURE / "h100-versions-analyze.tar.gz") as tar:
         tar.extractall(tmp_path, filter="data")
@@ -141,9 +141,9 @@ def test_a_release_pair_names_only_the_schedule_keys_that_differ(tmp_path: Path)
     workgroups = {v: sorted(str(k["schedule"]["workgroup_size"]) for k in cats[v]["kernels"].values()) for v in "ab"}
     assert workgroups["a"] == workgroups["b"]
     assert not any(isinstance((k.get("launch") or {}).get("grid"), list) for k in cats["a"]["kernels"].values())
-    differ = view.schedule_differences(cats["a"]["kernels"], cats["b"]["kernels"])
+    differ = kernels.schedule_differences(cats["a"]["kernels"], cats["b"]["kernels"])
     assert [key for key, _, _ in differ] == ["pipeline"]
-    assert view.launch_changes(cats, "A", "B") == []
+    assert kernels.launch_changes(cats, "A", "B") == []
 
 
 def _idle_before_by_kernel(run: Path, variant: str) -> dict[str, float]:

@@ -345,10 +345,10 @@ def test_two_tvm_releases_build_the_sort_with_other_launch_grids(cache: Path, tm
     assert grids == {"v0_26_0": [4, 64], "v0_27_0": [64, 4]}
     # what a report says changed between the two catalogs: the launches, read from the manifests
     from rootcause.artifacts.attribution import catalog_section
-    from rootcause.report import view
+    from rootcause.report import kernels
 
     cats = {x: catalog_section(str(tmp_path / v / "manifest.json")) for x, v in (("a", "v0_26_0"), ("b", "v0_27_0"))}
-    said = view.launch_changes(cats, "A", "B")
+    said = kernels.launch_changes(cats, "A", "B")
     assert f"Launch of sort_kernel: grid {grids['v0_26_0'][0]}x{grids['v0_26_0'][1]}x1 block 1024x1x1 in A, grid " \
            f"{grids['v0_27_0'][0]}x{grids['v0_27_0'][1]}x1 block 1024x1x1 in B." in said
 

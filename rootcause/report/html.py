@@ -16,7 +16,7 @@ from typing import Any
 
 from rootcause.artifacts.attribution import check
 from rootcause.errors import InternalError
-from rootcause.report import view
+from rootcause.report import kernels, view
 
 TOP_UNITS = 12       # bars in the plots and rows in the open units table
 RESOURCE_UNITS = 8   # units with an open resource table
@@ -189,7 +189,7 @@ def _launch_ranks(doc, top) -> dict[tuple[str, str], list[int]]:
     once per source op) gives its i-th launch to the unit that lists the i-th op of its catalog entry;
     without a catalog that says, its launches take the units in turn."""
     rank = {m["unit"]: r for r, u in enumerate(top) for m in view.members([u])}
-    cats = view.catalogs(doc)
+    cats = kernels.catalogs(doc)
     listed: dict[tuple[str, str], list[dict]] = {}
     for u in doc.get("units") or []:
         for v in "ab":
@@ -310,7 +310,7 @@ def _units(doc, units, top, other) -> str:
 
 
 def _resources(doc, units, prof, cats, devs) -> str:
-    dev = view.devices_text(devs)
+    dev = kernels.devices_text(devs)
     out = []
     if dev is None and not view.on_cpu(doc):
         out.append(f"<p>{_na('Occupancy not available: no device named (attribution.json has no device; give --gpu).')}</p>")
@@ -323,9 +323,9 @@ def _resources(doc, units, prof, cats, devs) -> str:
         for what, err in (("launch facts", prof[v]["error"]), ("schedule facts", cats[v]["error"])):
             if err:
                 out.append(f"<p>{_na(f'{view.label(doc, v)}: {what} not available: {err}')}</p>")
-    index = view.kernel_index(prof)
-    per_unit = [(u, view.resource_rows(u, index, cats, devs)) for u in units[:RESOURCE_UNITS]]
-    columns = view.resource_columns([r for _, rows in per_unit for r in rows])
+    index = kernels.kernel_index(prof)
+    per_unit = [(u, kernels.resource_rows(u, index, cats, devs)) for u in units[:RESOURCE_UNITS]]
+    columns = kernels.resource_columns([r for _, rows in per_unit for r in rows])
     head = ["variant", "kernel", *columns]
     numeric = {i + 2 for i, c in enumerate(columns) if c not in ("schedule",)}
     for u, rows in per_unit:
@@ -460,10 +460,10 @@ def render_html(attribution: dict[str, Any], device: str | None = None, title: s
     units = view.units_sorted(doc)
     rows = view.group_repeats(units)
     top, other = view.fold(rows, TOP_UNITS)
-    prof = view.profiles(doc)
-    cats = view.catalogs(doc)
+    prof = kernels.profiles(doc)
+    cats = kernels.catalogs(doc)
     env = view.environment(doc, cats)
-    devs = view.devices(doc, device)
+    devs = kernels.devices(doc, device)
     v = view.verdict(doc)
     conf = view.confirmation(doc)
     figs = {"waterfall": _fig_waterfall(doc, top, other), "pairs": _fig_pairs(doc, top, other)}
@@ -480,7 +480,7 @@ def render_html(attribution: dict[str, Any], device: str | None = None, title: s
         f'<p class="muted">A = {esc(view.label(doc, "a"))} (baseline), B = {esc(view.label(doc, "b"))} '
         "(candidate); deltas are B - A per graph call (positive: B is slower), in the unit each number "
         "carries.</p>",
-        _verdict(doc, v), _toolchains(doc, view.toolchains(doc, cats)),
+        _verdict(doc, v), _toolchains(doc, kernels.toolchains(doc, cats)),
         "<h2>Where the time goes</h2>", *plots,
         f"<h2>Units ({len(units)})</h2>", _units(doc, rows, top, other),
         *(["<h2>Host, per step</h2>", _host(doc)] if view.host_rows(doc) else []),

@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from rootcause.artifacts.attribution import check
-from rootcause.report import view
+from rootcause.report import kernels, view
 from rootcause.terminal import printable
 
 GITHUB_LIMIT = 65536
@@ -78,7 +78,7 @@ def _unit_head(doc) -> list[str]:
 def _resource_rows(doc, units, index, cats, devs, columns):
     """Table rows, lazily: the full table is cut once the comment is full."""
     for u in units:
-        for r in view.resource_rows(u, index, cats, devs):
+        for r in kernels.resource_rows(u, index, cats, devs):
             cells = [text(r["cells"][c]) if r["cells"][c] != "n/a" else "n/a" for c in columns]
             cells = [f"**{c}**" if col in r["changed"] else c for c, col in zip(cells, columns)]
             star = " (dominant)" if r["dominant"] else ""
@@ -133,10 +133,10 @@ def render_markdown(attribution: dict[str, Any], device: str | None = None, titl
     doc = attribution
     check(doc)
     units = view.units_sorted(doc)
-    prof, cats = view.profiles(doc), view.catalogs(doc)
+    prof, cats = kernels.profiles(doc), kernels.catalogs(doc)
     env = view.environment(doc, cats)
-    devs = view.devices(doc, device)
-    dev = view.devices_text(devs)
+    devs = kernels.devices(doc, device)
+    dev = kernels.devices_text(devs)
     v = view.verdict(doc)
     top, other = view.fold(view.group_repeats(units), TOP_UNITS)
     top_units = view.members(top)
@@ -145,7 +145,7 @@ def render_markdown(attribution: dict[str, Any], device: str | None = None, titl
     if title:
         lines += [f"### {text(title)}", ""]
     lines += [f"**rootcause:** {text(view.verdict_sentence(v))}", ""]
-    lines += _toolchains(doc, view.toolchains(doc, cats))
+    lines += _toolchains(doc, kernels.toolchains(doc, cats))
     lines += [f"**Top units** ({len(units)} in all; delta is B - A per graph call, 95% interval)", ""]
     rows = [_unit_cells(u) for u in top]
     if other:
@@ -164,8 +164,8 @@ def render_markdown(attribution: dict[str, Any], device: str | None = None, titl
         lines += _table(list(view.HOST_COLUMNS), [[code(r[0]), *map(text, r[1:])] for r in host], right={1, 2, 3})
         lines += [""]
 
-    index = view.kernel_index(prof)
-    columns = view.resource_columns([r for u in units for r in view.resource_rows(u, index, cats, devs)])
+    index = kernels.kernel_index(prof)
+    columns = kernels.resource_columns([r for u in units for r in kernels.resource_rows(u, index, cats, devs)])
     res_head = ["unit", "variant", "kernel", *columns]
     right = {i + 3 for i, c in enumerate(columns) if c != "schedule"}  # the numeric columns
     lines += ["**Resources of the top units**, A against B (bold: differs from the other variant's "

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from rootcause.names import cut
-from rootcause.report import view
+from rootcause.report import kernels, view
 from rootcause.terminal import printable
 
 
@@ -34,7 +34,7 @@ def render_text(doc: dict[str, Any]) -> str:
     A, B = view.label(doc, "a"), view.label(doc, "b")
     w = doc["whole_graph"]
     lines = [view.verdict_sentence(view.verdict(doc))]
-    tc = view.toolchains(doc, view.catalogs(doc))
+    tc = kernels.toolchains(doc, kernels.catalogs(doc))
     if tc["a"] or tc["b"]:
         lines.append(f"Built by: {A}: {tc['a'] or 'not recorded'}; {B}: {tc['b'] or 'not recorded'}.")
         lines.extend(f"  - {c}" for c in tc["changes"])
