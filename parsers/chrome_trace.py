@@ -20,8 +20,9 @@ The CPU op that launched each GPU row (cpu_op column) is the cpu_op event with t
 External id, else the innermost cpu_op around the runtime call (cuda_runtime / cuda_driver)
 with the row's correlation id on that call's thread. The row's module_path is the chain of
 nn.Module spans (python_function events named 'nn.Module: <Class>_<n>', which torch.profiler
-writes with with_stack or with_modules) around that runtime call on its thread, outermost first. Host events are never rows; steps()
-gives the ProfilerStep#N spans and read_trace() the deviceProperties GPU names.
+writes with with_stack or with_modules) around that runtime call on its thread, outermost first
+(parsers/chrome_host.py; a trace's numbers are checked in parsers/chrome_values.py). Host events
+are never rows; steps() gives the ProfilerStep#N spans and read_trace() the deviceProperties GPU names.
 
 Decoding: msgspec reads the document with traceEvents left raw (validating its syntax), then
 decodes the events in chunks (parsers.jsonstream) into a Struct naming only the fields used.
@@ -29,7 +30,6 @@ decodes the events in chunks (parsers.jsonstream) into a Struct naming only the 
 from __future__ import annotations
 
 import io
-import math
 import os
 import re
 from itertools import chain
@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from parsers import chrome_host, chrome_values
 from parsers.base import ParseError
 from parsers.events import check_intervals, frame, int_column, str_column
 from parsers.jsonstream import iter_batches
@@ -59,7 +60,6 @@ STEP_PREFIX = "ProfilerStep#"
 # Where a trace has no ProfilerStep (torch.autograd.profiler, a profile without a schedule), the
 # data loader's fetch that opens each iteration of a training loop marks the steps instead.
 LOADER_PREFIX = "enumerate(DataLoader)#"
-MODULE_PREFIX = "nn.Module: "  # python_function spans of nn.Module forwards (torch.profiler with_stack/with_modules)
 # Top-level keys of trace files (Kineto, Chrome, Perfetto): one as the first key identifies the
 # format, however long the header before "traceEvents" is.
 TOP_KEYS = {"traceEvents", "schemaVersion", "deviceProperties", "distributedInfo", "displayTimeUnit",
@@ -285,7 +285,7 @@ class _Accumulator:
                 self.annotations.extend(recs[k] for k in ks)
             elif cat == "python_function":
                 self.modules.extend(recs[k] for k in ks if type(recs[k].name) is str
-                                    and recs[k].name.startswith(MODULE_PREFIX))
+                                    and recs[k].name.startswith(chrome_host.MODULE_PREFIX))
             if cat in STEP_CATS:
                 self.step_rows.extend((numbers[k], recs[k]) for k in ks if _is_step(recs[k].name))
                 self.loader_rows.extend(recs[k] for k in ks if _is_loader_fetch(recs[k].name))
@@ -302,7 +302,7 @@ class _Accumulator:
                     raise ParseError(file, f"event {i}", "'E' event without a matching 'B'")
                 j, begin, kind = stack.pop()
                 if kind is not None:
-                    self.rows.append((j, kind, begin, begin.ts, _minus(ev.ts, begin.ts, file, i)))
+                    self.rows.append((j, kind, begin, begin.ts, chrome_values.minus(ev.ts, begin.ts, file, i)))
 
     def finish(self, file: str) -> None:
         for stack in self.open_b.values():
@@ -318,9 +318,9 @@ class _Accumulator:
 
         kept = [ev for ev in chain(self.ops, self.annotations,
                                    (c for c in self.calls if _is_sync(c.name) or _is_graph_launch(c.name)))
-                if type(ev.name) is str and _finite(ev.ts) and _finite(ev.dur) and ev.dur >= 0]
-        start = np.array([_us_to_ns(ev.ts, "", 0, "ts") for ev in kept], dtype=np.int64)
-        end = start + np.array([_us_to_ns(ev.dur, "", 0, "dur") for ev in kept], dtype=np.int64)
+                if type(ev.name) is str and chrome_values.finite(ev.ts) and chrome_values.finite(ev.dur) and ev.dur >= 0]
+        start = np.array([chrome_values.us_to_ns(ev.ts, "", 0, "ts") for ev in kept], dtype=np.int64)
+        end = start + np.array([chrome_values.us_to_ns(ev.dur, "", 0, "dur") for ev in kept], dtype=np.int64)
         return pd.DataFrame({
             "name": [ev.name for ev in kept], "start_ns": start, "end_ns": end, "duration_ns": end - start,
             "cat": [ev.cat for ev in kept], "pid": [str(ev.pid) for ev in kept], "tid": [str(ev.tid) for ev in kept],
@@ -332,12 +332,12 @@ class _Accumulator:
         rows = self.rows
         labels = [r[0] for r in rows]
         args = [r[2].args or _NO_ARGS for r in rows]
-        start = _ns_column([r[3] for r in rows], labels, file, "ts")
+        start = chrome_values.ns_column([r[3] for r in rows], labels, file, "ts")
         out: dict[str, Any] = {
             "kernel": str_column([r[2].name for r in rows], labels, "event", file, "name"),
             "start_ns": start,
         }
-        dur = _ns_column([r[4] for r in rows], labels, file, "dur")
+        dur = chrome_values.ns_column([r[4] for r in rows], labels, file, "dur")
         with np.errstate(over="ignore"):
             end = start + dur
         wrapped = (dur > 0) & (end < start)
@@ -346,7 +346,7 @@ class _Accumulator:
             raise ParseError(file, f"event {labels[i]}", "column 'dur': ts + dur is beyond the int64 ns range")
         out["end_ns"] = end
         for prefix, key in (("grid", "grid"), ("block", "block")):
-            triples = _triples(list(map(attrgetter(key), args)), labels, file, key)
+            triples = chrome_values.triples(list(map(attrgetter(key), args)), labels, file, key)
             for n, axis in enumerate("xyz"):
                 out[f"{prefix}_{axis}"] = int_column(triples[n], labels, "event", file, f"args.{key}")
         for col, key, name in (("registers", "registers", "registers per thread"), ("shared_bytes", "shared", "shared memory"),
@@ -355,11 +355,11 @@ class _Accumulator:
             out[col] = int_column(list(map(attrgetter(key), args)), labels, "event", file, f"args.{name}")
         external = [a.external_id if a.external_id is not None else a.external_id_2021 for a in args]
         out["external_id"] = int_column(external, labels, "event", file, "args.External id")
-        device = [a.device if a.device is not None else _int_or_none(r[2].pid) for a, r in zip(args, rows)]
+        device = [a.device if a.device is not None else chrome_values.int_or_none(r[2].pid) for a, r in zip(args, rows)]
         out["device"] = int_column(device, labels, "event", file, "args.device")
         out["kind"] = [r[1] for r in rows]
-        out["cpu_op"] = _launching_ops(self.ops, self.calls, out["external_id"], out["correlation_id"])
-        out["module_path"] = _module_paths(self.modules, self.calls, out["correlation_id"])
+        out["cpu_op"] = chrome_host.launching_ops(self.ops, self.calls, out["external_id"], out["correlation_id"])
+        out["module_path"] = chrome_host.module_paths(self.modules, self.calls, out["correlation_id"])
         return check_intervals(frame(out, SOURCE), file, "event", labels)
 
     def step_table(self) -> "pd.DataFrame":
@@ -369,17 +369,17 @@ class _Accumulator:
         kept = []
         for i, ev in self.step_rows:
             n = ev.name[len(STEP_PREFIX):]
-            if n.isdigit() and len(n) < 18 and _finite(ev.ts) and _finite(ev.dur) and ev.dur >= 0:
+            if n.isdigit() and len(n) < 18 and chrome_values.finite(ev.ts) and chrome_values.finite(ev.dur) and ev.dur >= 0:
                 kept.append((int(n), ev))
         if not kept:
             return self._iterations()
-        start = np.array([_us_to_ns(ev.ts, "", 0, "ts") for _, ev in kept], dtype=np.int64)
-        end = start + np.array([_us_to_ns(ev.dur, "", 0, "dur") for _, ev in kept], dtype=np.int64)
+        start = np.array([chrome_values.us_to_ns(ev.ts, "", 0, "ts") for _, ev in kept], dtype=np.int64)
+        end = start + np.array([chrome_values.us_to_ns(ev.dur, "", 0, "dur") for _, ev in kept], dtype=np.int64)
         return pd.DataFrame({
             "step": np.array([n for n, _ in kept], dtype=np.int64), "name": [ev.name for _, ev in kept],
             "start_ns": start, "end_ns": end, "duration_ns": end - start, "cat": [ev.cat for _, ev in kept],
-            "pid": pd.array([_int_or_none(ev.pid) for _, ev in kept], dtype="Int64"),
-            "tid": pd.array([_int_or_none(ev.tid) for _, ev in kept], dtype="Int64"),
+            "pid": pd.array([chrome_values.int_or_none(ev.pid) for _, ev in kept], dtype="Int64"),
+            "tid": pd.array([chrome_values.int_or_none(ev.tid) for _, ev in kept], dtype="Int64"),
         }, columns=list(STEP_COLUMNS))
 
     def _iterations(self) -> "pd.DataFrame":
@@ -390,24 +390,23 @@ class _Accumulator:
 
         by_thread: dict[tuple, list[Any]] = {}
         for ev in self.loader_rows:
-            if _finite(ev.ts):
+            if chrome_values.finite(ev.ts):
                 by_thread.setdefault((str(ev.pid), str(ev.tid)), []).append(ev)
         fetches = max(by_thread.values(), key=len, default=[])
         if len(fetches) < 3:
             return pd.DataFrame(columns=list(STEP_COLUMNS))
         fetches = sorted(fetches, key=lambda ev: ev.ts)
-        start = np.array([_us_to_ns(ev.ts, "", 0, "ts") for ev in fetches], dtype=np.int64)
+        start = np.array([chrome_values.us_to_ns(ev.ts, "", 0, "ts") for ev in fetches], dtype=np.int64)
         n = len(fetches) - 1
         return pd.DataFrame({
             "step": np.arange(n, dtype=np.int64), "name": [ev.name for ev in fetches[:n]],
             "start_ns": start[:n], "end_ns": start[1:], "duration_ns": start[1:] - start[:n], "cat": ["iteration"] * n,
-            "pid": pd.array([_int_or_none(ev.pid) for ev in fetches[:n]], dtype="Int64"),
-            "tid": pd.array([_int_or_none(ev.tid) for ev in fetches[:n]], dtype="Int64"),
+            "pid": pd.array([chrome_values.int_or_none(ev.pid) for ev in fetches[:n]], dtype="Int64"),
+            "tid": pd.array([chrome_values.int_or_none(ev.tid) for ev in fetches[:n]], dtype="Int64"),
         }, columns=list(STEP_COLUMNS))
 
 
 _NO_ARGS = _Args()
-_MAX_US = 2.0 ** 63 / 1000  # microseconds whose ns still fit int64
 _PH, _CAT, _TS, _DUR = attrgetter("ph"), attrgetter("cat"), attrgetter("ts"), attrgetter("dur")
 _KIND_OF_ROLE = {"kernel", "memcpy", "memset"}
 
@@ -459,242 +458,3 @@ def _thread(ev: Any, file: str, index: int) -> tuple:
     except TypeError:
         raise ParseError(file, f"event {index}", f"pid/tid: expected numbers or strings, got {key!r}") from None
     return key
-
-
-def _launching_ops(ops: list, calls: list, external_ids, correlations) -> list:
-    """Name of the cpu_op that launched each row (None when the trace does not say): the op
-    with the row's External id, else the innermost op around the runtime call with the row's
-    correlation, on that call's thread."""
-    import numpy as np
-    import pandas as pd
-
-    n = len(external_ids)
-    names = np.full(n, None, dtype=object)
-    if not n or not ops:
-        return names.tolist()
-    op_ext = pd.array([_int_or_none(a.external_id) if a is not None else None for a in map(_ARGS, ops)], dtype="Int64")
-    op_name = np.array([name if type(name) is str else None for name in map(_NAME, ops)], dtype=object)
-    by_ext = pd.Series(op_name, index=op_ext).loc[lambda s: s.index.notna() & s.notna()]
-    by_ext = by_ext[~by_ext.index.duplicated()]
-    ext = pd.array(external_ids, dtype="Int64")
-    hit = pd.Series(ext).map(by_ext).to_numpy(dtype=object, na_value=None)
-    names[:] = hit
-    todo = np.flatnonzero(pd.isna(hit) & ~pd.isna(pd.array(correlations, dtype="Int64")))
-    if todo.size and calls:
-        found = _enclosing_ops(ops, op_name, calls, pd.array(correlations, dtype="Int64")[todo])
-        names[todo] = found
-    return names.tolist()
-
-
-_ARGS, _NAME = attrgetter("args"), attrgetter("name")
-
-
-def _module_paths(modules: list, calls: list, correlations) -> list:
-    """Each row's chain of nn.Module spans around its runtime call, outermost first, joined by
-    '.' (None where the trace has none around it): every module span's own chain is found once
-    per thread by the nesting sweep, then the innermost one around each call, as for cpu ops."""
-    import numpy as np
-    import pandas as pd
-
-    n = len(correlations)
-    if not n or not modules or not calls:
-        return [None] * n
-    start, end, ok = _times(modules)
-    chains = np.full(len(modules), None, dtype=object)
-    codes = _thread_codes(modules)
-    for code in np.unique(codes):
-        mine = np.flatnonzero((codes == code) & ok)
-        order = mine[np.lexsort((-end[mine], start[mine]))]
-        parent = _parents(start[order], end[order])
-        for k, i in enumerate(order.tolist()):
-            name = modules[i].name[len(MODULE_PREFIX):]
-            chains[i] = name if parent[k] < 0 else f"{chains[order[parent[k]]]}.{name}"
-    wanted = pd.array(correlations, dtype="Int64")
-    out = np.full(n, None, dtype=object)
-    have = np.flatnonzero(~pd.isna(wanted))
-    if have.size:
-        out[have] = _enclosing_ops(modules, chains, calls, wanted[have])
-    return out.tolist()
-
-
-def _times(events: list) -> tuple:
-    """(start us, end us, ok) float arrays of events' ts and ts + dur; ok: both finite numbers."""
-    import numpy as np
-
-    ts = _floats(list(map(attrgetter("ts"), events)))
-    dur = _floats(list(map(attrgetter("dur"), events)))
-    ok = np.isfinite(ts) & np.isfinite(dur) & (dur >= 0) & (np.abs(ts) < _MAX_US)
-    return ts, ts + np.where(ok, dur, 0), ok
-
-
-def _floats(values: list) -> Any:
-    """Numbers as float64, NaN where a value is not an int or float (a bool, a string...)."""
-    import numpy as np
-
-    if set(map(type, values)) <= {int, float}:
-        try:
-            return np.array(values, dtype=float)
-        except OverflowError:  # an int past a float's range
-            pass
-    return np.array([v if type(v) in (int, float) and abs(v) < _MAX_US else np.nan for v in values], dtype=float)
-
-
-def _thread_codes(events: list) -> Any:
-    """One int64 per event naming its (pid, tid) (equal pairs, equal codes; pairs of odd
-    values, as a mutated file may hold, share -1)."""
-    import numpy as np
-    import pandas as pd
-
-    pids, tids = list(map(attrgetter("pid"), events)), list(map(attrgetter("tid"), events))
-    if not set(map(type, pids)) | set(map(type, tids)) <= {int, str, float, type(None)}:
-        plain = [_plain(p) and _plain(t) for p, t in zip(pids, tids)]
-        pids = [p if ok else None for p, ok in zip(pids, plain)]
-        tids = [t if ok else None for t, ok in zip(tids, plain)]
-    p_codes, p_uniques = pd.factorize(np.array(pids, dtype=object), use_na_sentinel=False)
-    t_codes, t_uniques = pd.factorize(np.array(tids, dtype=object), use_na_sentinel=False)
-    return p_codes.astype(np.int64) * (len(t_uniques) + 1) + t_codes
-
-
-def _enclosing_ops(ops: list, op_name, calls: list, wanted_corr) -> list:
-    """For each wanted correlation: the innermost cpu_op around the runtime call with that
-    correlation, on the call's (pid, tid), or None. Ops on a thread nest, so the innermost
-    around time t is the last op starting at or before t, or the nearest ancestor of it that
-    still runs at t (parents found once by a sweep)."""
-    import numpy as np
-    import pandas as pd
-
-    call_corr = pd.array([_int_or_none(a.correlation) if a is not None else None for a in map(_ARGS, calls)], dtype="Int64")
-    call_ts, _, call_ok = _times([c if type(c.dur) in (int, float) else _WithDur(c) for c in calls])
-    usable = ~pd.isna(call_corr) & call_ok
-    first = pd.Series(np.flatnonzero(usable), index=call_corr[usable])
-    first = first[~first.index.duplicated()]
-    which = pd.Series(pd.array(wanted_corr, dtype="Int64")).map(first).to_numpy(dtype=float, na_value=np.nan)
-    out = np.full(len(which), None, dtype=object)
-    found = ~np.isnan(which)
-    if not found.any():
-        return out.tolist()
-    call_of = which[found].astype(np.int64)
-    codes = _thread_codes(ops + [calls[k] for k in call_of.tolist()])
-    op_code, query_code = codes[:len(ops)], codes[len(ops):]
-    query_t = call_ts[call_of]
-    query_at = np.flatnonzero(found)
-    op_start, op_end, op_ok = _times(ops)
-    op_ok &= np.array([n is not None for n in op_name.tolist()], dtype=bool)
-    for code in np.unique(query_code):
-        mine = np.flatnonzero((op_code == code) & op_ok)
-        if not mine.size:
-            continue
-        order = mine[np.lexsort((-op_end[mine], op_start[mine]))]  # by start, outer first on ties
-        starts, ends = op_start[order], op_end[order]
-        parent = _parents(starts, ends)
-        q = np.flatnonzero(query_code == code)
-        t = query_t[q]
-        j = np.searchsorted(starts, t, side="right") - 1
-        for _ in range(64):  # walk up while the op ended before t (nesting depth bounds it)
-            up = (j >= 0) & (ends[np.maximum(j, 0)] < t)
-            if not up.any():
-                break
-            j = np.where(up, parent[np.maximum(j, 0)], j)
-        good = j >= 0
-        out[query_at[q[good]]] = op_name[order[j[good]]]
-    return out.tolist()
-
-
-class _WithDur:
-    """A runtime call seen as a zero-length span (its dur may be missing)."""
-
-    def __init__(self, ev: Any):
-        self.ts, self.dur, self.pid, self.tid, self.args = ev.ts, 0, ev.pid, ev.tid, ev.args
-
-
-def _parents(starts, ends) -> Any:
-    """Index of each span's enclosing span (-1 at top level); spans sorted by start, outer
-    first on ties."""
-    import numpy as np
-
-    parent = [-1] * len(starts)
-    stack: list[int] = []
-    end_of = ends.tolist()
-    for i, (s, e) in enumerate(zip(starts.tolist(), end_of)):
-        while stack and end_of[stack[-1]] < s:
-            stack.pop()
-        if stack and e <= end_of[stack[-1]]:
-            parent[i] = stack[-1]
-        stack.append(i)
-    return np.array(parent, dtype=np.int64)
-
-
-def _ns_column(values: list, labels: list, file: str, key: str):
-    """Microseconds (ints or floats) -> int64 ns, the first bad value named."""
-    import numpy as np
-
-    types = set(map(type, values))
-    if types == {int}:  # whole microseconds: exact in int64
-        try:
-            us = np.array(values, dtype=np.int64)
-        except OverflowError:
-            us = None
-        if us is not None and (np.abs(us) < _MAX_US - 1).all():
-            return us * 1000
-    try:
-        us = np.array(values, dtype=float) if values else np.zeros(0)
-    except (OverflowError, TypeError, ValueError):  # an int past a float's range, a string...
-        us = None
-    if us is not None and types <= {int, float}:
-        if np.isfinite(us).all() and (np.abs(us) < _MAX_US - 1).all():
-            # whole microseconds times 1000 exactly, plus the fraction's ns: a float's
-            # product (us * 1000) would lose up to 128 ns at today's epoch times
-            whole = np.floor(us)
-            ints = np.array([v if type(v) is int else 0 for v in values], dtype=np.int64)
-            is_int = np.array([type(v) is int for v in values], dtype=bool)
-            ints = np.where(is_int, ints, whole.astype(np.int64))
-            return ints * 1000 + np.where(is_int, 0, np.rint((us - whole) * 1000)).astype(np.int64)
-    for label, value in zip(labels, values):
-        _us_to_ns(value, file, label, key)
-    return np.array([_us_to_ns(v, file, k, key) for k, v in zip(labels, values)], dtype=np.int64)
-
-
-def _us_to_ns(value: Any, file: str, index: int, key: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        what = "missing" if value is None else f"expected a number of microseconds, got {value!r}"
-        raise ParseError(file, f"event {index}", f"column {key!r}: {what}")
-    if isinstance(value, float) and not math.isfinite(value) or not abs(value) < _MAX_US - 1:
-        raise ParseError(file, f"event {index}", f"column {key!r}: {value!r} microseconds is beyond the int64 ns range")
-    whole = math.floor(value)
-    return whole * 1000 + round((value - whole) * 1000)
-
-
-def _minus(end: Any, start: Any, file: str, index: int) -> Any:
-    if not _finite(end) or not _finite(start):
-        raise ParseError(file, f"event {index}", "column 'ts': 'B'/'E' pair without numeric ts")
-    return end - start
-
-
-def _finite(value: Any) -> bool:
-    return (type(value) is int or type(value) is float) and math.isfinite(value) and abs(value) < _MAX_US
-
-
-def _plain(value: Any) -> bool:
-    """A pid or tid usable as a key (a mutated file may hold a list there)."""
-    return value is None or type(value) in (int, str, float)
-
-
-def _int_or_none(value: Any) -> int | None:
-    return value if type(value) is int and -(1 << 63) <= value < (1 << 63) else None
-
-
-def _triples(values: list, labels: list, file: str, key: str) -> list[list]:
-    """[xs, ys, zs] of [x, y, z] values (None: all three NA)."""
-    if values and set(map(type, values)) == {list} and set(map(len, values)) == {3}:
-        flat = list(chain.from_iterable(values))  # a flat list converts far faster than nested ones
-        if set(map(type, flat)) == {int}:
-            return [flat[0::3], flat[1::3], flat[2::3]]
-    out: list[list] = [[], [], []]
-    for label, value in zip(labels, values):
-        if value is None:
-            value = (None, None, None)
-        elif not isinstance(value, list) or len(value) != 3:
-            raise ParseError(file, f"event {label}", f"column 'args.{key}': expected [x, y, z], got {value!r}")
-        for n in range(3):
-            out[n].append(value[n])
-    return out
