@@ -31,7 +31,7 @@ from rootcause.analysis.attribute import attribute, profiled_call_ns
 from rootcause.analysis.diagnose import diagnose
 from rootcause.analysis.host import host_units
 from rootcause.analysis.result import Attribution
-from rootcause.analysis.verdict import require_clear_of_floor, require_floor, require_repeat
+from rootcause.analysis.verdict import require_clear_of_floor, require_floor, require_repeat, withdraw
 from rootcause.artifacts import attribution, rundir
 from rootcause.artifacts import bundle as bundles
 from rootcause.artifacts import cpu_profiles as cpu
@@ -110,11 +110,11 @@ def _attribute_pair(a: Side, b: Side, ctx: Context, repeat: tuple[Side, Side] | 
         timed = {v: (first.timed_apart_ns, second.timed_apart_ns)
                  for v, first, second in (("a", a, repeat[0]), ("b", b, repeat[1]))
                  if first.timed_apart_ns and second.timed_apart_ns}
-        require_repeat(att, _attribute(*repeat, alignment, ctx),
-                       "the second pair, profiled after both in the mirrored order (B, then A)", timed)
+        withdraw(att, require_repeat(att, _attribute(*repeat, alignment, ctx),
+                                     "the second pair, profiled after both in the mirrored order (B, then A)", timed))
     if apart is not None:
-        require_floor(att, *apart)
-    require_clear_of_floor(att)
+        withdraw(att, require_floor(att, *apart))
+    withdraw(att, require_clear_of_floor(att))
     att.notes[:0] = ctx.notes
     try:
         diagnose(att, alignment, a.catalog, b.catalog, ctx.device, a.entry, b.entry, ctx.device_b, ctx.cpu)

@@ -13,7 +13,7 @@ from captures import CAPTURE, NCU_RUN, RUN, ncu_rows, pool_segments
 
 from rootcause.analysis.align import align
 from rootcause.analysis.attribute import attribute
-from rootcause.analysis.verdict import require_repeat
+from rootcause.analysis.verdict import require_repeat, withdraw
 from rootcause.artifacts.attribution import SCHEMA_VERSION
 from rootcause.model import WholeGraph
 
@@ -116,7 +116,7 @@ def test_a_unit_stays_significant_when_the_repeat_pair_agrees(variants):
     again = attribute(off2, on2, alignment, labels=("OFF", "ON"))
     kept = [u["unit"] for u in first.units if u["significant"]]
     assert kept and all(u["significant"] for u in again.units if u["unit"] in kept)
-    require_repeat(first, again, "the second half")
+    assert require_repeat(first, again, "the second half") == []
     assert [u["unit"] for u in first.units if u["significant"]] == kept
     for u in first.units:
         assert u["repeat_delta_ns"] == next(r["delta_ns"] for r in again.units if r["unit"] == u["unit"])
@@ -134,8 +134,12 @@ def test_a_unit_the_repeat_pair_does_not_show_is_not_significant(variants):
     again = attribute(_first_calls(off2, 2), _first_calls(on2, 2), alignment, labels=("OFF", "ON"))
     was = [u for u in first.units if u["significant"]]
     assert was and not any(u["significant"] for u in again.units)
-    require_repeat(first, again, "the two-call pair")
-    assert not any(u["significant"] for u in first.units)
+    taken = require_repeat(first, again, "the two-call pair")
+    # the check only says what it takes back; the units change where it is applied
+    assert [w.unit for w in taken] == [u["unit"] for u in was] and {w.check for w in taken} == {"repeat"}
+    assert [u for u in first.units if u["significant"]] == was
+    withdraw(first, taken)
+    assert not any(u["significant"] for u in first.units) and first.withdrawals == taken
     lines = [c for c in first.cannot_conclude if "does not reproduce" in c]
     assert len(lines) == len(was)
     for u, line in zip(was, lines):
@@ -369,7 +373,7 @@ def test_a_unit_of_a_against_a_is_not_significant_from_one_pair_of_sessions():
                 - unit["time_a_ns"]["median"])
     repeat = next(r for r in again.units if r["unit"] == unit["unit"])["delta_ns"]["median"]
     assert abs(unit["delta_ns"]["median"]) > moved > abs(repeat)  # the case the rule must catch
-    require_repeat(first, again, "the repeat pair")
+    withdraw(first, require_repeat(first, again, "the repeat pair"))
     assert not any(u["significant"] for u in first.units)
     assert any(c.startswith(f"unit {unit['unit']} ") and "within what a session alone does" in c
                for c in first.cannot_conclude)
@@ -481,7 +485,7 @@ def test_an_interval_holding_the_threshold_gets_no_verdict(low, high, median, ve
     import pandas as pd
 
     from rootcause.analysis.result import Attribution
-    from rootcause.analysis.verdict import require_clear_of_floor
+    from rootcause.analysis.verdict import require_clear_of_floor, withdraw
 
     floor = 20e3
     d = {"median": median * 1e3, "low": low * 1e3, "high": high * 1e3}
@@ -492,7 +496,7 @@ def test_an_interval_holding_the_threshold_gets_no_verdict(low, high, median, ve
                 "launches_per_call": {"a": 1.0, "b": 1.0}}
     att = Attribution({"a": {"label": "A"}, "b": {"label": "B"}}, whole, [], residual, None, pd.DataFrame(),
                       cannot_conclude=["closure not computed: ..."], whole_min_effect_ns=floor)
-    require_clear_of_floor(att)
+    withdraw(att, require_clear_of_floor(att))
     got = ("none" if att.whole_graph.get("undetermined") else
            "significant" if att.whole_graph["significant"] else "not")
     assert got == verdict, att.whole_graph.get("undetermined")

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from rootcause.analysis.align import INSTANCE, Alignment
-from rootcause.analysis.result import Attribution, json_value
+from rootcause.analysis.result import Attribution, Withdrawal, json_value
 from rootcause.analysis.verdict import (
     FLOOR_QUANTILE,
     WHOLE_NOTES,
@@ -32,7 +32,7 @@ from rootcause.analysis.verdict import (
     delta_text,
     require_shared_basis,
     separable,
-    undetermined,
+    withdraw,
 )
 from rootcause.model import COUNTER_COLUMNS, Interval, MeasuredPair, WholeGraph
 from rootcause.profilers import split_calls
@@ -219,26 +219,27 @@ def _scaled_to(ev: pd.DataFrame, whole: WholeGraph, label: str, notes: list[str]
     return ev.assign(start_ns=start, end_ns=start + dur, duration_ns=dur)
 
 
-def _as_profiled(att: Attribution, raw: Attribution) -> None:
+def _as_profiled(att: Attribution, raw: Attribution) -> list[Withdrawal]:
     """A unit of sides scaled to their measured latencies (each by its own factor) stays significant
     only where the kernel times as profiled show the delta too, with its sign: the factors come from
     two measured medians, which a loaded machine can put apart while the kernels are alike. Two
     builds of one TVM graph, scaled by 1.057 and 1.037, put their one kernel 1.6% apart in both pairs
     of profiles; as profiled, the kernels were 75 ns apart, not significant."""
     as_profiled = {u["unit"]: u for u in raw.units}
+    out = []
     for u in att.units:
         r = as_profiled.get(u["unit"])
         if not u["significant"] or (r is not None and r["significant"]
                                     and (r["delta_ns"]["median"] > 0) == (u["delta_ns"]["median"] > 0)):
             continue
-        u["significant"] = False
         names = " + ".join(u["kernels_b"] or u["kernels_a"])[:80]
         seen = "no such unit" if r is None else delta_text(r["delta_ns"]) + ("" if r["significant"] else
                                                                             " (not significant)")
-        att.cannot_conclude.append(
-            f"unit {u['unit']} ({names}): {delta_text(u['delta_ns'])} once scaled to the measured latencies, "
-            f"but {seen} as profiled: the difference comes from the two sides' scale factors, not from the "
-            "kernels, so it is not called significant")
+        out.append(Withdrawal(
+            "as-profiled", f"unit {u['unit']} ({names}): {delta_text(u['delta_ns'])} once scaled to the measured "
+            f"latencies, but {seen} as profiled: the difference comes from the two sides' scale factors, not from "
+            "the kernels, so it is not called significant", unit=u["unit"]))
+    return out
 
 
 def _unit_keys(alignment: Alignment, v: str, ev: pd.DataFrame) -> tuple[dict[str, int], np.ndarray]:
@@ -300,10 +301,11 @@ def _per_call_tables(alignment: Alignment, v: str, ev: pd.DataFrame, unit_ids: n
 
 
 def _require_calls(att: Attribution, per: dict[str, dict[str, Any]], events_a: pd.DataFrame,
-                   events_b: pd.DataFrame, labels: tuple[str, str]) -> None:
+                   events_b: pd.DataFrame, labels: tuple[str, str]) -> list[Withdrawal]:
     """No whole-graph verdict where a side's calls could not be told apart (no call markers, no
     repeating sequence, no gaps: each launch was taken as a call), unless the other side's calls,
-    which repeat, are as many."""
+    which repeat, are as many. Either way a cannot-conclude line says how the calls were taken."""
+    out = []
     per_launch = {v: per[v]["n"] > 1 and per[v]["count"].max() == 1 and (
         "call" not in ev.columns or (ev["call"] < 0).all()) for v, ev in (("a", events_a), ("b", events_b))}
     for i, v in enumerate("ab"):
@@ -320,21 +322,23 @@ def _require_calls(att: Attribution, per: dict[str, dict[str, Any]], events_a: p
             f"variant {labels[i]}: the trace has no call markers and its launches neither repeat in a longer "
             f"sequence nor leave gaps between calls, so each of its {per[v]['n']} launches was taken as one "
             "call: per-call times are per-launch times; give --calls N (or profile with ProfilerStep markers)")
-        undetermined(att, f"{labels[i]}'s graph calls could not be told apart (no call markers, no repeating "
-                           "sequence, no gaps), so its times are per launch, not per call: give --calls N")
+        out.append(Withdrawal("calls", f"{labels[i]}'s graph calls could not be told apart (no call markers, no "
+                              "repeating sequence, no gaps), so its times are per launch, not per call: give --calls N"))
+    return out
 
 
-def _require_samples(att: Attribution, per: dict[str, dict[str, Any]], whole_a: WholeGraph | None,
-                     whole_b: WholeGraph | None) -> None:
+def _require_samples(per: dict[str, dict[str, Any]], whole_a: WholeGraph | None,
+                     whole_b: WholeGraph | None) -> list[Withdrawal]:
     """No whole-graph verdict on one sample a side, or on too few to separate by chance."""
     samples = {v: (w.samples if w is not None and w.samples else per[v]["n"]) for v, w in (("a", whole_a), ("b", whole_b))}
     if min(samples.values()) == 1:
-        undetermined(att, f"{samples['a']} against {samples['b']} sample(s) of the whole graph: with one a side "
-                           "there is no interval, so no significance; the delta is that of the single samples")
-    elif not separable(samples["a"], samples["b"]):
-        undetermined(att, f"{samples['a']} against {samples['b']} samples of the whole graph are too few for the test "
-                           f"(complete separation happens by chance once in {comb(samples['a'] + samples['b'], samples['a'])})"
-                           ", so there is no verdict either way")
+        return [Withdrawal("samples", f"{samples['a']} against {samples['b']} sample(s) of the whole graph: with one "
+                           "a side there is no interval, so no significance; the delta is that of the single samples")]
+    if not separable(samples["a"], samples["b"]):
+        return [Withdrawal("samples", f"{samples['a']} against {samples['b']} samples of the whole graph are too few "
+                           "for the test (complete separation happens by chance once in "
+                           f"{comb(samples['a'] + samples['b'], samples['a'])}), so there is no verdict either way")]
+    return []
 
 
 def attribute(events_a: pd.DataFrame, events_b: pd.DataFrame, alignment: Alignment,
@@ -381,17 +385,18 @@ def attribute(events_a: pd.DataFrame, events_b: pd.DataFrame, alignment: Alignme
     att = _assemble(per, alignment, whole_a, whole_b, labels, notes, environment, whole_min_effect_share,
                     measured_pair)
     if scale_to_whole and whole_a is not None:
-        _as_profiled(att, attribute(events_a, events_b, alignment, labels=labels, n_boot=n_boot, seed=seed))
+        withdraw(att, _as_profiled(att, attribute(events_a, events_b, alignment, labels=labels, n_boot=n_boot,
+                                                  seed=seed)))
     if scale_to_whole and whole_a is not None:
         why = closure_why(att, labels)
         if why:
             att.cannot_conclude.append(why)
     att.timeline = {v: per[v]["timeline"] for v in "ab"}
     att.unit_calls_ns = {int(u): {v: per[v]["times"][:, j] for v in "ab"} for j, u in enumerate(unit_ids)}
-    _require_calls(att, per, events_a, events_b, labels)
-    _require_samples(att, per, whole_a, whole_b)
+    withdraw(att, _require_calls(att, per, events_a, events_b, labels))
+    withdraw(att, _require_samples(per, whole_a, whole_b))
     if whole_a is not None and whole_b is not None:
-        require_shared_basis(att, whole_a, whole_b, labels)
+        withdraw(att, require_shared_basis(att, whole_a, whole_b, labels))
     return att
 
 

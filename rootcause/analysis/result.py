@@ -13,6 +13,20 @@ from rootcause.model import COUNTER_COLUMNS, KERNEL_EVENT_COLUMNS
 from rootcause.stats import LEVEL
 
 
+@dataclass(frozen=True)
+class Withdrawal:
+    """A verdict a check takes back (verdict.withdraw applies it; Attribution.withdrawals keeps it).
+
+    unit: the unit's id, or None for the whole graph. For a unit, `why` is its cannot-conclude
+    line. For the whole graph, `why` is the headline's reason; `measured`: the measured delta is
+    withdrawn as not significant (a cannot-conclude line says so, the closure line is said again),
+    where without it no verdict was reached at all."""
+    check: str  # the check that took it back: as-profiled, calls, samples, shared-basis, repeat, floor, clear-of-floor
+    why: str
+    unit: int | None = None
+    measured: bool = False
+
+
 @dataclass
 class Attribution:
     variants: dict[str, dict[str, Any]]
@@ -36,6 +50,9 @@ class Attribution:
     # per unit id and side ('a', 'b'): the unit's ns in each profiled call, per launch as the
     # alignment split it (what the unit rows take medians of; confirmation judges hybrids on it)
     unit_calls_ns: dict[int, dict[str, np.ndarray]] = field(default_factory=dict)
+    # what the checks took back, in the order they were applied (the findings' and headline's own
+    # words are in cannot_conclude and whole_graph['undetermined'])
+    withdrawals: list[Withdrawal] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {

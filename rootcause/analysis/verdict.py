@@ -1,17 +1,19 @@
 """Whether the whole-graph delta and each unit's are called significant: the checks run after
 attribute() (a second pair of profile sessions, the fastest calls of two processes, the practical
-threshold, one basis both sides share, closure), each withdrawing a verdict with its reason."""
+threshold, one basis both sides share, closure). A check reads the attribution and returns what it
+takes back (result.Withdrawal, with its reason); `withdraw` applies them, the one place a verdict
+changes."""
 from __future__ import annotations
 
 from math import comb
 from typing import Any
 
-from rootcause.analysis.result import Attribution
+from rootcause.analysis.result import Attribution, Withdrawal
 from rootcause.model import WholeGraph
 from rootcause.stats import CPU_MIN_EFFECT_SHARE, LEVEL, quantile
 
 
-def require_clear_of_floor(att: Attribution) -> None:
+def require_clear_of_floor(att: Attribution) -> list[Withdrawal]:
     """No whole-graph verdict where the delta's interval excludes 0 but holds the practical
     threshold, whichever side of it the median falls: the delta may or may not reach it, and which
     of the two a run says would follow the machine's load, not the code. An interval that holds 0
@@ -19,15 +21,15 @@ def require_clear_of_floor(att: Attribution) -> None:
     threshold); one entirely beyond it, significant. Asked last, after the checks whose reasons say
     more (require_repeat, require_floor)."""
     if att.whole_graph.get("undetermined"):  # withdrawn already, with a reason that says more
-        return
+        return []
     d, floor = att.whole_graph["delta_ns"], att.whole_min_effect_ns
     near, far = sorted((abs(d["low"]), abs(d["high"])))
     if floor <= 0 or d["low"] <= 0 <= d["high"] or not near < floor <= far:
-        return
+        return []
     share = floor / att.whole_graph["a"]["median"] if att.whole_graph["a"]["median"] else 0.0
-    _whole_not_significant(att, f"holds in its interval the practical threshold of "
-                                f"{floor / 1e3:.1f} us ({share:.0%} of A's call): whether the difference reaches it "
-                                "cannot be told from this measurement (measure longer: --budget-s)")
+    return [Withdrawal("clear-of-floor", f"holds in its interval the practical threshold of {floor / 1e3:.1f} us "
+                       f"({share:.0%} of A's call): whether the difference reaches it cannot be told from this "
+                       "measurement (measure longer: --budget-s)", measured=True)]
 
 
 BASES = {"measured": "measured calls", "profiled-span": "profiled spans", "profiler-steps": "ProfilerStep spans",
@@ -42,22 +44,23 @@ BASES = {"measured": "measured calls", "profiled-span": "profiled spans", "profi
 _KIND = {"launch-interval": "sequence", "call-interval": "sequence"}
 
 
-def require_shared_basis(att: Attribution, whole_a: WholeGraph, whole_b: WholeGraph, labels: tuple[str, str]) -> None:
+def require_shared_basis(att: Attribution, whole_a: WholeGraph, whole_b: WholeGraph,
+                         labels: tuple[str, str]) -> list[Withdrawal]:
     """A whole-graph verdict only on one basis both sides share: the same kind of iteration, and,
     where the calls were found in the kernel sequence (no markers), calls of one signature a side:
-    calls of several signatures are a guess at the iterations, and a ratio of guesses is no verdict."""
+    calls of several signatures are a guess at the iterations, and a ratio of guesses is no verdict.
+    Records each side's basis in whole_graph['basis']."""
     att.whole_graph["basis"] = {"a": whole_a.source, "b": whole_b.source}
     if _KIND.get(whole_a.source, whole_a.source) != _KIND.get(whole_b.source, whole_b.source):
-        undetermined(att, f"{labels[0]} has {whole_a.samples or '?'} {BASES.get(whole_a.source, whole_a.source)}, "
-                           f"{labels[1]} has {whole_b.samples or '?'} {BASES.get(whole_b.source, whole_b.source)}: "
-                           "the two times are not of one kind")
-        return
+        return [Withdrawal("shared-basis", f"{labels[0]} has {whole_a.samples or '?'} "
+                           f"{BASES.get(whole_a.source, whole_a.source)}, {labels[1]} has {whole_b.samples or '?'} "
+                           f"{BASES.get(whole_b.source, whole_b.source)}: the two times are not of one kind")]
     for i, w in enumerate((whole_a, whole_b)):
         if w.source == "call-interval" and (w.signatures or 1) > 1:
-            undetermined(att, f"{labels[i]}'s calls, found in its repeating kernel sequence (no ProfilerStep or call "
-                               f"markers), have {w.signatures} different signatures: they are a guess at its "
-                               "iterations, not the trace's own")
-            return
+            return [Withdrawal("shared-basis", f"{labels[i]}'s calls, found in its repeating kernel sequence (no "
+                               f"ProfilerStep or call markers), have {w.signatures} different signatures: they are "
+                               "a guess at its iterations, not the trace's own")]
+    return []
 
 
 # What the whole-graph time is, by its source (WholeGraph.source)
@@ -79,7 +82,22 @@ WHOLE_NOTES = {
 }
 
 
-def undetermined(att: Attribution, reason: str) -> None:
+def withdraw(att: Attribution, withdrawals: list[Withdrawal]) -> None:
+    """Apply what a check took back, in order: a unit is no longer significant and its line is
+    added; the whole graph gets no verdict, its headline the first reason given."""
+    units = {u["unit"]: u for u in att.units}
+    for w in withdrawals:
+        att.withdrawals.append(w)
+        if w.unit is not None:
+            units[w.unit]["significant"] = False
+            att.cannot_conclude.append(w.why)
+        elif w.measured:
+            _whole_not_significant(att, w.why)
+        else:
+            _no_verdict(att, w.why)
+
+
+def _no_verdict(att: Attribution, reason: str) -> None:
     """No whole-graph verdict: the headline says why instead of a direction (the first reason kept)."""
     att.whole_graph["significant"] = False
     att.whole_graph.setdefault("undetermined", reason)
@@ -119,7 +137,7 @@ def closure_why(att: Attribution, labels: tuple[str, str]) -> str | None:
 
 
 def require_repeat(att: Attribution, repeat: Attribution, how: str,
-                   timed: dict[str, tuple[float, float]] | None = None) -> None:
+                   timed: dict[str, tuple[float, float]] | None = None) -> list[Withdrawal]:
     """Keep a delta significant only where it stands out of what a profile session alone does.
 
     repeat: a second pair of profiles of A and B, taken apart from the first (`how` says how).
@@ -131,8 +149,10 @@ def require_repeat(att: Attribution, repeat: Attribution, how: str,
     either side's own time for that unit between its two sessions. timed: per
     side, the median call of each of its two sessions as it timed them; the measured whole-graph
     delta stays significant when both pairs of sessions show its sign and their mirrored delta
-    reaches the CPU's share (_sessions_disagree)."""
+    reaches the CPU's share (_sessions_disagree). Records each unit's delta in the second pair
+    (repeat_delta_ns)."""
     again = {u["unit"]: u for u in repeat.units}
+    out = []
     for u in att.units:
         r = again.get(u["unit"])
         u["repeat_delta_ns"] = r["delta_ns"] if r is not None else None
@@ -151,14 +171,13 @@ def require_repeat(att: Attribution, repeat: Attribution, how: str,
             why = (f"and {delta_text(r['delta_ns'])} in {how}, while the same code's time for it moved by up to "
                    f"{spread / 1e3:.1f} us between a side's two sessions: the difference is within what a session "
                    "alone does")
-        u["significant"] = False
-        att.cannot_conclude.append(f"unit {u['unit']} ({names}): {delta_text(u['delta_ns'])} in the first pair of "
-                                   f"profiles {why}, so it is not called significant")
-    whole = att.whole_graph
-    if timed and set(timed) == {"a", "b"} and whole["significant"]:
+        out.append(Withdrawal("repeat", f"unit {u['unit']} ({names}): {delta_text(u['delta_ns'])} in the first pair "
+                              f"of profiles {why}, so it is not called significant", unit=u["unit"]))
+    if timed and set(timed) == {"a", "b"} and att.whole_graph["significant"]:
         why = _sessions_disagree(att, timed)
         if why:
-            _whole_not_significant(att, why)
+            out.append(Withdrawal("repeat", why, measured=True))
+    return out
 
 
 def _whole_not_significant(att: Attribution, why: str) -> None:
@@ -181,25 +200,25 @@ def _whole_not_significant(att: Attribution, why: str) -> None:
 FLOOR_QUANTILE = 0.1
 
 
-def require_floor(att: Attribution, samples: dict[str, list[float]], apart: str) -> None:
+def require_floor(att: Attribution, samples: dict[str, list[float]], apart: str) -> list[Withdrawal]:
     """Keep a whole-graph delta measured in two processes significant only where the sides' fastest
     calls (their FLOOR_QUANTILE) differ the same way by CPU_MIN_EFFECT_SHARE of A's or more: else the
     delta is how often each process's calls stalled, not the code. samples: per side ('a', 'b') the
     measured seconds per call; apart: which processes timed the sides, in words."""
     whole = att.whole_graph
     if not whole["significant"]:
-        return
+        return []
     floor = {v: quantile(samples[v], FLOOR_QUANTILE) * 1e9 for v in "ab"}
     moved, d = floor["b"] - floor["a"], whole["delta_ns"]["median"]
     if (moved > 0) == (d > 0) and abs(moved) >= CPU_MIN_EFFECT_SHARE * floor["a"]:
-        return
+        return []
     label = {v: att.variants[v]["label"] for v in "ab"}
-    _whole_not_significant(att, (
+    return [Withdrawal("floor", (
         f"rests on how often calls stalled, not on the code's time: {apart}, and the fastest tenth of their calls "
         f"take {floor['a'] / 1e3:.1f} us ({label['a']}) and {floor['b'] / 1e3:.1f} us ({label['b']}), "
         f"{moved / floor['a']:+.1%} apart, where the medians are {whole['a']['median'] / 1e3:.1f} us and "
         f"{whole['b']['median'] / 1e3:.1f} us; on this machine how often a process's calls stall differs from "
-        "process to process"))
+        "process to process"), measured=True)]
 
 
 def _sessions_disagree(att: Attribution, timed: dict[str, tuple[float, float]]) -> str | None:
