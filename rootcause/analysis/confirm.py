@@ -46,8 +46,6 @@ import numpy as np
 
 from rootcause.model import Hybrid
 from rootcause.stats import CONFIRM_THRESHOLD, LEVEL, bootstrap_medians, percentile_interval
-
-THRESHOLD = CONFIRM_THRESHOLD
 # A hybrid judged on one unit whose recovered share is surely above OVERSHOOT, and whose whole-graph
 # share is surely above GRAPH_OVERSHOOT, moved the graph past the other side: it changed more than
 # that unit. (Above OVERSHOOT alone is no sign: a launch-bound unit's kernels hold a fifth of what
@@ -129,7 +127,7 @@ def unit_interval(samples: dict[str, np.ndarray], calls: dict[str, np.ndarray], 
     return (*_percentiles(point, boot), method)
 
 
-def verdict(low: float, high: float, threshold: float = THRESHOLD) -> str:
+def verdict(low: float, high: float, threshold: float = CONFIRM_THRESHOLD) -> str:
     if np.isnan(low) or np.isnan(high):
         return "inconclusive"
     if low > threshold:
@@ -171,7 +169,7 @@ def _share(point: float, lo: float, hi: float) -> str:
 
 
 def evaluate(measurement: dict[str, Any], name_a: str, name_b: str, hybrids: list[Hybrid],
-             units: list[dict[str, Any]] | None = None, threshold: float = THRESHOLD,
+             units: list[dict[str, Any]] | None = None, threshold: float = CONFIRM_THRESHOLD,
              delta_significant: bool | None = None, failed: dict[str, str] | None = None,
              n_boot: int = 2000, seed: int = 0,
              unit_calls: dict[int, dict[str, np.ndarray]] | None = None) -> dict[str, Any]:

@@ -12,9 +12,8 @@ import re
 from typing import Any
 
 from rootcause.artifacts.attribution import get
-from rootcause.analysis.confirm import THRESHOLD
 from rootcause.names import cut, short
-from rootcause.stats import CPU_MIN_EFFECT_SHARE, MIN_EFFECT_SHARE
+from rootcause.stats import CONFIRM_THRESHOLD, CPU_MIN_EFFECT_SHARE, MIN_EFFECT_SHARE
 
 
 
@@ -436,6 +435,6 @@ READING_GUIDE = (
     ("hybrid", "a counterfactual build: one side with the other side's choice for one unit (a fusion "
                "boundary, a schedule, a configuration), measured with A and B."),
     ("recovered share", "how much of the unit's delta the hybrid reproduces; confirmed when its interval lies "
-                        f"above {THRESHOLD:.0%}, refuted when below."),
+                        f"above {CONFIRM_THRESHOLD:.0%}, refuted when below."),
 )
 
