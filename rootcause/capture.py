@@ -3,8 +3,8 @@
 Each profile runs separately from the timing run (a profiler perturbs timing) and from the
 other variants (a fresh CUDA context each). `rootcause run` starts this module as a child:
 
-    python -m rootcause.profilers.capture cupti BUNDLE --result R.json --out FILE.json [--calls N] [--warmup N]
-    ncu --csv --page raw --profile-from-start off ... python -m rootcause.profilers.capture ncu BUNDLE --result R.json
+    python -m rootcause.capture cupti BUNDLE --result R.json --out FILE.json [--calls N] [--warmup N]
+    ncu --csv --page raw --profile-from-start off ... python -m rootcause.capture ncu BUNDLE --result R.json
 
 cupti mode writes the kernel activity records (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) of
 the profiled calls as a JSON list, every field cupti-python exposes, as

@@ -149,7 +149,7 @@ def _profile_python(bundle: Bundle) -> tuple[str, dict[str, str]]:
 
 def _capture(profiler: str, bundle: Bundle, cmd: list[str], envelope: Path,
              env: dict[str, str]) -> tuple[subprocess.CompletedProcess | None, dict[str, Any]]:
-    """Run a capture child (rootcause.profilers.capture, under the profiler for ncu); its process
+    """Run a capture child (rootcause.capture, under the profiler for ncu); its process
     and its summary, or None and the failed profile's record: a profiler that fails is named in
     measurement.json, and the run goes on."""
     try:
@@ -166,7 +166,7 @@ def profile_cupti(bundle: Bundle, out: Path, calls: int, device: str | None) -> 
     file = out / f"{bundle.name}.cupti.json"
     envelope = handoff.result_file(out, f"{bundle.name}.cupti")
     python, child_env = _profile_python(bundle)
-    cmd = [python, "-m", "rootcause.profilers.capture", "cupti", str(bundle.path), "--result", str(envelope),
+    cmd = [python, "-m", "rootcause.capture", "cupti", str(bundle.path), "--result", str(envelope),
            "--out", str(file), "--calls", str(calls)] + (["--device", device] if device else [])
     proc, summary = _capture("cupti", bundle, cmd, envelope, child_env)
     return summary if proc is None else {"profiler": "cupti", "ok": True, **summary}
@@ -178,7 +178,7 @@ def profile_ncu(bundle: Bundle, out: Path, calls: int, device: str | None, ncu: 
     python, child_env = _profile_python(bundle)
     cmd = [ncu, "--csv", "--page", "raw", "--metrics", metrics, "--profile-from-start", "off",
            "--clock-control", "none", "--target-processes", "all",
-           python, "-m", "rootcause.profilers.capture", "ncu", str(bundle.path), "--result", str(envelope),
+           python, "-m", "rootcause.capture", "ncu", str(bundle.path), "--result", str(envelope),
            "--calls", str(calls), "--warmup", "3"] + (["--device", device] if device else [])
     proc, failed = _capture("ncu", bundle, cmd, envelope, child_env)
     if proc is None:

@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, int]] = [
     ("rootcause.model", 5),
     ("rootcause.frontends.base", 6),
     ("rootcause.artifacts", 7),
-    ("rootcause.inspect", 8), ("rootcause.toolchains", 8), ("rootcause.sessions", 8), ("rootcause.profilers", 8), ("rootcause.verify", 8), ("rootcause.measure", 8),
+    ("rootcause.inspect", 8), ("rootcause.toolchains", 8), ("rootcause.sessions", 8), ("rootcause.capture", 8), ("rootcause.profilers", 8), ("rootcause.verify", 8), ("rootcause.measure", 8),
     ("rootcause.frontends.*", 9),  # every frontend package, whatever its name
     ("rootcause.build", 10), ("rootcause.runner", 10),
     ("rootcause.analysis", 11),
