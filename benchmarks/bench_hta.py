@@ -7,7 +7,11 @@ The pairs are published traces (fixtures/captures/published-traces, PROVENANCE.m
 model on two GPUs or two configurations, about 1, 3, 10 and 34 MB of JSON a trace; the largest
 rung is the 2021 TensorBoard-plugin pair made longer (benchmarks/bench_traces.enlarge, in a child,
 so that this process stays small: a child's peak RSS starts from its parent's) to about 60 MB a
-trace. HTA runs in an environment of its own (its pins are not rootcause's):
+trace. Each tool runs once untimed per pair, with bytecode writing allowed, so the timed runs
+load compiled modules as an installed tool does after its first run (an editable install
+compiles its sources at first import, and PYTHONDONTWRITEBYTECODE=1 would make it do so at every
+run: a third of a small compare). HTA runs in an environment of its own (its pins are not
+rootcause's):
 
     python3 -m venv /tmp/hta && /tmp/hta/bin/pip install HolisticTraceAnalysis
     python benchmarks/bench_hta.py --hta-python /tmp/hta/bin/python --work /tmp/bench_hta
@@ -52,11 +56,15 @@ TraceDiff.compare_traces(load(sys.argv[1]), load(sys.argv[2]))
 """
 
 
+# the children's environment: bytecode is written and read as on a user's machine
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def child(cmd: list[str], log: Path) -> tuple[float, float, int]:
     """(CPU s, wall s, peak RSS MiB) of one child process, from its own rusage; its stderr in log."""
     t0 = time.perf_counter()
     with open(log, "wb") as err:
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=ENV)
         _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -101,11 +109,16 @@ def main(argv: list[str] | None = None) -> int:
           f"{'rc MiB':>7} {'HTA MiB':>8}")
     for label, a, b in pairs(args.work, args.mb):
         rc, hta = [], []
-        for _ in range(args.repeat):  # interleaved: a drift of the machine moves both alike
-            out = args.work / "out"
+        out = args.work / "out"
+        commands = ([exe, "compare", str(a), str(b), "--out", str(out)], args.work / "rootcause.log"), \
+                   ([args.hta_python, "-c", HTA_DIFF, str(a), str(b)], args.work / "hta.log")
+        for cmd, log in commands:  # untimed: bytecode written, the files in the page cache
             shutil.rmtree(out, ignore_errors=True)
-            rc.append(child([exe, "compare", str(a), str(b), "--out", str(out)], args.work / "rootcause.log"))
-            hta.append(child([args.hta_python, "-c", HTA_DIFF, str(a), str(b)], args.work / "hta.log"))
+            child(cmd, log)
+        for _ in range(args.repeat):  # interleaved: a drift of the machine moves both alike
+            shutil.rmtree(out, ignore_errors=True)
+            rc.append(child(*commands[0]))
+            hta.append(child(*commands[1]))
         cpu_rc, cpu_hta = (statistics.median(r[0] for r in runs) for runs in (rc, hta))
         print(f"{label:32} {json_mb(a):5.1f}/{json_mb(b):<5.1f} {cpu_rc:16.2f} {cpu_hta:10.2f} "
               f"{cpu_hta / cpu_rc:7.2f} {max(r[2] for r in rc):7d} {max(r[2] for r in hta):8d}")

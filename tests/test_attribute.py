@@ -145,6 +145,13 @@ def test_a_unit_the_repeat_pair_does_not_show_is_not_significant(variants):
     for u, line in zip(was, lines):
         assert f"unit {u['unit']} " in line and "(not significant) in the two-call pair" in line
         assert f"{u['delta_ns']['median'] / 1e3:+.1f} us" in line and "\n" not in line
+    # attribution.json names each withdrawal by its check and unit, and its reason is the unit's line
+    from rootcause.artifacts.attribution import check
+
+    doc = first.to_dict()
+    check(doc, "attribution.json")
+    assert [(w["check"], w["unit"]) for w in doc["withdrawals"]] == [("repeat", u["unit"]) for u in was]
+    assert [w["why"] for w in doc["withdrawals"]] == lines
 
 
 def test_measured_whole_graph(variants):

@@ -71,6 +71,8 @@ class Attribution:
                              "whole_min_effect_ns": self.whole_min_effect_ns},
             "findings": self.findings,
             "cannot_conclude": self.cannot_conclude,
+            "withdrawals": [{"check": w.check, "why": w.why, **({"unit": int(w.unit)} if w.unit is not None else {}),
+                             "measured": w.measured} for w in self.withdrawals],
             "notes": self.notes,
             "environment": self.environment,
             "kernels": kernel_rows(self.kernels),

@@ -10,7 +10,8 @@ sections, checked when present: kernels (per-kernel launch statistics: variant, 
 launches_per_call, duration_ns, time_per_call_ns, grid, block, registers, shared_bytes,
 local_bytes), timeline ({a|b: one call's kernels}), device (a rootcause.gpus.DEVICES key),
 measurement ({file, protocol, rounds, budget_s, variants}), command, confirmation
-(analysis.confirm.evaluate), environment (env.json of the run), catalogs ({a|b: {kernels:
+(analysis.confirm.evaluate), environment (env.json of the run), withdrawals (each verdict a check
+took back: the check's name, its reason, the unit or none for the whole graph), catalogs ({a|b: {kernels:
 {name: CatalogKernel dict}, versions: {...}, toolchain: the manifest's compiler and runtime record,
 error: str | None}}: what the catalogs say of each kernel, embedded so a report needs no bundle). Schema 1 files lack 'catalogs' (and sometimes
 'environment'): `load` reads them from the variants' catalog paths and the env.json beside
@@ -77,6 +78,8 @@ HYBRID = {"name": str, "kind?": str, "base?": str, "description?": str, "sentenc
 GPU = {"name?": Opt(str), "sm_clock_mhz?": Opt(NUM), "sm_clock_max_mhz?": Opt(NUM), "mem_clock_mhz?": Opt(NUM),
        "temperature_c?": Opt(NUM), "power_w?": Opt(NUM), "clock_event_reasons?": Opt([str])}
 SNAPSHOT = {"gpus?": Opt([GPU]), "cpu?": Opt(dict), "time_utc?": Opt(str)}  # rootcause.host_state.snapshot()
+# a verdict a check took back (analysis.result.Withdrawal): unit absent for the whole graph's
+WITHDRAWAL = {"check": str, "why": str, "unit?": int, "measured?": bool}
 SHAPE = {
     "schema_version": int,
     "variants": {"a": VARIANT, "b": VARIANT},
@@ -90,6 +93,7 @@ SHAPE = {
     "closure?": Opt(NUM),
     "findings?": [FINDING],
     "cannot_conclude?": [str],
+    "withdrawals?": [WITHDRAWAL],
     "notes?": [str],
     "kernels?": Opt([KERNEL_ROW]),
     "timeline?": Opt(Map(Opt(CALL))),
