@@ -1,7 +1,7 @@
 """Whole-graph latency: the interleaved measurement protocol and its statistics.
 
-The protocol is the one TVM and IREE triage threads use by hand: per variant, warm-up calls then a timed warm-up of a few
-seconds; then blocks, each running every variant `repeats` times, with the variant order taken
+The protocol is the one TVM and IREE triage threads use by hand: per variant, warm-up calls, then a
+timed warm-up of a few seconds that calls every variant in turn; then blocks, each running every variant `repeats` times, with the variant order taken
 from a rotating list of permutations (block b uses permutations[(offset + b) % k]) so that no
 variant always runs first or right after another one. It stops early once every ratio's
 bootstrap interval is narrower than a target (relative to the ratio), or when the time budget
@@ -59,8 +59,8 @@ WARMUP_MIN_CALLS = 3  # counted warm-up calls made even when warmup_seconds has 
 
 @dataclass
 class Protocol:
-    warmup_calls: int = 75  # at most: the count stops once warmup_seconds passed (measure's warm-up)
-    warmup_seconds: float = 2.0
+    warmup_calls: int = 75  # a variant, at most: the count stops once warmup_seconds passed (measure's warm-up)
+    warmup_seconds: float = 2.0  # then this long of calls of every variant in turn
     blocks: int = 40  # most blocks run (a budgeted run: BUDGETED_BLOCKS, so that its budget ends it)
     repeats: int = 5  # samples of each variant per block
     min_blocks: int = 5  # blocks before early stopping is considered
@@ -271,17 +271,21 @@ def measure(callables: Mapping[str, Callable[[], float | None]], protocol: Proto
             raise UsageError(f"measure: variant {name!r} returned {type(got).__name__}, expected seconds or None")
         return float(got)
 
-    for name in perms[protocol.offset % len(perms)]:
-        # warmup_calls calls, then warmup_seconds more; a slow call (seconds on a CPU) stops the
-        # counted calls once warmup_seconds have passed and WARMUP_MIN_CALLS were made, or 75 calls
-        # of a 20 s graph would warm one variant for 25 minutes
+    first = perms[protocol.offset % len(perms)]
+    for name in first:
+        # each variant's own warm-up: warmup_calls calls (its first-call work, allocations, caches);
+        # a slow call (seconds on a CPU) stops the count once warmup_seconds have passed and
+        # WARMUP_MIN_CALLS were made, or 75 calls of a 20 s graph would warm one variant for 25 minutes
         start = clock()
         for i in range(protocol.warmup_calls):
             callables[name]()
             if i + 1 >= WARMUP_MIN_CALLS and clock() - start >= protocol.warmup_seconds:
                 break
-        deadline = clock() + protocol.warmup_seconds
-        while clock() < deadline:
+    # then the device's: warmup_seconds of calls of every variant in turn, as the blocks will make
+    # them (clocks settled under this load, no variant idle since its own warm-up)
+    deadline = clock() + protocol.warmup_seconds
+    while clock() < deadline:
+        for name in first:
             callables[name]()
     samples: dict[str, list[float]] = {n: [] for n in names}
     orders: list[list[str]] = []

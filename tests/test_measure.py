@@ -147,6 +147,23 @@ def test_slow_calls_end_the_counted_warm_up_after_warmup_seconds():
     assert calls["fast"] > 75  # all 75 counted calls well inside 0.2 s, then 0.2 s more of them
 
 
+def test_the_timed_warm_up_calls_every_variant_in_turn():
+    """After each variant's counted calls, warmup_seconds of calls of all variants in the first
+    order's turn (the blocks' conditions), not warmup_seconds of each one alone, after which the first
+    would sit idle while the others warm."""
+    import time
+
+    calls = []
+    fns = {k: (lambda k=k: calls.append(k) or time.sleep(0.001)) for k in ("a", "b", "c")}
+    proto = Protocol(warmup_calls=2, warmup_seconds=0.05, blocks=1, repeats=1, target_rel_width=None)
+    m = measure(fns, proto)
+    warm = calls[:len(calls) - 3]  # the one block's three samples are the last calls
+    first = m.orders[0]
+    assert warm[:6] == [k for k in first for _ in range(2)]
+    rest = warm[6:]
+    assert len(rest) >= 3 and len(rest) % 3 == 0 and rest == first * (len(rest) // 3)
+
+
 def test_protocol_on_real_workloads():
     """Two NumPy workloads of known different cost (sorting 200k vs 50k floats: ~4.5x). The
     ratio interval must hold the ratio measured directly, and the difference is significant."""
