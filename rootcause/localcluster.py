@@ -93,6 +93,9 @@ def _reap(owner: int, folder: Path) -> None:
         pidfd = os.pidfd_open(owner)
     except ProcessLookupError:
         pass
+    except OSError:  # a kernel without pidfd_open (before 5.3): the owner's /proc entry, polled
+        while Path(f"/proc/{owner}").exists():
+            time.sleep(0.2)
     else:
         select.select([pidfd], [], [])  # readable once the whole thread group has exited
         os.close(pidfd)
