@@ -131,15 +131,16 @@ def test_timer_is_seconds_per_call(built, frontend):
     session.set_inputs(bundle_inputs(session.bundle))
     session.call()
     timer = session.timer(number=50)
-    per_call = min(timer() for _ in range(5))  # minima: the shared CPU's noise only adds time
-    walls = []
-    for _ in range(5):
+    timed, walls = [], []
+    for _ in range(10):  # alternated, so that a busy stretch of the shared CPU slows both alike
+        timed.append(timer())
         start = time.perf_counter()
         for _ in range(50):
             session.call()
         walls.append((time.perf_counter() - start) / 50)
-    wall = min(walls)
-    assert 0 < per_call < wall * 3
+    per_call, wall = min(timed), min(walls)  # minima: the shared CPU's noise only adds time
+    # seconds per call, not per 50 calls: the two agree within 3x either way
+    assert 0 < per_call < wall * 3 and wall < per_call * 3
 
 
 def test_iree_benchmark_module_timer(built):
