@@ -243,7 +243,7 @@ def _fig_timeline(doc, prof, top) -> dict | None:
             named.add(rank)
     if not traces:
         return None
-    ncu = any("ncu" in (view.get(doc, f"variants.{v}.source") or []) for v in "ab")
+    ncu = any("ncu" in (doc["variants"][v].get("source") or []) for v in "ab")
     title = "One graph call per variant (the call with the median span; colour = unit)"
     if ncu:
         title += "<br><sub>ncu records no timeline: its launches are laid back to back, gaps are not real</sub>"
@@ -410,11 +410,12 @@ def _environment(doc, env) -> str:
     out.append(f"<li>rootcause {esc(env['rootcause_version'] or 'version not recorded')}, "
                f"attribution schema {esc(doc['schema_version'])}</li>")
     for v in "ab":
-        src = view.get(doc, f"variants.{v}.source")
-        out.append(f"<li>{esc(view.label(doc, v))}: profile <code>{esc(view.get(doc, f'variants.{v}.profile', 'n/a'))}</code>"
+        var = doc["variants"][v]
+        src = var.get("source")
+        out.append(f"<li>{esc(view.label(doc, v))}: profile <code>{esc(var.get('profile', 'n/a'))}</code>"
                    f" ({esc(', '.join(src) if isinstance(src, list) else src or 'profiler n/a')}), "
-                   f"{esc(view.get(doc, f'variants.{v}.calls', 'n/a'))} calls, catalog "
-                   f"<code>{esc(view.get(doc, f'variants.{v}.catalog') or 'none')}</code></li>")
+                   f"{esc(var.get('calls', 'n/a'))} calls, catalog "
+                   f"<code>{esc(var.get('catalog') or 'none')}</code></li>")
     if env["versions"]:
         out.append("<li>Built with " + esc(", ".join(f"{k} {v}" for k, v in env["versions"].items())) + "</li>")
     else:

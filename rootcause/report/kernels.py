@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from rootcause.artifacts.attribution import get
 from rootcause.names import short
 from rootcause.report.view import fmt_dims, fmt_time, fmt_value, label, unit_label, units_sorted
 
@@ -20,7 +19,7 @@ def profiles(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
     out = {}
     for v in "ab":
         kernels = None if given is None else [k for k in given if isinstance(k, dict) and k.get("variant") == v]
-        out[v] = {"kernels": kernels, "timeline": get(doc, f"timeline.{v}"),
+        out[v] = {"kernels": kernels, "timeline": (doc.get("timeline") or {}).get(v),
                   "error": None if kernels is not None else "attribution.json records no per-kernel statistics"}
     return out
 
@@ -30,7 +29,7 @@ def catalogs(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
     kernel is found under its name and its name without a '_kernel<N>' suffix."""
     out = {}
     for v in "ab":
-        section = get(doc, f"catalogs.{v}") or {"kernels": {}, "versions": {},
+        section = (doc.get("catalogs") or {}).get(v) or {"kernels": {}, "versions": {},
                                                  "error": "attribution.json embeds no catalog"}
         kernels: dict[str, Any] = {}
         for name, k in (section.get("kernels") or {}).items():

@@ -103,9 +103,9 @@ def _fit(head_lines: list[str], rows, used: int, what: str, total: int | None = 
 
 def _footer(doc, env, dev) -> list[str]:
     bits = [f"rootcause {env['rootcause_version'] or 'n/a'}", f"schema {doc['schema_version']}"]
-    profilers = sorted({p for v in "ab" for p in (view.get(doc, f"variants.{v}.source") or [])})
+    profilers = sorted({p for v in "ab" for p in (doc["variants"][v].get("source") or [])})
     bits.append("profiler " + (", ".join(profilers) or "n/a"))
-    bits.append(f"whole graph: {view.get(doc, 'whole_graph.source', 'n/a')}")
+    bits.append(f"whole graph: {doc['whole_graph'].get('source', 'n/a')}")
     if env["versions"]:
         bits.append(", ".join(f"{k} {v}" for k, v in env["versions"].items()))
     host = view.host_line(env["env"]) if env["env"] else None

@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from rootcause.artifacts.attribution import get
 from rootcause.names import cut, short
 from rootcause.stats import CONFIRM_THRESHOLD, CPU_MIN_EFFECT_SHARE, MIN_EFFECT_SHARE
 
@@ -77,7 +76,7 @@ def fmt_value(v: Any) -> str:
 def verdict(doc: dict[str, Any]) -> dict[str, Any]:
     """Which variant is faster, by how much (ratio with the pair's own interval where A and B were
     timed side by side, else the conservative one of the two intervals), the closure."""
-    w = doc["whole_graph"]
+    w, significance = doc["whole_graph"], doc.get("significance") or {}
     A, B = label(doc, "a"), label(doc, "b")
     a, b = w["a"], w["b"]
     significant = w.get("significant")
@@ -97,8 +96,8 @@ def verdict(doc: dict[str, Any]) -> dict[str, Any]:
             "time_a": a, "time_b": b, "delta": w["delta_ns"], "source": w.get("source", "not available"),
             "basis": w.get("basis") if isinstance(w.get("basis"), dict) else None,
             "source_note": w.get("note"), "closure": doc.get("closure"), "undetermined": w.get("undetermined"),
-            "unit_sum_ns": w.get("unit_delta_sum_ns"), "residual": get(doc, "residual.delta_ns"),
-            "min_effect_ns": get(doc, "significance.whole_min_effect_ns") or get(doc, "significance.min_effect_ns")}
+            "unit_sum_ns": w.get("unit_delta_sum_ns"), "residual": doc["residual"]["delta_ns"],
+            "min_effect_ns": significance.get("whole_min_effect_ns") or significance.get("min_effect_ns")}
 
 
 def _below_threshold(v: dict[str, Any]) -> str:
@@ -149,7 +148,7 @@ def verdict_sentence(v: dict[str, Any]) -> str:
 
 
 def label(doc: dict[str, Any], v: str) -> str:
-    return str(get(doc, f"variants.{v}.label") or v.upper())
+    return str(doc["variants"][v].get("label") or v.upper())
 
 
 # --- units ------------------------------------------------------------------------------------
@@ -278,7 +277,7 @@ def confirmation(doc: dict[str, Any]) -> dict[str, Any] | None:
     for r in conf.get("hybrids") or []:
         if not isinstance(r, dict):
             continue
-        t_h = get(r, "median_s.h")
+        t_h = (r.get("median_s") or {}).get("h")
         verdict_ = str(r.get("verdict", "n/a"))
         if r.get("error"):
             verdict_ += f" ({r['error']})"
@@ -361,7 +360,7 @@ def snapshot_line(name: str, s: dict[str, Any]) -> str:
 
 def on_cpu(doc: dict[str, Any]) -> bool:
     """Whether the run behind the report ran on the CPU (an llvm target)."""
-    target = get(doc, "run.target")
+    target = (doc.get("run") or {}).get("target")
     return isinstance(target, str) and target.startswith("llvm")
 
 
@@ -378,18 +377,19 @@ def reproduce_command(doc: dict[str, Any]) -> str:
     """The `rootcause compare` command that wrote this attribution (from its variants)."""
     if isinstance(doc.get("command"), str):
         return doc["command"]
-    args = ["rootcause", "compare", str(get(doc, "variants.a.profile", "PROFILE_A")),
-            str(get(doc, "variants.b.profile", "PROFILE_B"))]
+    variants = doc["variants"]
+    args = ["rootcause", "compare", str(variants["a"].get("profile") or "PROFILE_A"),
+            str(variants["b"].get("profile") or "PROFILE_B")]
     for v in "ab":
-        if get(doc, f"variants.{v}.catalog"):
-            args += [f"--catalog-{v}", str(get(doc, f"variants.{v}.catalog"))]
+        if variants[v].get("catalog"):
+            args += [f"--catalog-{v}", str(variants[v]["catalog"])]
         args += [f"--label-{v}", label(doc, v)]
     if doc.get("device"):
         args += ["--gpu", str(doc["device"])]
     args += ["--out", "DIR"]
     import shlex
     text = " ".join(shlex.quote(a) for a in args)
-    if get(doc, "whole_graph.source") == "measured":
+    if doc["whole_graph"].get("source") == "measured":
         text += "  # plus --measurement FILE (its path is not recorded in attribution.json)"
     return text
 
