@@ -33,33 +33,33 @@ def fused_record():
 
 
 def _rules(unit):
-    return {f["rule"]: f for f in unit["findings"]}
+    return {f.rule: f for f in unit["findings"]}
 
 
 def test_launch_config_fires_on_fused_pool(diagnosed, fused_record):
     top = diagnosed.units[0]
     f = _rules(top)["launch-config"]
-    ev = f["evidence"]["ON"]
+    ev = f.evidence["ON"]
     assert ev["blocks"] == fused_record["grid_x"] * fused_record["grid_y"] * fused_record["grid_z"]
     assert ev["threads_per_block"] == fused_record["block_x"]
     # H200: 132 SMs, 2048 threads/SM (CUDA C++ Programming Guide, CC 9.0) -> 8 blocks of 256.
     assert ev["waves"]["blocks_per_sm"] == 2048 // fused_record["block_x"]
     assert ev["waves"]["waves"] == pytest.approx(ev["blocks"] / (132 * 8))
-    assert f["evidence"]["one_block_per_element"]
-    assert "one block of 256 threads per element that `pool2d_kernel` computes with one thread" in f["sentence"]
+    assert f.evidence["one_block_per_element"]
+    assert "one block of 256 threads per element that `pool2d_kernel` computes with one thread" in f.sentence
 
 
 def test_shared_memory_introduced(diagnosed, fused_record):
     f = _rules(diagnosed.units[0])["shared-memory"]
     size = fused_record["static_shared_memory"] + fused_record["dynamic_shared_memory"]
-    assert f["evidence"]["shared_bytes"] == size == 132
-    assert f"{size} B of shared memory per block" in f["sentence"]
+    assert f.evidence["shared_bytes"] == size == 132
+    assert f"{size} B of shared memory per block" in f.sentence
 
 
 def test_launch_overhead_named(diagnosed):
-    f = next(f for f in diagnosed.findings if f["rule"] == "launch-overhead")
-    assert f["evidence"]["launches_per_call"] == {"a": 19.0, "b": 3.0}
-    assert "19" in f["sentence"] and "3 launches" in f["sentence"]
+    f = next(f for f in diagnosed.findings if f.rule == "launch-overhead")
+    assert f.evidence["launches_per_call"] == {"a": 19.0, "b": 3.0}
+    assert "19" in f.sentence and "3 launches" in f.sentence
 
 
 def test_no_finding_against_itself(variants):
@@ -99,7 +99,7 @@ def test_shared_executable_names_lowering_config(prefill):
     unit = {"unit": 0, "delta_ns": {"median": -1.0}}
     found = shared_executable(Context(unit, a, b, None))
     assert len(found) == 1
-    s = found[0]["sentence"]
+    s = found[0].sentence
     want_dedup, want_alone = _config_lists(d_dedup), _config_lists(d_alone)
     assert want_dedup != want_alone  # the seed's point: bs2's tiles differ from bs8's
     for key in ("workgroup", "subgroup"):
@@ -138,8 +138,8 @@ def test_catalogs_give_provenance_units_and_schedule_rule(variants, pool_bundles
     fused = next(k for k in man_on["kernels"] if "main/lv16:pool2d" in k["source_ops"])
     assert fused["name"] in top["kernels_b"] and "main/lv16:pool2d" in top["source_ops"]
     rules = _rules(top)
-    assert fused["schedule"]["rule"] in rules["schedule"]["sentence"]
-    bw = rules["bandwidth"]["evidence"]["ON"]
+    assert fused["schedule"]["rule"] in rules["schedule"].sentence
+    bw = rules["bandwidth"].evidence["ON"]
     assert bw["bytes_per_call"] == sum(k["bytes_moved"] for k in man_on["kernels"] if k["name"] in top["kernels_b"])
     assert bw["bytes_per_s"] == pytest.approx(bw["bytes_per_call"] / top["time_b_ns"]["median"] * 1e9)
 

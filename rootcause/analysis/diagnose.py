@@ -1,7 +1,7 @@
 """Diagnose what differs in each unit whose delta is significant.
 
-Each rule is one small function `rule(ctx) -> list[dict]`; a finding is
-{"rule", "unit", "sentence", "evidence"}: the sentence is what a compiler engineer would
+Each rule is one small function `rule(ctx) -> list[Finding]`; a Finding (analysis.result) has
+the rule's name, its unit, a sentence and evidence: the sentence is what a compiler engineer would
 write in a triage thread, the evidence the numbers it rests on and where they came from
 ('profiled' from the KernelEvents, 'static' from a catalog). Unit rules only run on units
 whose delta is significant (interval excludes 0, at least the minimum effect), so noise is
@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from rootcause import gpus
 from rootcause.analysis.align import Alignment, catalog_index
-from rootcause.analysis.result import Attribution
+from rootcause.analysis.result import Attribution, Finding
 from rootcause.analysis.rules.common import Context, Side, finding, number_text, time_text
 from rootcause.analysis.rules.launch import launch_config, launch_count, occupancy_limiter
 from rootcause.analysis.rules.memory import (
@@ -33,7 +33,7 @@ from rootcause.analysis.rules.schedule import library_call, loop_stride, schedul
 from rootcause.model import COUNTER_COLUMNS, CatalogKernel
 from rootcause.names import short
 
-UNIT_RULES: list[Callable[[Context], list[dict[str, Any]]]] = [
+UNIT_RULES: list[Callable[[Context], list[Finding]]] = [
     launch_config, launch_count, parallelism, occupancy_limiter, shared_memory, local_memory, global_access,
     bank_conflicts, bandwidth, compute_throughput, recomputation, shared_executable, vector_tiles, loop_stride,
     library_call, schedule_rule,
@@ -51,7 +51,7 @@ DESCRIPTIVE_RULES = ("bandwidth", "compute", "schedule", "library-call")
 CPU_DESCRIPTIVE_RULES = ("launch-config",)
 
 
-def _unit_rules(unit: dict[str, Any], att: Attribution) -> list[Callable[[Context], list[dict[str, Any]]]]:
+def _unit_rules(unit: dict[str, Any], att: Attribution) -> list[Callable[[Context], list[Finding]]]:
     """The rules a unit's pairing supports; what it does not support goes to cannot_conclude."""
     if unit["kernels_a"] and unit["kernels_b"] and unit.get("method") not in WEAK_TIERS:
         return UNIT_RULES
@@ -64,7 +64,7 @@ def _unit_rules(unit: dict[str, Any], att: Attribution) -> list[Callable[[Contex
 
 # --- whole-graph rule ------------------------------------------------------------------------
 
-def launch_overhead(att: Attribution) -> list[dict[str, Any]]:
+def launch_overhead(att: Attribution) -> list[Finding]:
     """The residual (launch overhead, gaps, host) accounts for much of a significant whole-graph
     delta. Not when its change is within the profiler's excess (a side's negative residual: its profiled kernels
     outlast its measured call by that much), nor when the side that spends more outside the
@@ -150,7 +150,7 @@ def _device(device: str | None) -> tuple[str | None, int | None]:
 def diagnose(att: Attribution, alignment: Alignment, catalog_a: list[CatalogKernel] | None = None,
              catalog_b: list[CatalogKernel] | None = None, device: str | None = None,
              entry_a: str | None = None, entry_b: str | None = None,
-             device_b: str | None = None, cpu: bool = False) -> list[dict[str, Any]]:
+             device_b: str | None = None, cpu: bool = False) -> list[Finding]:
     """Run every rule; attach findings to their units and to att.findings; return them all.
     device is A's GPU and B's too unless device_b names B's own (two traces of two machines);
     cpu: both variants ran on the CPU (what is left unread is then said in a CPU's terms)."""
@@ -159,7 +159,7 @@ def diagnose(att: Attribution, alignment: Alignment, catalog_a: list[CatalogKern
     entries = {"a": entry_a, "b": entry_b}
     shared = {v: {r.kernel: tuple(r.shared_call_sites) for r in alignment.kernels.itertuples()
                   if r.variant == v and r.shared_call_sites} for v in "ab"}
-    findings: list[dict[str, Any]] = []
+    findings: list[Finding] = []
     for unit in att.units:
         unit["unexplained"] = False
         if not unit["significant"]:
@@ -176,7 +176,7 @@ def diagnose(att: Attribution, alignment: Alignment, catalog_a: list[CatalogKern
             findings.extend(found)
         # a unit whose sides were not compared already says so (_unit_rules)
         descriptive = DESCRIPTIVE_RULES + (CPU_DESCRIPTIVE_RULES if cpu else ())
-        unit["unexplained"] = rules is UNIT_RULES and all(f["rule"] in descriptive for f in unit["findings"])
+        unit["unexplained"] = rules is UNIT_RULES and all(f.rule in descriptive for f in unit["findings"])
         if unit["unexplained"]:
             att.cannot_conclude.append(_unexplained(ctx))
     findings.extend(launch_overhead(att))

@@ -27,6 +27,19 @@ class Withdrawal:
     measured: bool = False
 
 
+@dataclass(frozen=True)
+class Finding:
+    """What one rule found: its name, the sentence a report prints, the unit it is of (None for
+    the whole graph) and the numbers behind the sentence (JSON values)."""
+    rule: str
+    sentence: str
+    unit: int | None = None
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rule": self.rule, "unit": self.unit, "sentence": self.sentence, "evidence": self.evidence}
+
+
 @dataclass
 class Attribution:
     variants: dict[str, dict[str, Any]]
@@ -35,7 +48,7 @@ class Attribution:
     residual: dict[str, Any]
     closure: float | None
     kernels: pd.DataFrame  # per (variant, kernel) launch statistics, see KERNEL_STAT_COLUMNS
-    findings: list[dict[str, Any]] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
     cannot_conclude: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     environment: dict[str, Any] | None = None
@@ -61,7 +74,7 @@ class Attribution:
             "delta_convention": "B - A in ns per graph call; positive means B is slower",
             "variants": self.variants,
             "whole_graph": self.whole_graph,
-            "units": self.units,
+            "units": [{**u, "findings": [f.to_dict() for f in u.get("findings", [])]} for u in self.units],
             "residual": self.residual,
             "concurrency": self.concurrency,
             "closure": self.closure,
@@ -69,7 +82,7 @@ class Attribution:
                                      "whole_min_effect_ns)",
                              "min_effect_ns": self.min_effect_ns, "level": LEVEL,
                              "whole_min_effect_ns": self.whole_min_effect_ns},
-            "findings": self.findings,
+            "findings": [f.to_dict() for f in self.findings],
             "cannot_conclude": self.cannot_conclude,
             "withdrawals": [{"check": w.check, "why": w.why, **({"unit": int(w.unit)} if w.unit is not None else {}),
                              "measured": w.measured} for w in self.withdrawals],

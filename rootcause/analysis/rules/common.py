@@ -11,7 +11,7 @@ import pandas as pd
 
 from rootcause import gpus
 from rootcause.analysis.tiers import frontend_tiers
-from rootcause.analysis.result import Attribution
+from rootcause.analysis.result import Attribution, Finding
 from rootcause.model import CatalogKernel, strip_kernel
 from rootcause.names import short
 
@@ -68,11 +68,11 @@ def product(t) -> int | None:
 NAME_LIMIT = 80  # characters of a kernel name in a sentence (names.short); the evidence keeps it whole
 
 
-def finding(ctx: Context | None, rule: str, sentence: str, **evidence) -> dict[str, Any]:
+def finding(ctx: Context | None, rule: str, sentence: str, **evidence) -> Finding:
+    """A rule's Finding of ctx's unit (None: of the whole graph); names in backticks are shortened."""
     parts = sentence.split("`")  # odd parts are the names between backticks
     sentence = "`".join(short(p, NAME_LIMIT) if i % 2 else p for i, p in enumerate(parts))
-    return {"rule": rule, "unit": ctx.unit["unit"] if ctx else None, "sentence": sentence,
-            "evidence": evidence}
+    return Finding(rule, sentence, ctx.unit["unit"] if ctx else None, evidence)
 
 
 def is_na(x) -> bool:

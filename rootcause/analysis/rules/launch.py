@@ -6,6 +6,7 @@ from typing import Any
 
 import pandas as pd
 
+from rootcause.analysis.result import Finding
 from rootcause.analysis.rules.common import (
     Context,
     Side,
@@ -37,7 +38,7 @@ def _launch_text(ctx: Context, side: Side, k: pd.Series) -> tuple[str, dict[str,
                   "blocks": blocks, "threads_per_block": threads, "waves": w}
 
 
-def launch_config(ctx: Context) -> list[dict[str, Any]]:
+def launch_config(ctx: Context) -> list[Finding]:
     """The slow side's dominant kernel is launched unlike every kernel of the other side;
     waves per SM and tail when the device is known."""
     p = pair(ctx)
@@ -61,7 +62,7 @@ def launch_config(ctx: Context) -> list[dict[str, Any]]:
     return [finding(ctx, "launch-config", sentence, **evidence)]
 
 
-def launch_count(ctx: Context) -> list[dict[str, Any]]:
+def launch_count(ctx: Context) -> list[Finding]:
     """The slow side launches many more kernels for the same ops."""
     la, lb = ctx.unit["launches_a"], ctx.unit["launches_b"]
     slow, fast, ls, lf = (ctx.b, ctx.a, lb, la) if ctx.unit["delta_ns"]["median"] > 0 else (ctx.a, ctx.b, la, lb)
@@ -74,7 +75,7 @@ def launch_count(ctx: Context) -> list[dict[str, Any]]:
                      launches_per_call={ctx.a.label: la, ctx.b.label: lb})]
 
 
-def occupancy_limiter(ctx: Context) -> list[dict[str, Any]]:
+def occupancy_limiter(ctx: Context) -> list[Finding]:
     """Theoretical occupancy or its limiter differ between the dominant kernels."""
     p = pair(ctx)
     if p is None:

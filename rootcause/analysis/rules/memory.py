@@ -2,11 +2,11 @@
 throughput, and the hardware counters of global and shared accesses."""
 from __future__ import annotations
 
-from typing import Any
 
 import pandas as pd
 
 from rootcause import gpus
+from rootcause.analysis.result import Finding
 from rootcause.analysis.rules.common import Context, Side, finding, is_na, number_text, op_evidence_tiers, time_text
 from rootcause.analysis.rules.recomputation import side_work
 
@@ -23,7 +23,7 @@ def _max_col(side: Side, col: str) -> tuple[int, str | None]:
     return int(row[col]), row["kernel"]
 
 
-def shared_memory(ctx: Context) -> list[dict[str, Any]]:
+def shared_memory(ctx: Context) -> list[Finding]:
     """Shared memory per block introduced or removed."""
     for side in (ctx.a, ctx.b):
         if "shared_bytes" not in side.kernels or side.kernels["shared_bytes"].isna().all():
@@ -43,7 +43,7 @@ def shared_memory(ctx: Context) -> list[dict[str, Any]]:
                      kernel=k, shared_bytes=size, schedule_rule=rule)]
 
 
-def local_memory(ctx: Context) -> list[dict[str, Any]]:
+def local_memory(ctx: Context) -> list[Finding]:
     """Local memory, stack or spills where the other side has none (or less)."""
     facts = {}
     for side in (ctx.a, ctx.b):
@@ -69,7 +69,7 @@ def local_memory(ctx: Context) -> list[dict[str, Any]]:
                      **facts)]
 
 
-def bandwidth(ctx: Context) -> list[dict[str, Any]]:
+def bandwidth(ctx: Context) -> list[Finding]:
     """Achieved DRAM bandwidth from the catalog's bytes_moved against the device's peak."""
     peaks = {side.label: gpus.PEAK_DRAM_BYTES_PER_S.get(side.device or "") for side in (ctx.a, ctx.b)}
     devices = {side.label: side.device for side in (ctx.a, ctx.b)}
@@ -98,7 +98,7 @@ def bandwidth(ctx: Context) -> list[dict[str, Any]]:
                      **rows)]
 
 
-def compute_throughput(ctx: Context) -> list[dict[str, Any]]:
+def compute_throughput(ctx: Context) -> list[Finding]:
     """Achieved arithmetic from the catalog's flops against the device's FP32 vector peak (a
     roofline's compute side, beside bandwidth): a compute-starved kernel shows as a small share.
     GPUs of known peak only: a CPU's depends on its cores and vector units, which the run does not record."""
@@ -140,7 +140,7 @@ def counted(side: Side, cols: tuple[str, ...]) -> dict[str, float] | None:
     return totals if len(side.kernels) else None
 
 
-def global_access(ctx: Context) -> list[dict[str, Any]]:
+def global_access(ctx: Context) -> list[Finding]:
     """Uncoalesced global access (hardware counters): the slow side's kernels for the same ops
     move COUNTER_FACTOR times the L2 sectors of the other side's, and their global loads and
     stores touch COUNTER_FACTOR times the 32-byte sectors per request. Both, so that more
@@ -166,7 +166,7 @@ def global_access(ctx: Context) -> list[dict[str, Any]]:
                      sectors_per_request={slow.label: per_s, fast.label: per_f})]
 
 
-def bank_conflicts(ctx: Context) -> list[dict[str, Any]]:
+def bank_conflicts(ctx: Context) -> list[Finding]:
     """Shared-memory bank conflicts (hardware counters): the slow side's kernels need
     COUNTER_FACTOR times the wavefronts per shared-memory instruction of the other side's, and
     at least two (one is a conflict-free access). Only where both sides use shared memory."""

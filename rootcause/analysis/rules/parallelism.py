@@ -8,6 +8,7 @@ import pandas as pd
 
 from rootcause import frontends, gpus
 from rootcause.analysis.result import Attribution
+from rootcause.analysis.result import Finding
 from rootcause.analysis.rules.common import (
     MECHANISM_MIN_SPEEDUP,
     NAME_LIMIT,
@@ -90,7 +91,7 @@ def _work_text(slow: Side, focus: pd.Series, fast: Side, best: Any, rows: list, 
     return text
 
 
-def parallelism(ctx: Context) -> list[dict[str, Any]]:
+def parallelism(ctx: Context) -> list[Finding]:
     """The slow side's dominant kernel leaves the device idle: fewer blocks than SMs, or threads
     a small share of the resident thread slots, where the other side's kernels for the same ops
     launch at least PARALLELISM_FACTOR times the threads. Work per thread (flops, else bytes
@@ -160,7 +161,7 @@ def _cpu_count(att: Attribution) -> int | None:
     return None
 
 
-def _cpu_parallelism(ctx: Context, slow: Side, focus: pd.Series, fast: Side) -> list[dict[str, Any]]:
+def _cpu_parallelism(ctx: Context, slow: Side, focus: pd.Series, fast: Side) -> list[Finding]:
     """CPU: the runtime's worker threads, one a CPU, take a dispatch's workgroups in turn, so a dispatch
     keeps min(workgroups, CPUs) of them busy. Named where the slow side's dispatch keeps fewer CPUs
     busy than the other side's for the same ops and the unit is MECHANISM_MIN_SPEEDUP times slower;
@@ -188,7 +189,7 @@ def _cpu_parallelism(ctx: Context, slow: Side, focus: pd.Series, fast: Side) -> 
 
 
 def _serial_both(ctx: Context, slow: Side, focus: pd.Series, fast: Side, rows: list, total: int,
-                 other_max: int, speedup: float | None) -> list[dict[str, Any]]:
+                 other_max: int, speedup: float | None) -> list[Finding]:
     """Both sides leave the device idle and the slow kernel's threads each walk SERIAL_WORK or more
     (flops, else bytes moved): the unit is a serial chain on both sides, whichever is faster.
     Grid x block against the work, no tiles needed."""

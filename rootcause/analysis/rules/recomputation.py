@@ -3,9 +3,9 @@ evaluated once per consumer step), from the catalogs' work and evaluation counts
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
 from rootcause.analysis.align import base_kernel
+from rootcause.analysis.result import Finding
 from rootcause.analysis.rules.common import Context, Side, finding, number_text, op_evidence_tiers
 from rootcause.model import CatalogKernel
 
@@ -68,7 +68,7 @@ def _evaluations(side: Side) -> dict[str, float]:
     return out
 
 
-def recomputed_evaluations(ctx: Context) -> list[dict[str, Any]] | None:
+def recomputed_evaluations(ctx: Context) -> list[Finding] | None:
     """The slower side evaluates a transcendental function RECOMPUTE_FACTOR or more times as often
     a call as the faster side, for the same ops (each compiler's IR read for its kernels' bodies
     and iteration spaces: a producer's exp fused into a reduction runs once per reduction step).
@@ -94,7 +94,7 @@ def recomputed_evaluations(ctx: Context) -> list[dict[str, Any]] | None:
                      **{slow.label: es[kind], fast.label: ef[kind]})]
 
 
-def recomputation(ctx: Context) -> list[dict[str, Any]]:
+def recomputation(ctx: Context) -> list[Finding]:
     """A fused kernel recomputes its producers: the slower side evaluates a transcendental function
     more often for the same ops (recomputed_evaluations), or, where the catalogs do not count
     evaluations, it covers the source ops of two or more of the other side's kernels (a strict

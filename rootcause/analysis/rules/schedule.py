@@ -2,10 +2,10 @@
 strides, a library call against generated code, and differing schedule rules or pipelines."""
 from __future__ import annotations
 
-from typing import Any
 
 from rootcause import frontends
 from rootcause.analysis.align import base_kernel
+from rootcause.analysis.result import Finding
 from rootcause.analysis.rules.common import Context, finding, number_text, op_evidence_tiers, pair, slow_enough
 from rootcause.model import CatalogKernel
 
@@ -24,7 +24,7 @@ def _owner(name: str) -> str | None:
     return next((o for hook in frontends.hooks("dispatch_owner") if (o := hook(name))), None)
 
 
-def shared_executable(ctx: Context) -> list[dict[str, Any]]:
+def shared_executable(ctx: Context) -> list[Finding]:
     """One executable serving call sites of different shapes (the prefill_dedup case), lowering_config named."""
     out = []
     for side, other in ((ctx.a, ctx.b), (ctx.a, ctx.b)[::-1]):
@@ -66,7 +66,7 @@ def _vector_step(cat: CatalogKernel | None) -> tuple[int, dict[str, list[int]]] 
     return next((step for hook in frontends.hooks("vector_step") if (step := hook(schedule))), None) if schedule else None
 
 
-def vector_tiles(ctx: Context) -> list[dict[str, Any]]:
+def vector_tiles(ctx: Context) -> list[Finding]:
     """CPU: the slow side's kernel computes VECTOR_TILE_FACTOR times fewer elements a vector step
     than the other side's kernel for the same ops (its vector tile sizes, read from the catalog by
     its frontend's vector_step), so its loops take that many more steps for the same work; a step of one element uses no
@@ -94,7 +94,7 @@ def vector_tiles(ctx: Context) -> list[dict[str, Any]]:
                      other_elements_per_step=step_fast[0], speedup=speedup)]
 
 
-def loop_stride(ctx: Context) -> list[dict[str, Any]]:
+def loop_stride(ctx: Context) -> list[Finding]:
     """CPU: the slow side's kernel steps through a buffer CACHE_LINE_BYTES or more from one iteration
     of its hot loop to the next, where the other side's kernel for the same ops steps through every
     buffer less than a line at a time (catalog `access`, read from the lowered TIR: static, exact
@@ -139,7 +139,7 @@ def _schedule_keys() -> tuple[str, ...]:
     return tuple(dict.fromkeys(k for keys in frontends.hooks("schedule_keys") for k in keys))
 
 
-def library_call(ctx: Context) -> list[dict[str, Any]]:
+def library_call(ctx: Context) -> list[Finding]:
     """The faster side runs the unit's work as a library call (its catalog's schedule names the
     library: XLA's custom calls and custom fusions, YNNPACK, oneDNN, cuBLAS) where the slower side
     runs code its compiler generated for the same module: which of the two each producer chose, and
@@ -164,7 +164,7 @@ def library_call(ctx: Context) -> list[dict[str, Any]]:
                      library=lib, library_kernel=kernel, generated_kernel=top["kernel"] if top is not None else None)]
 
 
-def schedule_rule(ctx: Context) -> list[dict[str, Any]]:
+def schedule_rule(ctx: Context) -> list[Finding]:
     """The scheduling choice (TVM rule, IREE pipeline / workgroup size) differs."""
     p = pair(ctx)
     if p is None:
