@@ -99,7 +99,7 @@ def _reap(owner: int, folder: Path) -> None:
     else:
         select.select([pidfd], [], [])  # readable once the whole thread group has exited
         os.close(pidfd)
-    _end_namespace(own, spare=os.getpid())
+    _end_namespace(own, own_too=True)
     for _ in range(5):
         shutil.rmtree(folder, ignore_errors=True)
         if not folder.exists():
@@ -114,15 +114,16 @@ def _netns(pid: int) -> str | None:
         return None
 
 
-def _end_namespace(netns: str | None, spare: int | None = None) -> None:
-    """SIGKILL every process of this user in network namespace NETNS (a Ray agent outlives a
+def _end_namespace(netns: str | None, own_too: bool = False) -> None:
+    """SIGKILL every other process of this user in network namespace NETNS (a Ray agent outlives a
     driver that was killed), again until none is left (a raylet may start one meanwhile) or 10 s
-    have passed; SPARE is not killed. The caller's own namespace is never emptied from outside."""
-    if netns is None or (spare is None and netns == _netns(os.getpid())):
+    have passed. The caller's own namespace is emptied only where own_too says so (the reaper,
+    which lives in the namespace it ends)."""
+    if netns is None or (not own_too and netns == _netns(os.getpid())):
         return
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        others = [pid for pid in _pids_in(netns) if pid not in (spare, os.getpid())]
+        others = [pid for pid in _pids_in(netns) if pid != os.getpid()]
         if not others:
             return
         for pid in others:
