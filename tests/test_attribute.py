@@ -45,18 +45,18 @@ def _median_span(calls):
 def test_top_unit_is_fused_pool_against_pool2d_add2(att, raw_calls):
     off, on = raw_calls
     top = att.units[0]
-    assert "fused_pool2d_add2_kernel" in top["kernels_b"] and "pool2d_kernel" in top["kernels_a"]
+    assert "fused_pool2d_add2_kernel" in top.kernels_b and "pool2d_kernel" in top.kernels_a
     want_b = _median_sum(on, {"fused_pool2d_add2_kernel", "add2_kernel"})
     want_a = _median_sum(off, {"pool2d_kernel", "add2_kernel"})
-    assert top["time_b_ns"]["median"] == pytest.approx(want_b)
-    assert top["time_a_ns"]["median"] == pytest.approx(want_a)
-    assert top["significant"] and top["delta_ns"]["low"] > 0
-    assert top["delta_ns"]["low"] <= top["delta_ns"]["median"] <= top["delta_ns"]["high"]
+    assert top.time_b_ns.median == pytest.approx(want_b)
+    assert top.time_a_ns.median == pytest.approx(want_a)
+    assert top.significant and top.delta_ns.low > 0
+    assert top.delta_ns.low <= top.delta_ns.median <= top.delta_ns.high
     whole = _median_span(on) - _median_span(off)
     assert att.whole_graph["source"] == "profiled-span"
     assert att.whole_graph["delta_ns"]["median"] == pytest.approx(whole)
-    assert top["share"] == pytest.approx(top["delta_ns"]["median"] / whole)
-    assert top["share"] > 2  # the pool kernel alone costs more than the whole regression
+    assert top.share == pytest.approx(top.delta_ns.median / whole)
+    assert top.share > 2  # the pool kernel alone costs more than the whole regression
 
 
 def test_residual_launch_counts_and_closure(att, raw_calls):
@@ -69,7 +69,7 @@ def test_residual_launch_counts_and_closure(att, raw_calls):
         for c in off)
     assert att.residual["a"]["median"] == pytest.approx(resid_off)
     assert att.residual["significant"] and att.residual["delta_ns"]["median"] < 0
-    total = sum(u["delta_ns"]["median"] for u in att.units) + att.residual["delta_ns"]["median"]
+    total = sum(u.delta_ns.median for u in att.units) + att.residual["delta_ns"]["median"]
     assert att.closure == pytest.approx(total / att.whole_graph["delta_ns"]["median"])
     assert 0.9 < att.closure < 1.1
 
@@ -79,7 +79,7 @@ def test_variant_against_itself_is_not_significant(variants):
     first, second = on[on.call < on.call.min() + 10], on[on.call >= on.call.min() + 10]
     a = attribute(first, second, align(first, second))
     assert not a.whole_graph["significant"] and not a.residual["significant"]
-    assert not any(u["significant"] for u in a.units)
+    assert not any(u.significant for u in a.units)
     assert a.closure is None
 
 
@@ -93,11 +93,11 @@ def test_two_calls_a_side_cannot_be_significant(variants):
     off, on = variants
     two = attribute(_first_calls(off, 2), _first_calls(on, 2),
                     align(_first_calls(off, 2), _first_calls(on, 2)), labels=("OFF", "ON"))
-    assert not any(u["significant"] for u in two.units) and not two.whole_graph["significant"]
+    assert not any(u.significant for u in two.units) and not two.whole_graph["significant"]
     assert any("once in 6" in n for n in two.notes)
     three = attribute(_first_calls(off, 3), _first_calls(on, 3),
                       align(_first_calls(off, 3), _first_calls(on, 3)), labels=("OFF", "ON"))
-    assert three.units[0]["significant"] and not any("once in" in n for n in three.notes)
+    assert three.units[0].significant and not any("once in" in n for n in three.notes)
 
 
 def _halves(events):
@@ -114,12 +114,12 @@ def test_a_unit_stays_significant_when_the_repeat_pair_agrees(variants):
     alignment = align(off1, on1)
     first = attribute(off1, on1, alignment, labels=("OFF", "ON"))
     again = attribute(off2, on2, alignment, labels=("OFF", "ON"))
-    kept = [u["unit"] for u in first.units if u["significant"]]
-    assert kept and all(u["significant"] for u in again.units if u["unit"] in kept)
+    kept = [u.unit for u in first.units if u.significant]
+    assert kept and all(u.significant for u in again.units if u.unit in kept)
     assert require_repeat(first, again, "the second half") == []
-    assert [u["unit"] for u in first.units if u["significant"]] == kept
+    assert [u.unit for u in first.units if u.significant] == kept
     for u in first.units:
-        assert u["repeat_delta_ns"] == next(r["delta_ns"] for r in again.units if r["unit"] == u["unit"])
+        assert u.repeat_delta_ns == next(r.delta_ns for r in again.units if r.unit == u.unit)
     assert not any("does not reproduce" in c for c in first.cannot_conclude)
 
 
@@ -132,25 +132,25 @@ def test_a_unit_the_repeat_pair_does_not_show_is_not_significant(variants):
     alignment = align(off1, on1)
     first = attribute(off1, on1, alignment, labels=("OFF", "ON"))
     again = attribute(_first_calls(off2, 2), _first_calls(on2, 2), alignment, labels=("OFF", "ON"))
-    was = [u for u in first.units if u["significant"]]
-    assert was and not any(u["significant"] for u in again.units)
+    was = [u for u in first.units if u.significant]
+    assert was and not any(u.significant for u in again.units)
     taken = require_repeat(first, again, "the two-call pair")
     # the check only says what it takes back; the units change where it is applied
-    assert [w.unit for w in taken] == [u["unit"] for u in was] and {w.check for w in taken} == {"repeat"}
-    assert [u for u in first.units if u["significant"]] == was
+    assert [w.unit for w in taken] == [u.unit for u in was] and {w.check for w in taken} == {"repeat"}
+    assert [u for u in first.units if u.significant] == was
     withdraw(first, taken)
-    assert not any(u["significant"] for u in first.units) and first.withdrawals == taken
+    assert not any(u.significant for u in first.units) and first.withdrawals == taken
     lines = [c for c in first.cannot_conclude if "does not reproduce" in c]
     assert len(lines) == len(was)
     for u, line in zip(was, lines):
-        assert f"unit {u['unit']} " in line and "(not significant) in the two-call pair" in line
-        assert f"{u['delta_ns']['median'] / 1e3:+.1f} us" in line and "\n" not in line
+        assert f"unit {u.unit} " in line and "(not significant) in the two-call pair" in line
+        assert f"{u.delta_ns.median / 1e3:+.1f} us" in line and "\n" not in line
     # attribution.json names each withdrawal by its check and unit, and its reason is the unit's line
     from rootcause.artifacts.attribution import check
 
     doc = first.to_dict()
     check(doc, "attribution.json")
-    assert [(w["check"], w["unit"]) for w in doc["withdrawals"]] == [("repeat", u["unit"]) for u in was]
+    assert [(w["check"], w["unit"]) for w in doc["withdrawals"]] == [("repeat", u.unit) for u in was]
     assert [w["why"] for w in doc["withdrawals"]] == lines
 
 
@@ -164,7 +164,7 @@ def test_measured_whole_graph(variants):
     assert a.whole_graph["delta_ns"]["median"] == pytest.approx(28.1e3)
     resid_on = 107.6e3 - a.variants["b"]["kernel_busy_ns"]["median"]
     assert a.residual["b"]["median"] == pytest.approx(resid_on)
-    total = sum(u["delta_ns"]["median"] for u in a.units) + a.residual["delta_ns"]["median"]
+    total = sum(u.delta_ns.median for u in a.units) + a.residual["delta_ns"]["median"]
     assert a.closure == pytest.approx(total / 28.1e3)
 
 
@@ -375,14 +375,14 @@ def test_a_unit_of_a_against_a_is_not_significant_from_one_pair_of_sessions():
     alignment = align(sides[0], sides[1])
     first = attribute(sides[0], sides[1], alignment, labels=("A", "A again"))
     again = attribute(sides[2], sides[3], alignment, labels=("A", "A again"))
-    unit = next(u for u in first.units if u["significant"])
-    moved = abs(next(r for r in again.units if r["unit"] == unit["unit"])["time_a_ns"]["median"]
-                - unit["time_a_ns"]["median"])
-    repeat = next(r for r in again.units if r["unit"] == unit["unit"])["delta_ns"]["median"]
-    assert abs(unit["delta_ns"]["median"]) > moved > abs(repeat)  # the case the rule must catch
+    unit = next(u for u in first.units if u.significant)
+    moved = abs(next(r for r in again.units if r.unit == unit.unit).time_a_ns.median
+                - unit.time_a_ns.median)
+    repeat = next(r for r in again.units if r.unit == unit.unit).delta_ns.median
+    assert abs(unit.delta_ns.median) > moved > abs(repeat)  # the case the rule must catch
     withdraw(first, require_repeat(first, again, "the repeat pair"))
-    assert not any(u["significant"] for u in first.units)
-    assert any(c.startswith(f"unit {unit['unit']} ") and "within what a session alone does" in c
+    assert not any(u.significant for u in first.units)
+    assert any(c.startswith(f"unit {unit.unit} ") and "within what a session alone does" in c
                for c in first.cannot_conclude)
 
 
@@ -411,7 +411,7 @@ def test_a_unit_scaled_to_a_noisy_measurement_is_not_significant(case):
     att = attribute(events["a"], events["b"], align(events["a"], events["b"]), whole["a"], whole["b"],
                     labels=("A", "A again"), scale_to_whole=("a", "b"), timed_apart=timed,
                     whole_min_effect_share=CPU_MIN_EFFECT_SHARE)
-    assert not any(u["significant"] for u in att.units) and not att.whole_graph["significant"]
+    assert not any(u.significant for u in att.units) and not att.whole_graph["significant"]
     assert any("the difference comes from the two sides' scale factors" in c
                for c in att.cannot_conclude), att.cannot_conclude
 

@@ -10,6 +10,8 @@ import pytest
 from rootcause.analysis.align import align
 from rootcause.analysis.attribute import attribute
 from rootcause.analysis.diagnose import Context, Side, diagnose, shared_executable
+from rootcause.analysis.result import Unit
+from rootcause.model import Interval
 from captures import ROOT, build_prefill, pool_segments, raw_records
 
 
@@ -33,7 +35,7 @@ def fused_record():
 
 
 def _rules(unit):
-    return {f.rule: f for f in unit["findings"]}
+    return {f.rule: f for f in unit.findings}
 
 
 def test_launch_config_fires_on_fused_pool(diagnosed, fused_record):
@@ -96,7 +98,9 @@ def test_shared_executable_names_lowering_config(prefill):
     a = Side("dedup", rows(shared.name), {shared.name: shared},
              {shared.name: tuple(al.kernels.shared_call_sites[0])}, "prefill_bs8")
     b = Side("alone", rows(own.name), {own.name: own}, {}, "prefill_bs8")
-    unit = {"unit": 0, "delta_ns": {"median": -1.0}}
+    t = Interval(0.0, 0.0, 0.0)
+    unit = Unit(0, [shared.name], [own.name], [], "provenance", False, t, t, 1.0, 1.0, 0.0, 0.0,
+                Interval(-1.0, -1.0, -1.0), True, None)
     found = shared_executable(Context(unit, a, b, None))
     assert len(found) == 1
     s = found[0].sentence
@@ -136,12 +140,12 @@ def test_catalogs_give_provenance_units_and_schedule_rule(variants, pool_bundles
     diagnose(att, al, cat_off, cat_on, "H200")
     top = att.units[0]
     fused = next(k for k in man_on["kernels"] if "main/lv16:pool2d" in k["source_ops"])
-    assert fused["name"] in top["kernels_b"] and "main/lv16:pool2d" in top["source_ops"]
+    assert fused["name"] in top.kernels_b and "main/lv16:pool2d" in top.source_ops
     rules = _rules(top)
     assert fused["schedule"]["rule"] in rules["schedule"].sentence
     bw = rules["bandwidth"].evidence["ON"]
-    assert bw["bytes_per_call"] == sum(k["bytes_moved"] for k in man_on["kernels"] if k["name"] in top["kernels_b"])
-    assert bw["bytes_per_s"] == pytest.approx(bw["bytes_per_call"] / top["time_b_ns"]["median"] * 1e9)
+    assert bw["bytes_per_call"] == sum(k["bytes_moved"] for k in man_on["kernels"] if k["name"] in top.kernels_b)
+    assert bw["bytes_per_s"] == pytest.approx(bw["bytes_per_call"] / top.time_b_ns.median * 1e9)
 
 
 # ---- the einsum_fusion case: recomputation, on real IREE llvm-cpu builds profiled on local-task ----------

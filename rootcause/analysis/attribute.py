@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from rootcause.analysis.align import INSTANCE, Alignment
-from rootcause.analysis.result import Attribution, Withdrawal, json_value
+from rootcause.analysis.result import Attribution, Unit, Withdrawal, json_value
 from rootcause.analysis.verdict import (
     FLOOR_QUANTILE,
     WHOLE_NOTES,
@@ -225,20 +225,20 @@ def _as_profiled(att: Attribution, raw: Attribution) -> list[Withdrawal]:
     two measured medians, which a loaded machine can put apart while the kernels are alike. Two
     builds of one TVM graph, scaled by 1.057 and 1.037, put their one kernel 1.6% apart in both pairs
     of profiles; as profiled, the kernels were 75 ns apart, not significant."""
-    as_profiled = {u["unit"]: u for u in raw.units}
+    as_profiled = {u.unit: u for u in raw.units}
     out = []
     for u in att.units:
-        r = as_profiled.get(u["unit"])
-        if not u["significant"] or (r is not None and r["significant"]
-                                    and (r["delta_ns"]["median"] > 0) == (u["delta_ns"]["median"] > 0)):
+        r = as_profiled.get(u.unit)
+        if not u.significant or (r is not None and r.significant
+                                 and (r.delta_ns.median > 0) == (u.delta_ns.median > 0)):
             continue
-        names = " + ".join(u["kernels_b"] or u["kernels_a"])[:80]
-        seen = "no such unit" if r is None else delta_text(r["delta_ns"]) + ("" if r["significant"] else
-                                                                            " (not significant)")
+        names = " + ".join(u.kernels_b or u.kernels_a)[:80]
+        seen = "no such unit" if r is None else delta_text(r.delta_ns) + ("" if r.significant else
+                                                                         " (not significant)")
         out.append(Withdrawal(
-            "as-profiled", f"unit {u['unit']} ({names}): {delta_text(u['delta_ns'])} once scaled to the measured "
+            "as-profiled", f"unit {u.unit} ({names}): {delta_text(u.delta_ns)} once scaled to the measured "
             f"latencies, but {seen} as profiled: the difference comes from the two sides' scale factors, not from "
-            "the kernels, so it is not called significant", unit=u["unit"]))
+            "the kernels, so it is not called significant", unit=u.unit))
     return out
 
 
@@ -439,24 +439,21 @@ def _whole_and_residual(med, ia, ib, idelta, k, whole_a, whole_b, pair, labels, 
 
 
 def _unit_rows(alignment: Alignment, per, ia, ib, idelta, whole_delta: Interval,
-               significant: Callable[[Interval], bool]) -> list[dict[str, Any]]:
+               significant: Callable[[Interval], bool]) -> list[Unit]:
     """Each unit's times, launches, idle time before it and delta (in the alignment's order)."""
     launches_med = {v: np.median(per[v]["launches"], axis=0) for v in "ab"}
     idle_med = {v: np.median(per[v]["idle"], axis=0) for v in "ab"}
     unit_rows = []
     for j, row in enumerate(alignment.units.itertuples(index=False)):
         d = idelta[j]
-        unit_rows.append({
-            "unit": int(row.unit), "kernels_a": list(row.kernels_a), "kernels_b": list(row.kernels_b),
-            "source_ops": list(row.source_ops), "method": row.method, "flagged": bool(row.flagged),
-            "time_a_ns": _ival(ia[j]), "time_b_ns": _ival(ib[j]),
-            "launches_a": float(launches_med["a"][j]), "launches_b": float(launches_med["b"][j]),
-            # median per profiled call: the device's idle time just before the unit's launches
-            "idle_before_a_ns": float(idle_med["a"][j]), "idle_before_b_ns": float(idle_med["b"][j]),
-            "delta_ns": _ival(d), "significant": significant(d),
-            "share": d.median / whole_delta.median if whole_delta.median else None,
-            "findings": [],
-        })
+        unit_rows.append(Unit(
+            unit=int(row.unit), kernels_a=list(row.kernels_a), kernels_b=list(row.kernels_b),
+            source_ops=list(row.source_ops), method=row.method, flagged=bool(row.flagged),
+            time_a_ns=ia[j], time_b_ns=ib[j],
+            launches_a=float(launches_med["a"][j]), launches_b=float(launches_med["b"][j]),
+            idle_before_a_ns=float(idle_med["a"][j]), idle_before_b_ns=float(idle_med["b"][j]),
+            delta_ns=d, significant=significant(d),
+            share=d.median / whole_delta.median if whole_delta.median else None))
     return unit_rows
 
 
@@ -487,8 +484,8 @@ def _assemble(per, alignment, whole_a, whole_b, labels, notes, environment, whol
         return enough and x.excludes_zero() and abs(x.median) >= floor
 
     unit_rows = _unit_rows(alignment, per, ia, ib, idelta, whole_delta, significant)
-    unit_rows.sort(key=lambda u: -abs(u["delta_ns"]["median"]))
-    unit_sum = float(sum(u["delta_ns"]["median"] for u in unit_rows))
+    unit_rows.sort(key=lambda u: -abs(u.delta_ns.median))
+    unit_sum = float(sum(u.delta_ns.median for u in unit_rows))
     # Kernels on several streams overlap: the units' summed time exceeds the busy time by the
     # overlap, which the whole graph does not pay. whole = units - overlap + residual.
     overlap = {"a": ia[k + 3], "b": ib[k + 3]}

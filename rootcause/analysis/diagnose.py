@@ -10,11 +10,11 @@ never blamed; the residual rule only runs when the residual delta is significant
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Callable
 
 from rootcause import gpus
 from rootcause.analysis.align import Alignment, catalog_index
-from rootcause.analysis.result import Attribution, Finding
+from rootcause.analysis.result import Attribution, Finding, Unit
 from rootcause.analysis.rules.common import Context, Side, finding, number_text, time_text
 from rootcause.analysis.rules.launch import launch_config, launch_count, occupancy_limiter
 from rootcause.analysis.rules.memory import (
@@ -51,13 +51,13 @@ DESCRIPTIVE_RULES = ("bandwidth", "compute", "schedule", "library-call")
 CPU_DESCRIPTIVE_RULES = ("launch-config",)
 
 
-def _unit_rules(unit: dict[str, Any], att: Attribution) -> list[Callable[[Context], list[Finding]]]:
+def _unit_rules(unit: Unit, att: Attribution) -> list[Callable[[Context], list[Finding]]]:
     """The rules a unit's pairing supports; what it does not support goes to cannot_conclude."""
-    if unit["kernels_a"] and unit["kernels_b"] and unit.get("method") not in WEAK_TIERS:
+    if unit.kernels_a and unit.kernels_b and unit.method not in WEAK_TIERS:
         return UNIT_RULES
-    why = ("has kernels of one variant only" if not (unit["kernels_a"] and unit["kernels_b"])
-           else f"was joined by {unit.get('method')} alone, not by the ops its kernels compute")
-    att.cannot_conclude.append(f"unit {unit['unit']} {why}: its kernels were not compared with the other "
+    why = ("has kernels of one variant only" if not (unit.kernels_a and unit.kernels_b)
+           else f"was joined by {unit.method} alone, not by the ops its kernels compute")
+    att.cannot_conclude.append(f"unit {unit.unit} {why}: its kernels were not compared with the other "
                                "variant's (launches, occupancy, memory, work, schedule not checked)")
     return [r for r in UNIT_RULES if r in ONE_SIDE_RULES]
 
@@ -74,7 +74,7 @@ def launch_overhead(att: Attribution) -> list[Finding]:
     if not r["significant"] or not att.whole_graph.get("significant"):
         return []  # a share of a delta that is not there (+759% of an A-against-A noise) explains nothing
     d = r["delta_ns"]["median"]
-    biggest_unit = max((abs(u["delta_ns"]["median"]) for u in att.units), default=0.0)
+    biggest_unit = max((abs(u.delta_ns.median) for u in att.units), default=0.0)
     if wd and abs(d) < 0.25 * abs(wd) and abs(d) < biggest_unit:
         return []
     replayed = [att.variants[v]["label"] for v in "ab" if "ncu" in att.variants[v].get("profilers", ())]
@@ -124,17 +124,17 @@ def _largest_idle_change(att: Attribution, residual_delta: float) -> str | None:
     """Where inside the profiled calls the device's idle time moved most, when that unit's change
     carries a quarter of the residual's, in the residual's direction: a sentence naming the unit
     whose launches wait (what the host does just before them), or None."""
-    rows = [u for u in att.units if u.get("idle_before_a_ns") is not None and u.get("idle_before_b_ns") is not None]
+    rows = [u for u in att.units if u.idle_before_a_ns is not None and u.idle_before_b_ns is not None]
     if not rows or not residual_delta:
         return None
     sign = math.copysign(1.0, residual_delta)
-    u = max(rows, key=lambda u: (u["idle_before_b_ns"] - u["idle_before_a_ns"]) * sign)
-    if (u["idle_before_b_ns"] - u["idle_before_a_ns"]) * sign < 0.25 * abs(residual_delta):
+    u = max(rows, key=lambda u: (u.idle_before_b_ns - u.idle_before_a_ns) * sign)
+    if (u.idle_before_b_ns - u.idle_before_a_ns) * sign < 0.25 * abs(residual_delta):
         return None
     A, B = att.variants["a"]["label"], att.variants["b"]["label"]
-    kernel = (u["kernels_b"] or u["kernels_a"])[0]
-    return (f"In the profiled calls the device waits {time_text(u['idle_before_b_ns'])} a call before the launches of "
-            f"unit {u['unit']} (`{short(kernel, 48)}`) in {B} against {time_text(u['idle_before_a_ns'])} in {A}: the host's "
+    kernel = (u.kernels_b or u.kernels_a)[0]
+    return (f"In the profiled calls the device waits {time_text(u.idle_before_b_ns)} a call before the launches of "
+            f"unit {u.unit} (`{short(kernel, 48)}`) in {B} against {time_text(u.idle_before_a_ns)} in {A}: the host's "
             "work just before those launches is where the time goes")
 
 
@@ -161,23 +161,23 @@ def diagnose(att: Attribution, alignment: Alignment, catalog_a: list[CatalogKern
                   if r.variant == v and r.shared_call_sites} for v in "ab"}
     findings: list[Finding] = []
     for unit in att.units:
-        unit["unexplained"] = False
-        if not unit["significant"]:
+        unit.unexplained = False
+        if not unit.significant:
             continue
         sides = {}
         for v in "ab":
-            rows = att.kernels[(att.kernels.variant == v) & (att.kernels.unit == unit["unit"])]
+            rows = att.kernels[(att.kernels.variant == v) & (att.kernels.unit == unit.unit)]
             sides[v] = Side(att.variants[v]["label"], rows, cats[v], shared[v], entries[v], *gpu[v])
         ctx = Context(unit, sides["a"], sides["b"], att, cpu=cpu)
         rules = _unit_rules(unit, att)
         for rule in rules:
             found = rule(ctx)
-            unit["findings"].extend(found)
+            unit.findings.extend(found)
             findings.extend(found)
         # a unit whose sides were not compared already says so (_unit_rules)
         descriptive = DESCRIPTIVE_RULES + (CPU_DESCRIPTIVE_RULES if cpu else ())
-        unit["unexplained"] = rules is UNIT_RULES and all(f.rule in descriptive for f in unit["findings"])
-        if unit["unexplained"]:
+        unit.unexplained = rules is UNIT_RULES and all(f.rule in descriptive for f in unit.findings)
+        if unit.unexplained:
             att.cannot_conclude.append(_unexplained(ctx))
     findings.extend(launch_overhead(att))
     att.findings = findings
@@ -195,7 +195,7 @@ def _unexplained(ctx: Context) -> str:
     found alike, and what the rules do not read."""
     u = ctx.unit
     slow = slow_fast(ctx)[0].label
-    text = (f"unit {u['unit']}: {slow} is {time_text(abs(u['delta_ns']['median']))} slower per call here and no rule "
+    text = (f"unit {u.unit}: {slow} is {time_text(abs(u.delta_ns.median))} slower per call here and no rule "
             "names a mechanism (launch configuration and count, parallelism, occupancy, shared and local memory, "
             "recomputation and shared executables were compared where the facts allowed and showed none")
     if ctx.cpu:
@@ -224,6 +224,6 @@ def _limits(att, catalog_a, catalog_b, device, cpu: bool = False) -> list[str]:
         out.append("no measurement given: the whole-graph delta is the profiled span, which includes "
                    "profiler overhead; closure says how well units + residual explain that span, "
                    "not the un-profiled latency")
-    if any(u["flagged"] for u in att.units):
+    if any(u.flagged for u in att.units):
         out.append("some kernels have no counterpart in the other variant (flagged units)")
     return out

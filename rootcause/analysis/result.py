@@ -9,7 +9,7 @@ import pandas as pd
 
 import rootcause
 from rootcause.artifacts.attribution import SCHEMA_VERSION
-from rootcause.model import COUNTER_COLUMNS, KERNEL_EVENT_COLUMNS
+from rootcause.model import COUNTER_COLUMNS, KERNEL_EVENT_COLUMNS, Interval
 from rootcause.stats import LEVEL
 
 
@@ -41,10 +41,60 @@ class Finding:
 
 
 @dataclass
+class Unit:
+    """One aligned unit: the kernels of A and of B that compute the same ops (analysis.align), their
+    time per graph call and the delta B - A, in ns with 95% intervals; attribution.json's units[].
+
+    significant: the delta's interval excludes 0 and it is at least the minimum effect, until a
+    check withdraws it (verdict.withdraw). The fields after `findings` are set by later steps and
+    written only once set."""
+    unit: int
+    kernels_a: list[str]
+    kernels_b: list[str]
+    source_ops: list[str]
+    method: str  # the alignment tier that joined the unit
+    flagged: bool  # its kernels are of one variant only
+    time_a_ns: Interval
+    time_b_ns: Interval
+    launches_a: float  # median launches per graph call
+    launches_b: float
+    idle_before_a_ns: float  # median per profiled call: the device's idle time just before the launches
+    idle_before_b_ns: float
+    delta_ns: Interval
+    significant: bool
+    share: float | None  # of the whole-graph delta
+    findings: list[Finding] = field(default_factory=list)
+    unexplained: bool | None = None  # diagnose: significant, and no rule named a mechanism
+    repeat_delta_ns: Interval | None = None  # verdict.require_repeat: the second pair of profiles' delta
+
+    def time_ns(self, v: str) -> Interval:
+        """Side v's ('a' or 'b') time per graph call."""
+        return self.time_a_ns if v == "a" else self.time_b_ns
+
+    def kernels(self, v: str) -> list[str]:
+        return self.kernels_a if v == "a" else self.kernels_b
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "unit": self.unit, "kernels_a": self.kernels_a, "kernels_b": self.kernels_b,
+            "source_ops": self.source_ops, "method": self.method, "flagged": self.flagged,
+            "time_a_ns": self.time_a_ns.to_dict(), "time_b_ns": self.time_b_ns.to_dict(),
+            "launches_a": self.launches_a, "launches_b": self.launches_b,
+            "idle_before_a_ns": self.idle_before_a_ns, "idle_before_b_ns": self.idle_before_b_ns,
+            "delta_ns": self.delta_ns.to_dict(), "significant": self.significant, "share": self.share,
+            "findings": [f.to_dict() for f in self.findings]}
+        if self.unexplained is not None:
+            out["unexplained"] = self.unexplained
+        if self.repeat_delta_ns is not None:
+            out["repeat_delta_ns"] = self.repeat_delta_ns.to_dict()
+        return out
+
+
+@dataclass
 class Attribution:
     variants: dict[str, dict[str, Any]]
     whole_graph: dict[str, Any]
-    units: list[dict[str, Any]]
+    units: list[Unit]
     residual: dict[str, Any]
     closure: float | None
     kernels: pd.DataFrame  # per (variant, kernel) launch statistics, see KERNEL_STAT_COLUMNS
@@ -74,7 +124,7 @@ class Attribution:
             "delta_convention": "B - A in ns per graph call; positive means B is slower",
             "variants": self.variants,
             "whole_graph": self.whole_graph,
-            "units": [{**u, "findings": [f.to_dict() for f in u.get("findings", [])]} for u in self.units],
+            "units": [u.to_dict() for u in self.units],
             "residual": self.residual,
             "concurrency": self.concurrency,
             "closure": self.closure,

@@ -6,10 +6,9 @@ changes."""
 from __future__ import annotations
 
 from math import comb
-from typing import Any
 
 from rootcause.analysis.result import Attribution, Withdrawal
-from rootcause.model import WholeGraph
+from rootcause.model import Interval, WholeGraph
 from rootcause.stats import CPU_MIN_EFFECT_SHARE, LEVEL, quantile
 
 
@@ -85,11 +84,11 @@ WHOLE_NOTES = {
 def withdraw(att: Attribution, withdrawals: list[Withdrawal]) -> None:
     """Apply what a check took back, in order: a unit is no longer significant and its line is
     added; the whole graph gets no verdict, its headline the first reason given."""
-    units = {u["unit"]: u for u in att.units}
+    units = {u.unit: u for u in att.units}
     for w in withdrawals:
         att.withdrawals.append(w)
         if w.unit is not None:
-            units[w.unit]["significant"] = False
+            units[w.unit].significant = False
             att.cannot_conclude.append(w.why)
         elif w.measured:
             _whole_not_significant(att, w.why)
@@ -151,28 +150,28 @@ def require_repeat(att: Attribution, repeat: Attribution, how: str,
     delta stays significant when both pairs of sessions show its sign and their mirrored delta
     reaches the CPU's share (_sessions_disagree). Records each unit's delta in the second pair
     (repeat_delta_ns)."""
-    again = {u["unit"]: u for u in repeat.units}
+    again = {u.unit: u for u in repeat.units}
     out = []
     for u in att.units:
-        r = again.get(u["unit"])
-        u["repeat_delta_ns"] = r["delta_ns"] if r is not None else None
-        if not u["significant"]:
+        r = again.get(u.unit)
+        u.repeat_delta_ns = r.delta_ns if r is not None else None
+        if not u.significant:
             continue
-        names = " + ".join(u["kernels_b"] or u["kernels_a"])[:80]
-        if r is None or not r["significant"] or (r["delta_ns"]["median"] > 0) != (u["delta_ns"]["median"] > 0):
-            again_text = "no such unit" if r is None else delta_text(r["delta_ns"]) + \
-                ("" if r["significant"] else " (not significant)")
+        names = " + ".join(u.kernels_b or u.kernels_a)[:80]
+        if r is None or not r.significant or (r.delta_ns.median > 0) != (u.delta_ns.median > 0):
+            again_text = "no such unit" if r is None else delta_text(r.delta_ns) + \
+                ("" if r.significant else " (not significant)")
             why = f"but {again_text} in {how}: the difference does not reproduce between profile sessions"
         else:
             # both pairs' deltas must stand out: the smaller is what reproduces
-            spread = max(abs(r[f"time_{v}_ns"]["median"] - u[f"time_{v}_ns"]["median"]) for v in "ab")
-            if min(abs(u["delta_ns"]["median"]), abs(r["delta_ns"]["median"])) > spread:
+            spread = max(abs(r.time_ns(v).median - u.time_ns(v).median) for v in "ab")
+            if min(abs(u.delta_ns.median), abs(r.delta_ns.median)) > spread:
                 continue
-            why = (f"and {delta_text(r['delta_ns'])} in {how}, while the same code's time for it moved by up to "
+            why = (f"and {delta_text(r.delta_ns)} in {how}, while the same code's time for it moved by up to "
                    f"{spread / 1e3:.1f} us between a side's two sessions: the difference is within what a session "
                    "alone does")
-        out.append(Withdrawal("repeat", f"unit {u['unit']} ({names}): {delta_text(u['delta_ns'])} in the first pair "
-                              f"of profiles {why}, so it is not called significant", unit=u["unit"]))
+        out.append(Withdrawal("repeat", f"unit {u.unit} ({names}): {delta_text(u.delta_ns)} in the first pair "
+                              f"of profiles {why}, so it is not called significant", unit=u.unit))
     if timed and set(timed) == {"a", "b"} and att.whole_graph["significant"]:
         why = _sessions_disagree(att, timed)
         if why:
@@ -189,7 +188,7 @@ def _whole_not_significant(att: Attribution, why: str) -> None:
     # the closure line attribute() wrote judged a significant delta: say it again for this one
     att.cannot_conclude = [c for c in att.cannot_conclude if not c.startswith("closure ")]
     closure = closure_why(att, (att.variants["a"]["label"], att.variants["b"]["label"]))
-    att.cannot_conclude += [f"whole graph: the measured delta {delta_text(whole['delta_ns'])} {why}, so it is not "
+    att.cannot_conclude += [f"whole graph: the measured delta {delta_text(Interval.of(whole['delta_ns']))} {why}, so it is not "
                             "called significant"] + ([closure] if closure else [])
 
 
@@ -247,8 +246,8 @@ def _sessions_disagree(att: Attribution, timed: dict[str, tuple[float, float]]) 
     return None
 
 
-def delta_text(d: dict[str, Any]) -> str:
-    return f"{d['median'] / 1e3:+.1f} us [{d['low'] / 1e3:+.1f}, {d['high'] / 1e3:+.1f}]"
+def delta_text(d: Interval) -> str:
+    return f"{d.median / 1e3:+.1f} us [{d.low / 1e3:+.1f}, {d.high / 1e3:+.1f}]"
 
 
 def separable(n_a: int, n_b: int, level: float = LEVEL) -> bool:

@@ -11,7 +11,7 @@ import pandas as pd
 
 from rootcause import gpus
 from rootcause.analysis.tiers import frontend_tiers
-from rootcause.analysis.result import Attribution, Finding
+from rootcause.analysis.result import Attribution, Finding, Unit
 from rootcause.model import CatalogKernel, strip_kernel
 from rootcause.names import short
 
@@ -45,7 +45,7 @@ class Side:
 
 @dataclass
 class Context:
-    unit: dict[str, Any]
+    unit: Unit
     a: Side
     b: Side
     attribution: Attribution
@@ -72,7 +72,7 @@ def finding(ctx: Context | None, rule: str, sentence: str, **evidence) -> Findin
     """A rule's Finding of ctx's unit (None: of the whole graph); names in backticks are shortened."""
     parts = sentence.split("`")  # odd parts are the names between backticks
     sentence = "`".join(short(p, NAME_LIMIT) if i % 2 else p for i, p in enumerate(parts))
-    return Finding(rule, sentence, ctx.unit["unit"] if ctx else None, evidence)
+    return Finding(rule, sentence, ctx.unit.unit if ctx else None, evidence)
 
 
 def is_na(x) -> bool:
@@ -105,7 +105,7 @@ def pair(ctx: Context) -> tuple[Side, pd.Series, Side, pd.Series] | None:
 
     The counterpart is the other side's kernel whose op name appears earliest in the
     dominant kernel's name (pool2d in fused_pool2d_add2), else the other side's dominant."""
-    slow, fast = (ctx.b, ctx.a) if ctx.unit["delta_ns"]["median"] > 0 else (ctx.a, ctx.b)
+    slow, fast = (ctx.b, ctx.a) if ctx.unit.delta_ns.median > 0 else (ctx.a, ctx.b)
     focus = slow.dominant()
     if focus is None or fast.kernels.empty:
         return None
@@ -132,13 +132,13 @@ def slow_enough(ctx: Context, slow: Side, focus: pd.Series, what: str, mechanism
     if speedup is not None and speedup >= MECHANISM_MIN_SPEEDUP:
         return speedup
     ctx.attribution.cannot_conclude.append(
-        f"unit {ctx.unit['unit']}: {slow.label}'s `{short(focus['kernel'], NAME_LIMIT)}` {what}, yet the unit is "
+        f"unit {ctx.unit.unit}: {slow.label}'s `{short(focus['kernel'], NAME_LIMIT)}` {what}, yet the unit is "
         f"only {speedup or 0:.2f}x slower: {mechanism} is not named as the cause")
     return None
 
 
 def unit_speedup(ctx: Context, slow: Side) -> float | None:
     """The unit's time on the slow side over the fast side's (medians per call)."""
-    t_slow = ctx.unit["time_a_ns" if slow is ctx.a else "time_b_ns"]["median"]
-    t_fast = ctx.unit["time_b_ns" if slow is ctx.a else "time_a_ns"]["median"]
+    t_slow = (ctx.unit.time_a_ns if slow is ctx.a else ctx.unit.time_b_ns).median
+    t_fast = (ctx.unit.time_b_ns if slow is ctx.a else ctx.unit.time_a_ns).median
     return t_slow / t_fast if t_fast else None

@@ -124,7 +124,7 @@ def _rate(bytes_per_s: float) -> str:
 
 
 def slow_fast(ctx: Context) -> tuple[Side, Side]:
-    return (ctx.b, ctx.a) if ctx.unit["delta_ns"]["median"] > 0 else (ctx.a, ctx.b)
+    return (ctx.b, ctx.a) if ctx.unit.delta_ns.median > 0 else (ctx.a, ctx.b)
 
 
 def counted(side: Side, cols: tuple[str, ...]) -> dict[str, float] | None:
@@ -146,7 +146,7 @@ def global_access(ctx: Context) -> list[Finding]:
     stores touch COUNTER_FACTOR times the 32-byte sectors per request. Both, so that more
     traffic of a different cause (more bytes, re-reads) or a wider access that L1 absorbs is not
     called uncoalesced. Only between kernels paired by the ops they compute."""
-    if ctx.unit.get("method") not in op_evidence_tiers() + ("remainder",):
+    if ctx.unit.method not in op_evidence_tiers() + ("remainder",):
         return []
     slow, fast = slow_fast(ctx)
     cols = ("l2_sectors", "global_sectors", "global_requests")

@@ -104,12 +104,12 @@ def parallelism(ctx: Context) -> list[Finding]:
     slow, focus, fast, _ = p
     if focus["grid"] is None or focus["block"] is None:
         return []
-    method = ctx.unit.get("method")
+    method = ctx.unit.method
     if ctx.cpu:
         return _cpu_parallelism(ctx, slow, focus, fast) if method in op_evidence_tiers() else []
     if method not in op_evidence_tiers() + ("remainder",):
         ctx.attribution.cannot_conclude.append(
-            f"unit {ctx.unit['unit']}: joined by {method}, not by the ops its kernels compute: "
+            f"unit {ctx.unit.unit}: joined by {method}, not by the ops its kernels compute: "
             "whether the other variant spreads the same work over more threads was not checked")
         return []
     blocks, threads = product(focus["grid"]), product(focus["block"])
@@ -132,7 +132,7 @@ def parallelism(ctx: Context) -> list[Finding]:
     speedup = unit_speedup(ctx, slow)
     if (wider or shorter) and speedup is not None and speedup < MECHANISM_MIN_SPEEDUP:
         ctx.attribution.cannot_conclude.append(
-            f"unit {ctx.unit['unit']}: {slow.label}'s `{short(focus['kernel'], NAME_LIMIT)}` runs {number_text(total)} "
+            f"unit {ctx.unit.unit}: {slow.label}'s `{short(focus['kernel'], NAME_LIMIT)}` runs {number_text(total)} "
             f"thread(s) where {fast.label} launches {number_text(other_total)} for the same ops, yet {fast.label} is only "
             f"{speedup:.2f}x faster on this unit: its threads do not share the work in proportion, so the thread "
             "count is not named as the cause")
@@ -184,7 +184,7 @@ def _cpu_parallelism(ctx: Context, slow: Side, focus: pd.Series, fast: Side) -> 
             f"threads share over {number_text(busy_other)} CPUs: the unit is {speedup:.2f}x slower, of which spreading over "
             f"the CPUs can give at most {busy_other / busy:.0f}x")
     return [finding(ctx, "parallelism", text + ".", source="profiled launches, the run's CPU count",
-                     pairing=ctx.unit.get("method"), kernel=focus["kernel"], workgroups=mine,
+                     pairing=ctx.unit.method, kernel=focus["kernel"], workgroups=mine,
                      other_kernel=best.kernel, other_workgroups=theirs, cpus=cpus, speedup=speedup)]
 
 

@@ -74,7 +74,7 @@ def recomputed_evaluations(ctx: Context) -> list[Finding] | None:
     and iteration spaces: a producer's exp fused into a reduction runs once per reduction step).
     None where the two sides' catalogs do not both count one function (a frontend that does not
     read them), so the other checks run; [] where they do and no count differs that much."""
-    slow, fast = (ctx.b, ctx.a) if ctx.unit["delta_ns"]["median"] > 0 else (ctx.a, ctx.b)
+    slow, fast = (ctx.b, ctx.a) if ctx.unit.delta_ns.median > 0 else (ctx.a, ctx.b)
     es, ef = _evaluations(slow), _evaluations(fast)
     common = sorted(set(es) & set(ef))
     if not common:
@@ -104,24 +104,24 @@ def recomputation(ctx: Context) -> list[Finding]:
     by_evaluations = recomputed_evaluations(ctx)
     if by_evaluations is not None:
         return by_evaluations
-    la, lb = ctx.unit["launches_a"], ctx.unit["launches_b"]
+    la, lb = ctx.unit.launches_a, ctx.unit.launches_b
     # 'absorbed' (a producer joined to the consumer launched after it, the catalogs' work
     # permitting) is checked below by what the kernels compute, as read from their sources
-    if ctx.unit.get("method") not in (*op_evidence_tiers(), "absorbed"):
+    if ctx.unit.method not in (*op_evidence_tiers(), "absorbed"):
         if la != lb:
             ctx.attribution.cannot_conclude.append(
-                f"unit {ctx.unit['unit']}: joined by {ctx.unit.get('method')}, not by the ops its kernels compute: "
+                f"unit {ctx.unit.unit}: joined by {ctx.unit.method}, not by the ops its kernels compute: "
                 "whether a fused kernel recomputes its producers was not checked")
         return []
     if la == lb:
         return []
     fused, other = (ctx.a, ctx.b) if la < lb else (ctx.b, ctx.a)
-    if fused is not (ctx.b if ctx.unit["delta_ns"]["median"] > 0 else ctx.a):
+    if fused is not (ctx.b if ctx.unit.delta_ns.median > 0 else ctx.a):
         return []  # the fused side is the faster one: what it recomputes is not this unit's cost
     top = fused.dominant()
     if top is None or other.kernels.empty:
         return []
-    parts = _fused_parts(fused, top["kernel"], other, by_location=ctx.unit.get("method") != "absorbed")
+    parts = _fused_parts(fused, top["kernel"], other, by_location=ctx.unit.method != "absorbed")
     if len(parts) < 2:
         return []  # not a fusion of the other side's kernels (the same op split, or unrelated kernels)
     for metric in ("flops", "bytes_moved"):
@@ -139,6 +139,6 @@ def recomputation(ctx: Context) -> list[Finding]:
                          metric=metric, ratio=ratio, fused_kernel=top["kernel"], replaced=parts,
                          covered_ops=sorted(_ops(fused, top["kernel"])), **{fused.label: wf, other.label: wo})]
     ctx.attribution.cannot_conclude.append(
-        f"unit {ctx.unit['unit']}: `{top['kernel']}` fuses the ops of {len(parts)} kernels, but the catalogs "
+        f"unit {ctx.unit.unit}: `{top['kernel']}` fuses the ops of {len(parts)} kernels, but the catalogs "
         "give neither flops nor bytes moved for all of them: recomputation was not checked")
     return []

@@ -72,7 +72,7 @@ def vector_tiles(ctx: Context) -> list[Finding]:
     its frontend's vector_step), so its loops take that many more steps for the same work; a step of one element uses no
     vector lanes. Only between dispatches paired by the ops they compute, and only where the unit is
     MECHANISM_MIN_SPEEDUP times slower (else a cannot-conclude line)."""
-    p = pair(ctx) if ctx.unit.get("method") in op_evidence_tiers() else None
+    p = pair(ctx) if ctx.unit.method in op_evidence_tiers() else None
     if p is None:
         return []
     slow, focus, fast, counterpart = p
@@ -101,7 +101,7 @@ def loop_stride(ctx: Context) -> list[Finding]:
     for affine indices). Only between kernels paired by the ops they compute, and only where the
     unit is MECHANISM_MIN_SPEEDUP times slower on the slow side (else a cannot-conclude line: a
     strided loop that costs little is not what made the unit slower)."""
-    p = pair(ctx) if ctx.unit.get("method") in op_evidence_tiers() else None
+    p = pair(ctx) if ctx.unit.method in op_evidence_tiers() else None
     if p is None:
         return []
     slow, focus, fast, counterpart = p
@@ -145,7 +145,7 @@ def library_call(ctx: Context) -> list[Finding]:
     runs code its compiler generated for the same module: which of the two each producer chose, and
     what the unit's time was on each side. Named only that way round: a library call on the slower
     side says nothing about why it is slower."""
-    slow, fast = (ctx.b, ctx.a) if ctx.unit["delta_ns"]["median"] > 0 else (ctx.a, ctx.b)
+    slow, fast = (ctx.b, ctx.a) if ctx.unit.delta_ns.median > 0 else (ctx.a, ctx.b)
     libs = {r.kernel: (fast.cat(base_kernel(r.kernel)[0]) or CatalogKernel("", "")).schedule.get("library")
             for r in fast.kernels.itertuples(index=False)}
     called = {k: lib for k, lib in libs.items() if lib}
