@@ -76,7 +76,7 @@ def fmt_value(v: Any) -> str:
 def verdict(doc: dict[str, Any]) -> dict[str, Any]:
     """Which variant is faster, by how much (ratio with the pair's own interval where A and B were
     timed side by side, else the conservative one of the two intervals), the closure."""
-    w, significance = doc["whole_graph"], doc.get("significance") or {}
+    w, significance = doc["whole_graph"], _section(doc, "significance")
     A, B = label(doc, "a"), label(doc, "b")
     a, b = w["a"], w["b"]
     significant = w.get("significant")
@@ -145,6 +145,12 @@ def verdict_sentence(v: dict[str, Any]) -> str:
     else:
         text += "; closure not available"
     return text + "."
+
+
+def _section(doc: dict[str, Any], key: str) -> dict[str, Any]:
+    """A section the schema does not check (significance, run): {} unless it is an object."""
+    value = doc.get(key)
+    return value if isinstance(value, dict) else {}
 
 
 def label(doc: dict[str, Any], v: str) -> str:
@@ -360,7 +366,7 @@ def snapshot_line(name: str, s: dict[str, Any]) -> str:
 
 def on_cpu(doc: dict[str, Any]) -> bool:
     """Whether the run behind the report ran on the CPU (an llvm target)."""
-    target = (doc.get("run") or {}).get("target")
+    target = _section(doc, "run").get("target")
     return isinstance(target, str) and target.startswith("llvm")
 
 
