@@ -71,9 +71,6 @@ class Unit:
         """Side v's ('a' or 'b') time per graph call."""
         return self.time_a_ns if v == "a" else self.time_b_ns
 
-    def kernels(self, v: str) -> list[str]:
-        return self.kernels_a if v == "a" else self.kernels_b
-
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "unit": self.unit, "kernels_a": self.kernels_a, "kernels_b": self.kernels_b,
