@@ -168,11 +168,6 @@ class Interval:
         return {"median": float(self.median), "low": float(self.low), "high": float(self.high),
                 "level": LEVEL}
 
-    @classmethod
-    def of(cls, stat: dict[str, Any]) -> "Interval":
-        """The interval of an attribution.json STAT ({'median', 'low', 'high', ...})."""
-        return cls(float(stat["median"]), float(stat["low"]), float(stat["high"]))
-
 
 @dataclass(frozen=True)
 class MeasuredPair:

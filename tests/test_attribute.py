@@ -53,8 +53,8 @@ def test_top_unit_is_fused_pool_against_pool2d_add2(att, raw_calls):
     assert top.significant and top.delta_ns.low > 0
     assert top.delta_ns.low <= top.delta_ns.median <= top.delta_ns.high
     whole = _median_span(on) - _median_span(off)
-    assert att.whole_graph["source"] == "profiled-span"
-    assert att.whole_graph["delta_ns"]["median"] == pytest.approx(whole)
+    assert att.whole_graph.source == "profiled-span"
+    assert att.whole_graph.delta_ns.median == pytest.approx(whole)
     assert top.share == pytest.approx(top.delta_ns.median / whole)
     assert top.share > 2  # the pool kernel alone costs more than the whole regression
 
@@ -70,7 +70,7 @@ def test_residual_launch_counts_and_closure(att, raw_calls):
     assert att.residual["a"]["median"] == pytest.approx(resid_off)
     assert att.residual["significant"] and att.residual["delta_ns"]["median"] < 0
     total = sum(u.delta_ns.median for u in att.units) + att.residual["delta_ns"]["median"]
-    assert att.closure == pytest.approx(total / att.whole_graph["delta_ns"]["median"])
+    assert att.closure == pytest.approx(total / att.whole_graph.delta_ns.median)
     assert 0.9 < att.closure < 1.1
 
 
@@ -78,7 +78,7 @@ def test_variant_against_itself_is_not_significant(variants):
     _, on = variants
     first, second = on[on.call < on.call.min() + 10], on[on.call >= on.call.min() + 10]
     a = attribute(first, second, align(first, second))
-    assert not a.whole_graph["significant"] and not a.residual["significant"]
+    assert not a.whole_graph.significant and not a.residual["significant"]
     assert not any(u.significant for u in a.units)
     assert a.closure is None
 
@@ -93,7 +93,7 @@ def test_two_calls_a_side_cannot_be_significant(variants):
     off, on = variants
     two = attribute(_first_calls(off, 2), _first_calls(on, 2),
                     align(_first_calls(off, 2), _first_calls(on, 2)), labels=("OFF", "ON"))
-    assert not any(u.significant for u in two.units) and not two.whole_graph["significant"]
+    assert not any(u.significant for u in two.units) and not two.whole_graph.significant
     assert any("once in 6" in n for n in two.notes)
     three = attribute(_first_calls(off, 3), _first_calls(on, 3),
                       align(_first_calls(off, 3), _first_calls(on, 3)), labels=("OFF", "ON"))
@@ -160,8 +160,8 @@ def test_measured_whole_graph(variants):
     # recorded there: the point is used as its own interval).
     m_off, m_on = WholeGraph(79.5e3, 79.5e3, 79.5e3, "measured"), WholeGraph(107.6e3, 107.6e3, 107.6e3, "measured")
     a = attribute(off, on, align(off, on), m_off, m_on, labels=("OFF", "ON"))
-    assert a.whole_graph["source"] == "measured"
-    assert a.whole_graph["delta_ns"]["median"] == pytest.approx(28.1e3)
+    assert a.whole_graph.source == "measured"
+    assert a.whole_graph.delta_ns.median == pytest.approx(28.1e3)
     resid_on = 107.6e3 - a.variants["b"]["kernel_busy_ns"]["median"]
     assert a.residual["b"]["median"] == pytest.approx(resid_on)
     total = sum(u.delta_ns.median for u in a.units) + a.residual["delta_ns"]["median"]
@@ -411,7 +411,7 @@ def test_a_unit_scaled_to_a_noisy_measurement_is_not_significant(case):
     att = attribute(events["a"], events["b"], align(events["a"], events["b"]), whole["a"], whole["b"],
                     labels=("A", "A again"), scale_to_whole=("a", "b"), timed_apart=timed,
                     whole_min_effect_share=CPU_MIN_EFFECT_SHARE)
-    assert not any(u.significant for u in att.units) and not att.whole_graph["significant"]
+    assert not any(u.significant for u in att.units) and not att.whole_graph.significant
     assert any("the difference comes from the two sides' scale factors" in c
                for c in att.cannot_conclude), att.cannot_conclude
 
@@ -491,19 +491,22 @@ def test_an_interval_holding_the_threshold_gets_no_verdict(low, high, median, ve
     follows where the interval lies, never which side of the threshold its median falls."""
     import pandas as pd
 
-    from rootcause.analysis.result import Attribution
+    from rootcause.analysis.result import Attribution, WholeGraphDelta
     from rootcause.analysis.verdict import require_clear_of_floor, withdraw
+    from rootcause.model import Interval
 
     floor = 20e3
-    d = {"median": median * 1e3, "low": low * 1e3, "high": high * 1e3}
-    whole = {"a": {"median": 400e3}, "b": {"median": 400e3 + d["median"]}, "delta_ns": d,
-             "significant": low > 0 and median * 1e3 >= floor or high < 0 and -median * 1e3 >= floor}
+    d = Interval(median * 1e3, low * 1e3, high * 1e3)
+    whole = WholeGraphDelta("measured", None, Interval(400e3, 400e3, 400e3),
+                            Interval(400e3 + d.median, 400e3 + d.median, 400e3 + d.median), d,
+                            low > 0 and median * 1e3 >= floor or high < 0 and -median * 1e3 >= floor,
+                            None, d.median)
     side = {"median": 10e3, "low": 5e3, "high": 15e3}
     residual = {"a": side, "b": side, "delta_ns": {"median": 0.0, "low": -5e3, "high": 5e3},
                 "launches_per_call": {"a": 1.0, "b": 1.0}}
     att = Attribution({"a": {"label": "A"}, "b": {"label": "B"}}, whole, [], residual, None, pd.DataFrame(),
                       cannot_conclude=["closure not computed: ..."], whole_min_effect_ns=floor)
     withdraw(att, require_clear_of_floor(att))
-    got = ("none" if att.whole_graph.get("undetermined") else
-           "significant" if att.whole_graph["significant"] else "not")
-    assert got == verdict, att.whole_graph.get("undetermined")
+    got = ("none" if att.whole_graph.undetermined else
+           "significant" if att.whole_graph.significant else "not")
+    assert got == verdict, att.whole_graph.undetermined

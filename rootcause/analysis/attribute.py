@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from rootcause.analysis.align import INSTANCE, Alignment
-from rootcause.analysis.result import Attribution, Unit, Withdrawal, json_value
+from rootcause.analysis.result import Attribution, Unit, WholeGraphDelta, Withdrawal, json_value
 from rootcause.analysis.verdict import (
     FLOOR_QUANTILE,
     WHOLE_NOTES,
@@ -510,14 +510,11 @@ def _assemble(per, alignment, whole_a, whole_b, labels, notes, environment, whol
                 "share": resid_delta.median / whole_delta.median if whole_delta.median else None,
                 "launches_per_call": launches,
                 "what": "whole-graph time minus kernel busy time: launch overhead, gaps, host"}
-    whole_graph = {"source": source, "note": whole_note, "a": _ival(whole["a"]),
-                   "b": _ival(whole["b"]), "delta_ns": _ival(whole_delta),
-                   "significant": significant(whole_delta, whole_spread, whole_min_effect),
-                   "ratio": whole["b"].median / whole["a"].median if whole["a"].median else None,
-                   "unit_delta_sum_ns": unit_sum}
-    if pair is not None and whole_a is not None:
-        whole_graph["delta_interval"] = "paired"
-        whole_graph["ratio_b_over_a"] = _ival(pair.ratio_b_over_a)
+    whole_graph = WholeGraphDelta(
+        source, whole_note, whole["a"], whole["b"], whole_delta,
+        significant(whole_delta, whole_spread, whole_min_effect),
+        whole["b"].median / whole["a"].median if whole["a"].median else None, unit_sum,
+        ratio_b_over_a=pair.ratio_b_over_a if pair is not None and whole_a is not None else None)
     kernels = pd.concat([per["a"]["stats"], per["b"]["stats"]], ignore_index=True)
     return Attribution(variants=variants, whole_graph=whole_graph, units=unit_rows,
                        residual=residual, concurrency=concurrency, closure=closure, kernels=kernels, notes=notes,

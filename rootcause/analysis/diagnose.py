@@ -70,8 +70,8 @@ def launch_overhead(att: Attribution) -> list[Finding]:
     outlast its measured call by that much), nor when the side that spends more outside the
     kernels launches fewer of them (then it is not launch overhead), nor from an ncu profile
     (kernels replayed one by one: no timeline); each says so in cannot_conclude."""
-    r, wd = att.residual, att.whole_graph["delta_ns"]["median"]
-    if not r["significant"] or not att.whole_graph.get("significant"):
+    r, wd = att.residual, att.whole_graph.delta_ns.median
+    if not r["significant"] or not att.whole_graph.significant:
         return []  # a share of a delta that is not there (+759% of an A-against-A noise) explains nothing
     d = r["delta_ns"]["median"]
     biggest_unit = max((abs(u.delta_ns.median) for u in att.units), default=0.0)
@@ -115,7 +115,7 @@ def launch_overhead(att: Attribution) -> list[Finding]:
     idle = _largest_idle_change(att, d)
     if idle:
         sentence += ". " + idle
-    return [finding(None, "launch-overhead", sentence + ".", source=att.whole_graph["source"],
+    return [finding(None, "launch-overhead", sentence + ".", source=att.whole_graph.source,
                      residual_a_ns=r["a"], residual_b_ns=r["b"], delta_ns=r["delta_ns"],
                      launches_per_call={"a": la, "b": lb}, profiler_excess_ns=excess)]
 
@@ -220,7 +220,7 @@ def _limits(att, catalog_a, catalog_b, device, cpu: bool = False) -> list[str]:
                    "(bandwidth vs peak), work (recomputation) and spills cannot be checked")
     if device is None and not cpu:
         out.append("no --gpu given: waves per SM, occupancy and bandwidth against peak are not computed")
-    if att.whole_graph["source"] == "profiled-span":
+    if att.whole_graph.source == "profiled-span":
         out.append("no measurement given: the whole-graph delta is the profiled span, which includes "
                    "profiler overhead; closure says how well units + residual explain that span, "
                    "not the un-profiled latency")

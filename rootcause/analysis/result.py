@@ -88,9 +88,43 @@ class Unit:
 
 
 @dataclass
+class WholeGraphDelta:
+    """The whole graph per call: A's and B's times and B - A, in ns with 95% intervals, where they
+    came from, and whether the delta is called significant; attribution.json's whole_graph.
+
+    significant holds until a check withdraws it (verdict.withdraw); undetermined is then why no
+    verdict was reached, which the headline says instead of a direction."""
+    source: str  # what A's time is (model.WholeGraph.source, verdict.BASES)
+    note: str | None  # what that time covers, where it is not a measured latency
+    a: Interval
+    b: Interval
+    delta_ns: Interval
+    significant: bool
+    ratio: float | None  # B's median over A's
+    unit_delta_sum_ns: float
+    ratio_b_over_a: Interval | None = None  # A and B timed side by side: the pair's own interval
+    basis: dict[str, str] | None = None  # each side's source (verdict.require_shared_basis)
+    undetermined: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "source": self.source, "note": self.note, "a": self.a.to_dict(), "b": self.b.to_dict(),
+            "delta_ns": self.delta_ns.to_dict(), "significant": self.significant, "ratio": self.ratio,
+            "unit_delta_sum_ns": self.unit_delta_sum_ns}
+        if self.ratio_b_over_a is not None:
+            out["delta_interval"] = "paired"
+            out["ratio_b_over_a"] = self.ratio_b_over_a.to_dict()
+        if self.basis is not None:
+            out["basis"] = self.basis
+        if self.undetermined is not None:
+            out["undetermined"] = self.undetermined
+        return out
+
+
+@dataclass
 class Attribution:
     variants: dict[str, dict[str, Any]]
-    whole_graph: dict[str, Any]
+    whole_graph: WholeGraphDelta
     units: list[Unit]
     residual: dict[str, Any]
     closure: float | None
@@ -111,7 +145,7 @@ class Attribution:
     # alignment split it (what the unit rows take medians of; confirmation judges hybrids on it)
     unit_calls_ns: dict[int, dict[str, np.ndarray]] = field(default_factory=dict)
     # what the checks took back, in the order they were applied (the findings' and headline's own
-    # words are in cannot_conclude and whole_graph['undetermined'])
+    # words are in cannot_conclude and whole_graph.undetermined)
     withdrawals: list[Withdrawal] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -120,7 +154,7 @@ class Attribution:
             "rootcause_version": rootcause.__version__,
             "delta_convention": "B - A in ns per graph call; positive means B is slower",
             "variants": self.variants,
-            "whole_graph": self.whole_graph,
+            "whole_graph": self.whole_graph.to_dict(),
             "units": [u.to_dict() for u in self.units],
             "residual": self.residual,
             "concurrency": self.concurrency,

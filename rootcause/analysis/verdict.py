@@ -19,13 +19,13 @@ def require_clear_of_floor(att: Attribution) -> list[Withdrawal]:
     is 'not significant'; one away from 0 but entirely under the threshold too (the report says the
     threshold); one entirely beyond it, significant. Asked last, after the checks whose reasons say
     more (require_repeat, require_floor)."""
-    if att.whole_graph.get("undetermined"):  # withdrawn already, with a reason that says more
+    if att.whole_graph.undetermined:  # withdrawn already, with a reason that says more
         return []
-    d, floor = att.whole_graph["delta_ns"], att.whole_min_effect_ns
-    near, far = sorted((abs(d["low"]), abs(d["high"])))
-    if floor <= 0 or d["low"] <= 0 <= d["high"] or not near < floor <= far:
+    d, floor = att.whole_graph.delta_ns, att.whole_min_effect_ns
+    near, far = sorted((abs(d.low), abs(d.high)))
+    if floor <= 0 or d.low <= 0 <= d.high or not near < floor <= far:
         return []
-    share = floor / att.whole_graph["a"]["median"] if att.whole_graph["a"]["median"] else 0.0
+    share = floor / att.whole_graph.a.median if att.whole_graph.a.median else 0.0
     return [Withdrawal("clear-of-floor", f"holds in its interval the practical threshold of {floor / 1e3:.1f} us "
                        f"({share:.0%} of A's call): whether the difference reaches it cannot be told from this "
                        "measurement (measure longer: --budget-s)", measured=True)]
@@ -48,8 +48,8 @@ def require_shared_basis(att: Attribution, whole_a: WholeGraph, whole_b: WholeGr
     """A whole-graph verdict only on one basis both sides share: the same kind of iteration, and,
     where the calls were found in the kernel sequence (no markers), calls of one signature a side:
     calls of several signatures are a guess at the iterations, and a ratio of guesses is no verdict.
-    Records each side's basis in whole_graph['basis']."""
-    att.whole_graph["basis"] = {"a": whole_a.source, "b": whole_b.source}
+    Records each side's basis in whole_graph.basis."""
+    att.whole_graph.basis = {"a": whole_a.source, "b": whole_b.source}
     if _KIND.get(whole_a.source, whole_a.source) != _KIND.get(whole_b.source, whole_b.source):
         return [Withdrawal("shared-basis", f"{labels[0]} has {whole_a.samples or '?'} "
                            f"{BASES.get(whole_a.source, whole_a.source)}, {labels[1]} has {whole_b.samples or '?'} "
@@ -98,8 +98,9 @@ def withdraw(att: Attribution, withdrawals: list[Withdrawal]) -> None:
 
 def _no_verdict(att: Attribution, reason: str) -> None:
     """No whole-graph verdict: the headline says why instead of a direction (the first reason kept)."""
-    att.whole_graph["significant"] = False
-    att.whole_graph.setdefault("undetermined", reason)
+    att.whole_graph.significant = False
+    if att.whole_graph.undetermined is None:
+        att.whole_graph.undetermined = reason
     att.closure = None
 
 
@@ -111,7 +112,7 @@ def closure_why(att: Attribution, labels: tuple[str, str]) -> str | None:
     profile) does not conclude, the deepest cause first: the profiler's own cost inside the kernel
     times (a negative residual), no significant delta to explain, or units and residual outside
     CLOSURE_BAND; None when it closes."""
-    d = att.whole_graph["delta_ns"]
+    d = att.whole_graph.delta_ns
     # a residual whose whole interval is below zero: one that only touches zero is no evidence
     over = [(-att.residual[v]["median"], att.residual["launches_per_call"][v], labels[i])
             for i, v in enumerate("ab") if att.residual[v]["high"] < 0]
@@ -120,10 +121,10 @@ def closure_why(att: Attribution, labels: tuple[str, str]) -> str | None:
         return (f"closure is no check here: {label}'s profiled kernels take {extra / 1e3:.1f} us per call more than "
                 f"its measured latency (scaled to it; {extra / n / 1e3:.1f} us or more per launch, {n:g} launches per "
                 "call): the profiler's own cost lands inside the kernel times, so the residual is not measured and "
-                f"the units carry up to that bias against a {abs(d['median']) / 1e3:.1f} us delta")
+                f"the units carry up to that bias against a {abs(d.median) / 1e3:.1f} us delta")
     if att.closure is None:
-        return (f"closure not computed: the measured whole-graph delta {d['median'] / 1e3:+.1f} us "
-                f"[{d['low'] / 1e3:+.1f}, {d['high'] / 1e3:+.1f}] is not significant, so there is no delta for "
+        return (f"closure not computed: the measured whole-graph delta {d.median / 1e3:+.1f} us "
+                f"[{d.low / 1e3:+.1f}, {d.high / 1e3:+.1f}] is not significant, so there is no delta for "
                 "the units and the residual to explain")
     if CLOSURE_BAND[0] <= att.closure <= CLOSURE_BAND[1]:
         return None
@@ -131,7 +132,7 @@ def closure_why(att: Attribution, labels: tuple[str, str]) -> str | None:
     calls = min(att.variants[v]["calls"] for v in "ab")
     return (f"closure {att.closure:.0%} is outside {CLOSURE_BAND[0]:.0%}-{CLOSURE_BAND[1]:.0%}: the profiled kernel "
             f"time per call is known to +-{wide / 1e3:.1f} us (95% interval over {calls} calls) against a "
-            f"{abs(d['median']) / 1e3:.1f} us delta, so the units' medians do not add up to the measured delta; "
+            f"{abs(d.median) / 1e3:.1f} us delta, so the units' medians do not add up to the measured delta; "
             "profile more calls (--profile-calls) or on a quieter machine")
 
 
@@ -172,23 +173,24 @@ def require_repeat(att: Attribution, repeat: Attribution, how: str,
                    "alone does")
         out.append(Withdrawal("repeat", f"unit {u.unit} ({names}): {delta_text(u.delta_ns)} in the first pair "
                               f"of profiles {why}, so it is not called significant", unit=u.unit))
-    if timed and set(timed) == {"a", "b"} and att.whole_graph["significant"]:
-        why = _sessions_disagree(att, timed)
-        if why:
-            out.append(Withdrawal("repeat", why, measured=True))
+    if timed and set(timed) == {"a", "b"} and att.whole_graph.significant:
+        disagree = _sessions_disagree(att, timed)
+        if disagree:
+            out.append(Withdrawal("repeat", disagree, measured=True))
     return out
 
 
 def _whole_not_significant(att: Attribution, why: str) -> None:
     """Withdraw the whole graph's significance, saying why (after 'the measured delta ...')."""
     whole = att.whole_graph
-    whole["significant"] = False
-    whole.setdefault("undetermined", f"the measured delta {why}")
+    whole.significant = False
+    if whole.undetermined is None:
+        whole.undetermined = f"the measured delta {why}"
     att.closure = None
     # the closure line attribute() wrote judged a significant delta: say it again for this one
     att.cannot_conclude = [c for c in att.cannot_conclude if not c.startswith("closure ")]
     closure = closure_why(att, (att.variants["a"]["label"], att.variants["b"]["label"]))
-    att.cannot_conclude += [f"whole graph: the measured delta {delta_text(Interval.of(whole['delta_ns']))} {why}, so it is not "
+    att.cannot_conclude += [f"whole graph: the measured delta {delta_text(whole.delta_ns)} {why}, so it is not "
                             "called significant"] + ([closure] if closure else [])
 
 
@@ -205,18 +207,18 @@ def require_floor(att: Attribution, samples: dict[str, list[float]], apart: str)
     delta is how often each process's calls stalled, not the code. samples: per side ('a', 'b') the
     measured seconds per call; apart: which processes timed the sides, in words."""
     whole = att.whole_graph
-    if not whole["significant"]:
+    if not whole.significant:
         return []
     floor = {v: quantile(samples[v], FLOOR_QUANTILE) * 1e9 for v in "ab"}
-    moved, d = floor["b"] - floor["a"], whole["delta_ns"]["median"]
+    moved, d = floor["b"] - floor["a"], whole.delta_ns.median
     if (moved > 0) == (d > 0) and abs(moved) >= CPU_MIN_EFFECT_SHARE * floor["a"]:
         return []
     label = {v: att.variants[v]["label"] for v in "ab"}
     return [Withdrawal("floor", (
         f"rests on how often calls stalled, not on the code's time: {apart}, and the fastest tenth of their calls "
         f"take {floor['a'] / 1e3:.1f} us ({label['a']}) and {floor['b'] / 1e3:.1f} us ({label['b']}), "
-        f"{moved / floor['a']:+.1%} apart, where the medians are {whole['a']['median'] / 1e3:.1f} us and "
-        f"{whole['b']['median'] / 1e3:.1f} us; on this machine how often a process's calls stall differs from "
+        f"{moved / floor['a']:+.1%} apart, where the medians are {whole.a.median / 1e3:.1f} us and "
+        f"{whole.b.median / 1e3:.1f} us; on this machine how often a process's calls stall differs from "
         "process to process"), measured=True)]
 
 
@@ -230,7 +232,7 @@ def _sessions_disagree(att: Attribution, timed: dict[str, tuple[float, float]]) 
     two sessions is not held against the delta: in the mirrored order it is that drift, which the
     pairs' order cancels and the interleaved measurement never saw."""
     whole = att.whole_graph
-    d, base = whole["delta_ns"]["median"], whole["a"]["median"]
+    d, base = whole.delta_ns.median, whole.a.median
     (a1, a2), (b1, b2) = timed["a"], timed["b"]
     label = {v: att.variants[v]["label"] for v in "ab"}
     if (b1 - a1 > 0) != (d > 0) or (b2 - a2 > 0) != (d > 0):
