@@ -61,15 +61,15 @@ def test_top_unit_is_fused_pool_against_pool2d_add2(att, raw_calls):
 
 def test_residual_launch_counts_and_closure(att, raw_calls):
     off, on = raw_calls
-    assert att.residual["launches_per_call"] == {"a": 19.0, "b": 3.0}
+    assert att.residual.launches_per_call == {"a": 19.0, "b": 3.0}
     busy_off = statistics.median(sum(r["end"] - r["start"] for r in c) for c in off)  # one stream
     assert att.variants["a"]["kernel_busy_ns"]["median"] == pytest.approx(busy_off)
     resid_off = statistics.median(
         (max(r["end"] for r in c) - min(r["start"] for r in c)) - sum(r["end"] - r["start"] for r in c)
         for c in off)
-    assert att.residual["a"]["median"] == pytest.approx(resid_off)
-    assert att.residual["significant"] and att.residual["delta_ns"]["median"] < 0
-    total = sum(u.delta_ns.median for u in att.units) + att.residual["delta_ns"]["median"]
+    assert att.residual.a.median == pytest.approx(resid_off)
+    assert att.residual.significant and att.residual.delta_ns.median < 0
+    total = sum(u.delta_ns.median for u in att.units) + att.residual.delta_ns.median
     assert att.closure == pytest.approx(total / att.whole_graph.delta_ns.median)
     assert 0.9 < att.closure < 1.1
 
@@ -78,7 +78,7 @@ def test_variant_against_itself_is_not_significant(variants):
     _, on = variants
     first, second = on[on.call < on.call.min() + 10], on[on.call >= on.call.min() + 10]
     a = attribute(first, second, align(first, second))
-    assert not a.whole_graph.significant and not a.residual["significant"]
+    assert not a.whole_graph.significant and not a.residual.significant
     assert not any(u.significant for u in a.units)
     assert a.closure is None
 
@@ -163,8 +163,8 @@ def test_measured_whole_graph(variants):
     assert a.whole_graph.source == "measured"
     assert a.whole_graph.delta_ns.median == pytest.approx(28.1e3)
     resid_on = 107.6e3 - a.variants["b"]["kernel_busy_ns"]["median"]
-    assert a.residual["b"]["median"] == pytest.approx(resid_on)
-    total = sum(u.delta_ns.median for u in a.units) + a.residual["delta_ns"]["median"]
+    assert a.residual.b.median == pytest.approx(resid_on)
+    total = sum(u.delta_ns.median for u in a.units) + a.residual.delta_ns.median
     assert a.closure == pytest.approx(total / 28.1e3)
 
 
@@ -491,7 +491,7 @@ def test_an_interval_holding_the_threshold_gets_no_verdict(low, high, median, ve
     follows where the interval lies, never which side of the threshold its median falls."""
     import pandas as pd
 
-    from rootcause.analysis.result import Attribution, WholeGraphDelta
+    from rootcause.analysis.result import Attribution, Residual, WholeGraphDelta
     from rootcause.analysis.verdict import require_clear_of_floor, withdraw
     from rootcause.model import Interval
 
@@ -501,9 +501,8 @@ def test_an_interval_holding_the_threshold_gets_no_verdict(low, high, median, ve
                             Interval(400e3 + d.median, 400e3 + d.median, 400e3 + d.median), d,
                             low > 0 and median * 1e3 >= floor or high < 0 and -median * 1e3 >= floor,
                             None, d.median)
-    side = {"median": 10e3, "low": 5e3, "high": 15e3}
-    residual = {"a": side, "b": side, "delta_ns": {"median": 0.0, "low": -5e3, "high": 5e3},
-                "launches_per_call": {"a": 1.0, "b": 1.0}}
+    side = Interval(10e3, 5e3, 15e3)
+    residual = Residual(side, side, Interval(0.0, -5e3, 5e3), False, None, {"a": 1.0, "b": 1.0})
     att = Attribution({"a": {"label": "A"}, "b": {"label": "B"}}, whole, [], residual, None, pd.DataFrame(),
                       cannot_conclude=["closure not computed: ..."], whole_min_effect_ns=floor)
     withdraw(att, require_clear_of_floor(att))

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from rootcause.analysis.align import INSTANCE, Alignment
-from rootcause.analysis.result import Attribution, Unit, WholeGraphDelta, Withdrawal, json_value
+from rootcause.analysis.result import Attribution, Residual, Unit, WholeGraphDelta, Withdrawal, json_value
 from rootcause.analysis.verdict import (
     FLOOR_QUANTILE,
     WHOLE_NOTES,
@@ -505,11 +505,8 @@ def _assemble(per, alignment, whole_a, whole_b, labels, notes, environment, whol
                    "what": "kernel time hidden by units running concurrently (several streams or threads): the "
                            "units' summed time minus the busy time (their union); a unit's own time is already "
                            "the union of its kernels"}
-    residual = {"a": _ival(resid["a"]), "b": _ival(resid["b"]), "delta_ns": _ival(resid_delta),
-                "significant": significant(resid_delta),
-                "share": resid_delta.median / whole_delta.median if whole_delta.median else None,
-                "launches_per_call": launches,
-                "what": "whole-graph time minus kernel busy time: launch overhead, gaps, host"}
+    residual = Residual(resid["a"], resid["b"], resid_delta, significant(resid_delta),
+                        resid_delta.median / whole_delta.median if whole_delta.median else None, launches)
     whole_graph = WholeGraphDelta(
         source, whole_note, whole["a"], whole["b"], whole_delta,
         significant(whole_delta, whole_spread, whole_min_effect),

@@ -71,9 +71,9 @@ def launch_overhead(att: Attribution) -> list[Finding]:
     kernels launches fewer of them (then it is not launch overhead), nor from an ncu profile
     (kernels replayed one by one: no timeline); each says so in cannot_conclude."""
     r, wd = att.residual, att.whole_graph.delta_ns.median
-    if not r["significant"] or not att.whole_graph.significant:
+    if not r.significant or not att.whole_graph.significant:
         return []  # a share of a delta that is not there (+759% of an A-against-A noise) explains nothing
-    d = r["delta_ns"]["median"]
+    d = r.delta_ns.median
     biggest_unit = max((abs(u.delta_ns.median) for u in att.units), default=0.0)
     if wd and abs(d) < 0.25 * abs(wd) and abs(d) < biggest_unit:
         return []
@@ -81,15 +81,16 @@ def launch_overhead(att: Attribution) -> list[Finding]:
     if replayed:  # ncu times each kernel alone, replayed: no timeline of the call to see launches or gaps in
         att.cannot_conclude.append(
             f"residual: ncu replayed each kernel of {' and '.join(replayed)} on its own, so the time outside the "
-            f"kernels ({time_text(abs(r['delta_ns']['median']))} change) mixes launch overhead with replay effects and "
+            f"kernels ({time_text(abs(r.delta_ns.median))} change) mixes launch overhead with replay effects and "
             "is not read as launch overhead; `rootcause run --profile cupti` measures the call's timeline")
         return []
-    la, lb = r["launches_per_call"]["a"], r["launches_per_call"]["b"]
+    la, lb = r.launches_per_call["a"], r.launches_per_call["b"]
     A, B = att.variants["a"]["label"], att.variants["b"]["label"]
-    negative = [v for v in "ab" if r[v]["median"] < 0]
+    side = {"a": r.a.median, "b": r.b.median}
+    negative = [v for v in "ab" if side[v] < 0]
     # A negative residual: the side's profiled kernels outlast its measured call, so its profile
     # overstates kernel time by at least that much; a change within that excess is the profiler's.
-    excess = sum(-r[v]["median"] for v in negative)
+    excess = sum(-side[v] for v in negative)
     if negative and abs(d) <= excess:
         att.cannot_conclude.append(
             f"residual: negative on {' and '.join(att.variants[v]['label'] for v in negative)} (profiled kernels "
@@ -104,7 +105,7 @@ def launch_overhead(att: Attribution) -> list[Finding]:
         return []
     verb = "costs" if d > 0 else "saves"
     sentence = (f"Outside the kernels, {B} {verb} {time_text(abs(d))} per call against {A} "
-                f"({time_text(r['b']['median'])} vs {time_text(r['a']['median'])} of launch overhead, gaps and host time), "
+                f"({time_text(r.b.median)} vs {time_text(r.a.median)} of launch overhead, gaps and host time), "
                 f"with {number_text(lb)} launches per call vs {number_text(la)}")
     if wd:
         sentence += f"; that is {d / wd:+.0%} of the whole-graph delta"
@@ -116,7 +117,7 @@ def launch_overhead(att: Attribution) -> list[Finding]:
     if idle:
         sentence += ". " + idle
     return [finding(None, "launch-overhead", sentence + ".", source=att.whole_graph.source,
-                     residual_a_ns=r["a"], residual_b_ns=r["b"], delta_ns=r["delta_ns"],
+                     residual_a_ns=r.a.to_dict(), residual_b_ns=r.b.to_dict(), delta_ns=r.delta_ns.to_dict(),
                      launches_per_call={"a": la, "b": lb}, profiler_excess_ns=excess)]
 
 

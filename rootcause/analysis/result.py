@@ -122,11 +122,28 @@ class WholeGraphDelta:
 
 
 @dataclass
+class Residual:
+    """Whole-graph time minus kernel busy time per call, in ns with 95% intervals: launch
+    overhead, gaps between kernels, host work; attribution.json's residual."""
+    a: Interval
+    b: Interval
+    delta_ns: Interval
+    significant: bool
+    share: float | None  # of the whole-graph delta
+    launches_per_call: dict[str, float]  # per side: median kernel launches per graph call
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"a": self.a.to_dict(), "b": self.b.to_dict(), "delta_ns": self.delta_ns.to_dict(),
+                "significant": self.significant, "share": self.share, "launches_per_call": self.launches_per_call,
+                "what": "whole-graph time minus kernel busy time: launch overhead, gaps, host"}
+
+
+@dataclass
 class Attribution:
     variants: dict[str, dict[str, Any]]
     whole_graph: WholeGraphDelta
     units: list[Unit]
-    residual: dict[str, Any]
+    residual: Residual
     closure: float | None
     kernels: pd.DataFrame  # per (variant, kernel) launch statistics, see KERNEL_STAT_COLUMNS
     findings: list[Finding] = field(default_factory=list)
@@ -156,7 +173,7 @@ class Attribution:
             "variants": self.variants,
             "whole_graph": self.whole_graph.to_dict(),
             "units": [u.to_dict() for u in self.units],
-            "residual": self.residual,
+            "residual": self.residual.to_dict(),
             "concurrency": self.concurrency,
             "closure": self.closure,
             "significance": {"rule": "interval excludes 0 and |delta| >= min_effect_ns (the whole graph: "

@@ -114,8 +114,9 @@ def closure_why(att: Attribution, labels: tuple[str, str]) -> str | None:
     CLOSURE_BAND; None when it closes."""
     d = att.whole_graph.delta_ns
     # a residual whose whole interval is below zero: one that only touches zero is no evidence
-    over = [(-att.residual[v]["median"], att.residual["launches_per_call"][v], labels[i])
-            for i, v in enumerate("ab") if att.residual[v]["high"] < 0]
+    r = att.residual
+    over = [(-side.median, r.launches_per_call[v], labels[i])
+            for i, (v, side) in enumerate((("a", r.a), ("b", r.b))) if side.high < 0]
     if over:
         extra, n, label = max(over)
         return (f"closure is no check here: {label}'s profiled kernels take {extra / 1e3:.1f} us per call more than "
