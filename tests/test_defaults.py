@@ -89,9 +89,8 @@ def test_readme_main_job_leaves_the_repository_clean(copy):
     page, md = (report / "report.html").read_text(), (report / "report.md").read_text()
     load = doc["environment"]["measure_start"]["cpu"]["loadavg"][0]
     assert "in ns" not in page and "give --gpu" not in page and "Occupancy not available" not in page
-    unrecorded = [line for line in md.splitlines() if "not recorded" in line]
-    assert not unrecorded, (unrecorded, {v: {k: doc["catalogs"][v].get(k) for k in ("toolchain", "error")} for v in "ab"})
-    assert f"load average {load:.2f}" in md, md[-1500:]
+    assert [line for line in md.splitlines() if "not recorded" in line] == []
+    assert f"load average {load:.2f}" in md.splitlines()[-3], md.splitlines()[-3]  # the footer's, as measured
 
 
 def _small_size() -> tuple[int, int]:

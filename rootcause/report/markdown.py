@@ -114,8 +114,9 @@ def _footer(doc, env, dev) -> list[str]:
         gpu = [g for g in snaps[0][1].get("gpus") or [] if isinstance(g, dict)]
         if gpu:
             bits.append(str(gpu[0].get("name", "GPU")))
-        else:  # a CPU run: the machine and its load during the measurement
-            bits.append(view.snapshot_line("load", dict(snaps[0][1], time_utc=None)).removeprefix("load: "))
+        else:  # a CPU run: the machine and its load during the measurement (as it started)
+            during = env["snapshots"].get("measure_start", snaps[0][1])
+            bits.append(view.snapshot_line("load", dict(during, time_utc=None)).removeprefix("load: "))
         if host:
             bits.append(host)
         clocks = [f"{k} {g.get('sm_clock_mhz')} MHz" for k, s in snaps
