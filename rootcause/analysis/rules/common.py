@@ -139,6 +139,6 @@ def slow_enough(ctx: Context, slow: Side, focus: pd.Series, what: str, mechanism
 
 def unit_speedup(ctx: Context, slow: Side) -> float | None:
     """The unit's time on the slow side over the fast side's (medians per call)."""
-    t_slow = (ctx.unit.time_a_ns if slow is ctx.a else ctx.unit.time_b_ns).median
-    t_fast = (ctx.unit.time_b_ns if slow is ctx.a else ctx.unit.time_a_ns).median
+    slow_v, fast_v = ("a", "b") if slow is ctx.a else ("b", "a")
+    t_slow, t_fast = ctx.unit.time_ns(slow_v).median, ctx.unit.time_ns(fast_v).median
     return t_slow / t_fast if t_fast else None

@@ -68,7 +68,7 @@ def launch_count(ctx: Context) -> list[Finding]:
     slow, fast, ls, lf = (ctx.b, ctx.a, lb, la) if ctx.unit.delta_ns.median > 0 else (ctx.a, ctx.b, la, lb)
     if ls < 2 * max(lf, 1):
         return []
-    t = (ctx.unit.time_a_ns if slow is ctx.a else ctx.unit.time_b_ns).median
+    t = ctx.unit.time_ns("a" if slow is ctx.a else "b").median
     sentence = (f"{slow.label} launches {number_text(ls)} kernels per call for these ops ({slow.kernels['kernel'].nunique()} "
                 f"distinct, {time_text(t)} in total) where {fast.label} launches {number_text(lf)}.")
     return [finding(ctx, "launch-count", sentence, source="profiled",
