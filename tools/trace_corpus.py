@@ -2,6 +2,7 @@
 beside the pair's own truth.
 
     python tools/trace_corpus.py > /tmp/table.md
+    python tools/trace_corpus.py hta- tracelens-     # only the pairs whose names start so
 
 Pairs: the published traces (fixtures/captures/published-traces/pairs.json; truth: the median of
 each trace's ProfilerStep spans, read here with json) and the H200 Kineto captures (each
@@ -51,8 +52,8 @@ def pairs() -> list[tuple[str, Path, Path, float | None, str]]:
     """(name, A, B, truth B/A, what the truth is) of every pair: the traces' own steps where they
     have ProfilerSteps, else the capture script's own timing of each call (truth.json)."""
     out = []
-    published = json.loads((CAPTURES / "published-traces" / "pairs.json").read_text())["pairs"]
-    for name, (a, b) in published.items():
+    published = json.loads((CAPTURES / "published-traces" / "pairs.json").read_text())
+    for name, (a, b) in published["pairs"].items():
         out.append((name, CAPTURES / a, CAPTURES / b, *_steps_truth(CAPTURES / a, CAPTURES / b)))
     for capture in KINETO:
         truth = json.loads((CAPTURES / capture / "truth.json").read_text())
@@ -62,12 +63,14 @@ def pairs() -> list[tuple[str, Path, Path, float | None, str]]:
             if ratio is None:
                 ratio, what = p.get("ratio_b_over_a"), f"script's {p.get('unit', 'call')} timing"
             out.append((f"{capture.removeprefix('h200-')}/{name}", a, b, ratio, what))
+    for name, (a, b) in published["round6"].items():
+        out.append((name, CAPTURES / a, CAPTURES / b, *_steps_truth(CAPTURES / a, CAPTURES / b)))
     return out
 
 
 def _steps_truth(a: Path, b: Path) -> tuple[float | None, str]:
     ma, mb = step_median_ms(a), step_median_ms(b)
-    return (mb / ma, "steps") if ma and mb else (None, "no steps")
+    return (mb / ma, "steps") if ma and mb else (None, "no steps both sides")
 
 
 def row(name: str, a: Path, b: Path, truth: float | None, what: str) -> str:
@@ -107,13 +110,15 @@ def _short(name: str, limit: int = 48) -> str:
     return f"`{name[:limit]}{'...' if len(name) > limit else ''}`"
 
 
-def main() -> int:
+def main(names: list[str]) -> int:
+    """The table; with names, only the pairs whose names start with one of them."""
     print("| pair | truth B/A (from) | rootcause B/A, headline (GPUs) | ratio within 5% | direction | top kernel unit | host row that moved most |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for p in pairs():
-        print(row(*p), flush=True)
+        if not names or p[0].startswith(tuple(names)):
+            print(row(*p), flush=True)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
