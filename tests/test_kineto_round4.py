@@ -53,7 +53,7 @@ def test_one_step_a_side_gives_no_verdict_but_says_the_delta(tmp_path, capsys, p
     three renderings agree."""
     _, doc, printed, _ = _compare(pair, tmp_path, capsys)
     w = doc["whole_graph"]
-    assert w["significant"] is False and "one a side" in w["undetermined"]
+    assert w["significant"] is False and "one sample on a side" in w["undetermined"]
     truth = TRUTH["pairs"][pair]
     assert w["a"]["median"] / 1e6 == pytest.approx(truth["median_ms_a"], rel=0.05)
     assert w["b"]["median"] / 1e6 == pytest.approx(truth["median_ms_b"], rel=0.05)

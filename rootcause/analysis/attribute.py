@@ -333,7 +333,7 @@ def _require_samples(per: dict[str, dict[str, Any]], whole_a: WholeGraph | None,
     samples = {v: (w.samples if w is not None and w.samples else per[v]["n"]) for v, w in (("a", whole_a), ("b", whole_b))}
     if min(samples.values()) == 1:
         return [Withdrawal("samples", f"{samples['a']} against {samples['b']} sample(s) of the whole graph: with one "
-                           "a side there is no interval, so no significance; the delta is that of the single samples")]
+                           "sample on a side there is no interval, so no significance; the delta is that of the single samples")]
     if not separable(samples["a"], samples["b"]):
         return [Withdrawal("samples", f"{samples['a']} against {samples['b']} samples of the whole graph are too few "
                            "for the test (complete separation happens by chance once in "

@@ -51,15 +51,24 @@ def require_shared_basis(att: Attribution, whole_a: WholeGraph, whole_b: WholeGr
     Records each side's basis in whole_graph.basis."""
     att.whole_graph.basis = {"a": whole_a.source, "b": whole_b.source}
     if _KIND.get(whole_a.source, whole_a.source) != _KIND.get(whole_b.source, whole_b.source):
-        return [Withdrawal("shared-basis", f"{labels[0]} has {whole_a.samples or '?'} "
+        whole = Withdrawal("shared-basis", f"{labels[0]} has {whole_a.samples or '?'} "
                            f"{BASES.get(whole_a.source, whole_a.source)}, {labels[1]} has {whole_b.samples or '?'} "
-                           f"{BASES.get(whole_b.source, whole_b.source)}: the two times are not of one kind")]
+                           f"{BASES.get(whole_b.source, whole_b.source)}: the two times are not of one kind")
+        return [whole, *_units_per_call(att, "the two sides' calls are not of one kind")]
     for i, w in enumerate((whole_a, whole_b)):
         if w.source == "call-interval" and (w.signatures or 1) > 1:
-            return [Withdrawal("shared-basis", f"{labels[i]}'s calls, found in its repeating kernel sequence (no "
+            whole = Withdrawal("shared-basis", f"{labels[i]}'s calls, found in its repeating kernel sequence (no "
                                f"ProfilerStep or call markers), have {w.signatures} different signatures: they are "
-                               "a guess at its iterations, not the trace's own")]
+                               "a guess at its iterations, not the trace's own")
+            return [whole, *_units_per_call(att, f"{labels[i]}'s calls are a guess at its iterations")]
     return []
+
+
+def _units_per_call(att: Attribution, why: str) -> list[Withdrawal]:
+    """A unit's time is per call too: where the calls are no shared basis, neither is its delta."""
+    return [Withdrawal("shared-basis", f"unit {u.unit}: its time is per call and {why}, so its delta "
+                       f"({delta_text(u.delta_ns)}) is no verdict", unit=u.unit)
+            for u in att.units if u.significant]
 
 
 # What the whole-graph time is, by its source (WholeGraph.source)
