@@ -38,9 +38,10 @@ def capture(bundle_dir: str | Path, out_dir: str | Path, calls: int = 10, warmup
     """Profile `calls` graph calls of a CPU TVM bundle after `warmup` calls; write Chrome trace JSON
     into out_dir as <bundle>.tvm-vm.json."""
     import numpy as np
-    import tvm
-    import tvm.runtime.vm
 
+    from rootcause.frontends.tvm.runtime import import_tvm
+
+    tvm = import_tvm()
     bundle = read_bundle(bundle_dir)
     out = Path(out_dir) / profile_name(bundle.name, ".tvm-vm.json")
     if bundle.frontend != "tvm":

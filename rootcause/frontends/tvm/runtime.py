@@ -23,12 +23,23 @@ from rootcause.artifacts.bundle import Bundle
 _DEVICES = ("cuda", "cpu", "rocm")
 
 
-def _tvm():
+def import_tvm():
+    """`tvm` with its VM, for running a bundle. Where torch is installed and not yet loaded, it is
+    kept out of this import: apache-tvm-ffi imports torch first whenever it can (for a symbol
+    clash on one Windows configuration, and its optional DLPack exchange), which costs seconds of
+    CPU in every process that runs a bundle and never hands a tensor to torch. A later `import
+    torch` in the same process works as usual."""
+    keep_out = "torch" not in sys.modules
+    if keep_out:
+        sys.modules["torch"] = None  # type: ignore[assignment]  # an import of it raises ImportError
     try:
         import tvm
         import tvm.runtime.vm  # noqa: F401  the VM is not imported by `import tvm` alone
     except ImportError as err:
         raise UsageError(f"TVM runtime not importable (pip install apache-tvm): {err}") from None
+    finally:
+        if keep_out and sys.modules.get("torch", False) is None:
+            del sys.modules["torch"]
     return tvm
 
 
@@ -70,7 +81,7 @@ class TvmSession:
     def __init__(self, bundle: Bundle, device: str):
         if device not in _DEVICES:
             raise UsageError(f"{bundle.path}: device {device!r}: TVM runner supports {', '.join(_DEVICES)}")
-        tvm = _tvm()
+        tvm = import_tvm()
         _ensure_device_api(tvm, device)
         self.tvm = tvm
         self.bundle = bundle
