@@ -106,6 +106,10 @@ def _worker(request: Path, out_dir: Path) -> int:
 
 
 def _build_in_process(spec: VariantSpec, out_dir: Path) -> dict[str, Any]:
+    if spec.model is None:  # a TVMScript source: nothing of torch is needed
+        from rootcause.frontends.tvm.runtime import import_tvm
+
+        import_tvm()
     import tvm
     from tvm import relax
 

@@ -24,11 +24,11 @@ _DEVICES = ("cuda", "cpu", "rocm")
 
 
 def import_tvm():
-    """`tvm` with its VM, for running a bundle. Where torch is installed and not yet loaded, it is
-    kept out of this import: apache-tvm-ffi imports torch first whenever it can (for a symbol
-    clash on one Windows configuration, and its optional DLPack exchange), which costs seconds of
-    CPU in every process that runs a bundle and never hands a tensor to torch. A later `import
-    torch` in the same process works as usual."""
+    """`tvm` with its VM, for running a bundle or building a TVMScript source. Where torch is
+    installed and not yet loaded, it is kept out of this import: apache-tvm-ffi imports torch first
+    whenever it can (for a symbol clash on one Windows configuration, and its optional DLPack
+    exchange), which costs seconds of CPU in every such process, and none of them hands a tensor to
+    torch. A later `import torch` in the same process works as usual."""
     keep_out = "torch" not in sys.modules
     if keep_out:
         sys.modules["torch"] = None  # type: ignore[assignment]  # an import of it raises ImportError
