@@ -121,8 +121,9 @@ def _attribute_pair(a: Side, b: Side, ctx: Context, repeat: tuple[Side, Side] | 
     except KeyError as err:
         raise UsageError(f"--gpu: {err.args[0]}") from None
     for v, side in (("a", a), ("b", b)):
-        att.variants[v].update({"profile": str(side.profile), "catalog": side.catalog_path, "entry": side.entry,
-                                "source": sorted(set(side.events["source"].astype(str)))})
+        variant = att.variants[v]
+        variant.profile, variant.catalog, variant.entry = str(side.profile), side.catalog_path, side.entry
+        variant.source = sorted(set(side.events["source"].astype(str)))
     att.device, att.measurement, att.command = ctx.device, ctx.measurement, ctx.command
     if ctx.device_b and ctx.device_b != ctx.device:
         att.device_b = ctx.device_b

@@ -63,7 +63,7 @@ def test_residual_launch_counts_and_closure(att, raw_calls):
     off, on = raw_calls
     assert att.residual.launches_per_call == {"a": 19.0, "b": 3.0}
     busy_off = statistics.median(sum(r["end"] - r["start"] for r in c) for c in off)  # one stream
-    assert att.variants["a"]["kernel_busy_ns"]["median"] == pytest.approx(busy_off)
+    assert att.variants["a"].kernel_busy_ns.median == pytest.approx(busy_off)
     resid_off = statistics.median(
         (max(r["end"] for r in c) - min(r["start"] for r in c)) - sum(r["end"] - r["start"] for r in c)
         for c in off)
@@ -162,7 +162,7 @@ def test_measured_whole_graph(variants):
     a = attribute(off, on, align(off, on), m_off, m_on, labels=("OFF", "ON"))
     assert a.whole_graph.source == "measured"
     assert a.whole_graph.delta_ns.median == pytest.approx(28.1e3)
-    resid_on = 107.6e3 - a.variants["b"]["kernel_busy_ns"]["median"]
+    resid_on = 107.6e3 - a.variants["b"].kernel_busy_ns.median
     assert a.residual.b.median == pytest.approx(resid_on)
     total = sum(u.delta_ns.median for u in a.units) + a.residual.delta_ns.median
     assert a.closure == pytest.approx(total / 28.1e3)
@@ -491,7 +491,7 @@ def test_an_interval_holding_the_threshold_gets_no_verdict(low, high, median, ve
     follows where the interval lies, never which side of the threshold its median falls."""
     import pandas as pd
 
-    from rootcause.analysis.result import Attribution, Residual, WholeGraphDelta
+    from rootcause.analysis.result import Attribution, Residual, Variant, WholeGraphDelta
     from rootcause.analysis.verdict import require_clear_of_floor, withdraw
     from rootcause.model import Interval
 
@@ -503,7 +503,8 @@ def test_an_interval_holding_the_threshold_gets_no_verdict(low, high, median, ve
                             None, d.median)
     side = Interval(10e3, 5e3, 15e3)
     residual = Residual(side, side, Interval(0.0, -5e3, 5e3), False, None, {"a": 1.0, "b": 1.0})
-    att = Attribution({"a": {"label": "A"}, "b": {"label": "B"}}, whole, [], residual, None, pd.DataFrame(),
+    sides = {v: Variant(v.upper(), 10, ["cupti"], 1.0, side, side) for v in "ab"}
+    att = Attribution(sides, whole, [], residual, None, pd.DataFrame(),
                       cannot_conclude=["closure not computed: ..."], whole_min_effect_ns=floor)
     withdraw(att, require_clear_of_floor(att))
     got = ("none" if att.whole_graph.undetermined else

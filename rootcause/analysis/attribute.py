@@ -24,7 +24,8 @@ import numpy as np
 import pandas as pd
 
 from rootcause.analysis.align import INSTANCE, Alignment
-from rootcause.analysis.result import Attribution, Residual, Unit, WholeGraphDelta, Withdrawal, json_value
+from rootcause.analysis.result import (Attribution, Concurrency, Residual, Unit, Variant, WholeGraphDelta,
+                                       Withdrawal, json_value)
 from rootcause.analysis.verdict import (
     FLOOR_QUANTILE,
     WHOLE_NOTES,
@@ -263,10 +264,6 @@ def _unit_keys(alignment: Alignment, v: str, ev: pd.DataFrame) -> tuple[dict[str
     return unit_of, keys
 
 
-def _ival(x: Interval) -> dict[str, float]:
-    return x.to_dict()
-
-
 def _per_call_tables(alignment: Alignment, v: str, ev: pd.DataFrame, unit_ids: np.ndarray, n_boot: int,
                      rng: np.random.Generator) -> dict[str, Any]:
     """One variant's per-call tables (calls x units): each unit's time (the union of its kernels
@@ -496,15 +493,9 @@ def _assemble(per, alignment, whole_a, whole_b, labels, notes, environment, whol
         notes.append("closure not computed: the whole-graph delta is not significant")
 
     launches = {v: float(np.median(per[v]["count"])) for v in "ab"}
-    variants = {v: {"label": labels[i], "calls": int(per[v]["n"]), "profilers": per[v]["profilers"],
-                    "launches_per_call": launches[v],
-                    "kernel_busy_ns": _ival((ia, ib)[i][k]), "span_ns": _ival((ia, ib)[i][k + 1])}
-                for i, v in enumerate("ab")}
-    concurrency = {"a": _ival(overlap["a"]), "b": _ival(overlap["b"]), "delta_ns": _ival(overlap_delta),
-                   "significant": significant(overlap_delta),
-                   "what": "kernel time hidden by units running concurrently (several streams or threads): the "
-                           "units' summed time minus the busy time (their union); a unit's own time is already "
-                           "the union of its kernels"}
+    variants = {v: Variant(labels[i], int(per[v]["n"]), per[v]["profilers"], launches[v], (ia, ib)[i][k],
+                           (ia, ib)[i][k + 1]) for i, v in enumerate("ab")}
+    concurrency = Concurrency(overlap["a"], overlap["b"], overlap_delta, significant(overlap_delta))
     residual = Residual(resid["a"], resid["b"], resid_delta, significant(resid_delta),
                         resid_delta.median / whole_delta.median if whole_delta.median else None, launches)
     whole_graph = WholeGraphDelta(

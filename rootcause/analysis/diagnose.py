@@ -77,7 +77,7 @@ def launch_overhead(att: Attribution) -> list[Finding]:
     biggest_unit = max((abs(u.delta_ns.median) for u in att.units), default=0.0)
     if wd and abs(d) < 0.25 * abs(wd) and abs(d) < biggest_unit:
         return []
-    replayed = [att.variants[v]["label"] for v in "ab" if "ncu" in att.variants[v].get("profilers", ())]
+    replayed = [att.variants[v].label for v in "ab" if "ncu" in att.variants[v].profilers]
     if replayed:  # ncu times each kernel alone, replayed: no timeline of the call to see launches or gaps in
         att.cannot_conclude.append(
             f"residual: ncu replayed each kernel of {' and '.join(replayed)} on its own, so the time outside the "
@@ -85,7 +85,7 @@ def launch_overhead(att: Attribution) -> list[Finding]:
             "is not read as launch overhead; `rootcause run --profile cupti` measures the call's timeline")
         return []
     la, lb = r.launches_per_call["a"], r.launches_per_call["b"]
-    A, B = att.variants["a"]["label"], att.variants["b"]["label"]
+    A, B = att.variants["a"].label, att.variants["b"].label
     side = {"a": r.a.median, "b": r.b.median}
     negative = [v for v in "ab" if side[v] < 0]
     # A negative residual: the side's profiled kernels outlast its measured call, so its profile
@@ -93,7 +93,7 @@ def launch_overhead(att: Attribution) -> list[Finding]:
     excess = sum(-side[v] for v in negative)
     if negative and abs(d) <= excess:
         att.cannot_conclude.append(
-            f"residual: negative on {' and '.join(att.variants[v]['label'] for v in negative)} (profiled kernels "
+            f"residual: negative on {' and '.join(att.variants[v].label for v in negative)} (profiled kernels "
             f"{time_text(excess)} longer than the measured call), more than its {time_text(abs(d))} change: launch overhead "
             "and host time were not measured")
         return []
@@ -132,7 +132,7 @@ def _largest_idle_change(att: Attribution, residual_delta: float) -> str | None:
     u = max(rows, key=lambda u: (u.idle_before_b_ns - u.idle_before_a_ns) * sign)
     if (u.idle_before_b_ns - u.idle_before_a_ns) * sign < 0.25 * abs(residual_delta):
         return None
-    A, B = att.variants["a"]["label"], att.variants["b"]["label"]
+    A, B = att.variants["a"].label, att.variants["b"].label
     kernel = (u.kernels_b or u.kernels_a)[0]
     return (f"In the profiled calls the device waits {time_text(u.idle_before_b_ns)} a call before the launches of "
             f"unit {u.unit} (`{short(kernel, 48)}`) in {B} against {time_text(u.idle_before_a_ns)} in {A}: the host's "
@@ -168,7 +168,7 @@ def diagnose(att: Attribution, alignment: Alignment, catalog_a: list[CatalogKern
         sides = {}
         for v in "ab":
             rows = att.kernels[(att.kernels.variant == v) & (att.kernels.unit == unit.unit)]
-            sides[v] = Side(att.variants[v]["label"], rows, cats[v], shared[v], entries[v], *gpu[v])
+            sides[v] = Side(att.variants[v].label, rows, cats[v], shared[v], entries[v], *gpu[v])
         ctx = Context(unit, sides["a"], sides["b"], att, cpu=cpu)
         rules = _unit_rules(unit, att)
         for rule in rules:
@@ -185,7 +185,7 @@ def diagnose(att: Attribution, alignment: Alignment, catalog_a: list[CatalogKern
     att.cannot_conclude.extend(_limits(att, catalog_a, catalog_b, None if cpu else device, cpu))
     if gpu["a"][0] != gpu["b"][0] and gpu["a"][0] and gpu["b"][0]:
         att.cannot_conclude.append(
-            f"{att.variants['a']['label']} ran on the {gpu['a'][0]} and {att.variants['b']['label']} on the "
+            f"{att.variants['a'].label} ran on the {gpu['a'][0]} and {att.variants['b'].label} on the "
             f"{gpu['b'][0]}: each side's waves, occupancy and bandwidth are of its own GPU, and the delta mixes the "
             "compiler's change with the GPUs' difference")
     return findings

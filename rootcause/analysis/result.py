@@ -139,8 +139,51 @@ class Residual:
 
 
 @dataclass
+class Variant:
+    """One side of the pair as profiled: attribution.json's variants.a and variants.b. The fields
+    after span_ns name the files it was read from; the pipeline sets them, and they are written
+    only once set."""
+    label: str
+    calls: int  # profiled graph calls
+    profilers: list[str]  # what recorded its kernels (cupti, ncu, kineto, the CPU's ...)
+    launches_per_call: float  # median
+    kernel_busy_ns: Interval  # per call: the union of its kernels' times
+    span_ns: Interval  # per call: first kernel start to last kernel end
+    profile: str | None = None
+    catalog: str | None = None
+    entry: str | None = None
+    source: list[str] | None = None  # the profiles' event sources
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "label": self.label, "calls": self.calls, "profilers": self.profilers,
+            "launches_per_call": self.launches_per_call, "kernel_busy_ns": self.kernel_busy_ns.to_dict(),
+            "span_ns": self.span_ns.to_dict()}
+        if self.profile is not None:
+            out.update({"profile": self.profile, "catalog": self.catalog, "entry": self.entry, "source": self.source})
+        return out
+
+
+@dataclass(frozen=True)
+class Concurrency:
+    """Kernel time hidden by units running at once (several streams or threads) per call, in ns
+    with 95% intervals: the units' summed time minus the busy time; attribution.json's concurrency."""
+    a: Interval
+    b: Interval
+    delta_ns: Interval
+    significant: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"a": self.a.to_dict(), "b": self.b.to_dict(), "delta_ns": self.delta_ns.to_dict(),
+                "significant": self.significant,
+                "what": "kernel time hidden by units running concurrently (several streams or threads): the "
+                        "units' summed time minus the busy time (their union); a unit's own time is already "
+                        "the union of its kernels"}
+
+
+@dataclass
 class Attribution:
-    variants: dict[str, dict[str, Any]]
+    variants: dict[str, Variant]  # 'a' and 'b'
     whole_graph: WholeGraphDelta
     units: list[Unit]
     residual: Residual
@@ -157,7 +200,7 @@ class Attribution:
     device_b: str | None = None  # B's, where B's profile came from another GPU than A's
     measurement: dict[str, Any] | None = None  # where the whole-graph latency came from
     command: str | None = None  # the command line that produced this attribution
-    concurrency: dict[str, Any] | None = None  # kernel time hidden by overlap on several streams
+    concurrency: Concurrency | None = None
     # per unit id and side ('a', 'b'): the unit's ns in each profiled call, per launch as the
     # alignment split it (what the unit rows take medians of; confirmation judges hybrids on it)
     unit_calls_ns: dict[int, dict[str, np.ndarray]] = field(default_factory=dict)
@@ -170,11 +213,11 @@ class Attribution:
             "schema_version": SCHEMA_VERSION,
             "rootcause_version": rootcause.__version__,
             "delta_convention": "B - A in ns per graph call; positive means B is slower",
-            "variants": self.variants,
+            "variants": {v: side.to_dict() for v, side in self.variants.items()},
             "whole_graph": self.whole_graph.to_dict(),
             "units": [u.to_dict() for u in self.units],
             "residual": self.residual.to_dict(),
-            "concurrency": self.concurrency,
+            "concurrency": self.concurrency.to_dict() if self.concurrency is not None else None,
             "closure": self.closure,
             "significance": {"rule": "interval excludes 0 and |delta| >= min_effect_ns (the whole graph: "
                                      "whole_min_effect_ns)",

@@ -138,8 +138,8 @@ def closure_why(att: Attribution, labels: tuple[str, str]) -> str | None:
                 "the units and the residual to explain")
     if CLOSURE_BAND[0] <= att.closure <= CLOSURE_BAND[1]:
         return None
-    wide = max((b["high"] - b["low"]) / 2 for b in (att.variants[v]["kernel_busy_ns"] for v in "ab"))
-    calls = min(att.variants[v]["calls"] for v in "ab")
+    wide = max((b.high - b.low) / 2 for b in (att.variants[v].kernel_busy_ns for v in "ab"))
+    calls = min(att.variants[v].calls for v in "ab")
     return (f"closure {att.closure:.0%} is outside {CLOSURE_BAND[0]:.0%}-{CLOSURE_BAND[1]:.0%}: the profiled kernel "
             f"time per call is known to +-{wide / 1e3:.1f} us (95% interval over {calls} calls) against a "
             f"{abs(d.median) / 1e3:.1f} us delta, so the units' medians do not add up to the measured delta; "
@@ -199,7 +199,7 @@ def _whole_not_significant(att: Attribution, why: str) -> None:
     att.closure = None
     # the closure line attribute() wrote judged a significant delta: say it again for this one
     att.cannot_conclude = [c for c in att.cannot_conclude if not c.startswith("closure ")]
-    closure = closure_why(att, (att.variants["a"]["label"], att.variants["b"]["label"]))
+    closure = closure_why(att, (att.variants["a"].label, att.variants["b"].label))
     att.cannot_conclude += [f"whole graph: the measured delta {delta_text(whole.delta_ns)} {why}, so it is not "
                             "called significant"] + ([closure] if closure else [])
 
@@ -223,7 +223,7 @@ def require_floor(att: Attribution, samples: dict[str, list[float]], apart: str)
     moved, d = floor["b"] - floor["a"], whole.delta_ns.median
     if (moved > 0) == (d > 0) and abs(moved) >= CPU_MIN_EFFECT_SHARE * floor["a"]:
         return []
-    label = {v: att.variants[v]["label"] for v in "ab"}
+    label = {v: att.variants[v].label for v in "ab"}
     return [Withdrawal("floor", (
         f"rests on how often calls stalled, not on the code's time: {apart}, and the fastest tenth of their calls "
         f"take {floor['a'] / 1e3:.1f} us ({label['a']}) and {floor['b'] / 1e3:.1f} us ({label['b']}), "
@@ -244,7 +244,7 @@ def _sessions_disagree(att: Attribution, timed: dict[str, tuple[float, float]]) 
     whole = att.whole_graph
     d, base = whole.delta_ns.median, whole.a.median
     (a1, a2), (b1, b2) = timed["a"], timed["b"]
-    label = {v: att.variants[v]["label"] for v in "ab"}
+    label = {v: att.variants[v].label for v in "ab"}
     if (b1 - a1 > 0) != (d > 0) or (b2 - a2 > 0) != (d > 0):
         return (f"({d / base:+.1%}) is not what both pairs of profile sessions show with their own timed calls: "
                 f"{label['b']} - {label['a']} = {(b1 - a1) / 1e3:+.1f} us in the first pair and "
