@@ -46,7 +46,7 @@ def written(real: bytes, writes: list[tuple[int, int]], cut: int, keep: int) -> 
 
 # ---- Profile readers: real inputs, and random mutants of them -------------------------------
 # The mutators take a random.Random so that hypothesis (st.randoms) and the CLI fuzz campaign
-# (benchmarks/fuzz_cli.py, seeded) draw the same kinds of mutant.
+# (tools/fuzz_cli.py, seeded) draw the same kinds of mutant.
 
 import json  # noqa: E402
 import random  # noqa: E402

@@ -1,7 +1,7 @@
-"""The CLI fuzz campaign (benchmarks/fuzz_cli.py) at CI size: a few seeded mutants of real inputs
+"""The CLI fuzz campaign (tools/fuzz_cli.py) at CI size: a few seeded mutants of real inputs
 per profile and binary format through `rootcause compare` / `rootcause inspect`, each in its own
 process. Bad input must exit 0 (it still reads) or 2 with one line, never with a traceback.
-The full campaign (300 per format) is `benchmarks/fuzz_cli.py`; its figures are in its output."""
+The full campaign (300 per format) is `tools/fuzz_cli.py`; its figures are in its output."""
 from __future__ import annotations
 
 import os
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 import fuzz_cli  # noqa: E402
 
 N = int(os.environ.get("FUZZ_CLI_N", "10"))

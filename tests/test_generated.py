@@ -1,4 +1,4 @@
-"""A seeded sample of generated regressions (benchmarks/gen_regressions.py), analyzed on the CPU,
+"""A seeded sample of generated regressions (tools/gen_regressions.py), analyzed on the CPU,
 checked against invariants that hold on every input, with the truth from each pair's
 construction: no significant headline on A against A; no headline opposite to a direction the
 construction decides; every unit's kernels were launched; the unit blamed holds the kernel the
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "tools"))
 import gen_regressions as gen  # noqa: E402
 
 pytestmark = pytest.mark.slow  # the slow tier (README): minutes of builds and analyses

@@ -236,3 +236,22 @@ def test_only_artifacts_opens_the_files_it_owns():
             if value in owned or value.endswith(("_request.json", "_result.json")):
                 offenders.append(f"{path.relative_to(ROOT)}:{line}: {value}")
     assert not offenders, offenders
+
+
+_LAB = re.compile(r"""["']benchmarks["']|benchmarks/\w+\.py["']""")
+
+
+def test_no_test_imports_the_lab() -> None:
+    """benchmarks/ holds figures measured as a user runs a command; the tests share only tools/
+    (generators, scorers, the corpus table) with them, so a test never puts benchmarks/ on its path
+    or loads a file from it."""
+    found = [f"{p.name}:{i}" for p in sorted((ROOT / "tests").glob("*.py"))
+             for i, line in enumerate(p.read_text().splitlines(), 1) if _LAB.search(line)]
+    assert not found, found
+
+
+def test_the_lab_check_sees_a_planted_import() -> None:
+    lab = "bench" + "marks"  # spelt apart, so that this file holds no such line itself
+    assert _LAB.search(f'sys.path.insert(0, str(ROOT / "{lab}"))')
+    assert _LAB.search(f'spec_from_file_location("x", "{lab}/bench_zoo.py")')
+    assert not _LAB.search(f'"""figures in {lab}/README.md"""')

@@ -4,7 +4,7 @@ spec, and the diagnosis `rootcause analyze --from-run` gives on it is the one ex
 The expectations come from how each case was built (the one thing its variants differ in), not
 from the tool's output. Where the current tool is wrong, that case's diagnosis test is marked
 xfail(strict=True) with what is wrong, so it fails loudly once diagnosis is fixed and the mark
-must go. Scoring is benchmarks/bench_zoo.py's (one implementation); it runs the CLI only.
+must go. Scoring is tools/bench_zoo.py's (one implementation); it runs the CLI only.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("bench_zoo", ROOT / "benchmarks" / "bench_zoo.py")
+_spec = importlib.util.spec_from_file_location("bench_zoo", ROOT / "tools" / "bench_zoo.py")
 bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)
 

@@ -13,7 +13,7 @@ imported rootcause once (the child calls rootcause.cli.main as `python -m rootca
 an uncaught exception prints its traceback and exits 1 as the interpreter would); --exec runs
 `python -m rootcause` itself for every mutant (slower: interpreter start and imports each time).
 
-    .venv/bin/python benchmarks/fuzz_cli.py [--n 300] [--formats cupti,nsys,cubin,...] [--seed 0]
+    .venv/bin/python tools/fuzz_cli.py [--n 300] [--formats cupti,nsys,cubin,...] [--seed 0]
         [--jobs 2] [--exec] [--keep DIR]
 
 With --keep, each mutant that broke the contract is kept in DIR with its stderr. Exit status

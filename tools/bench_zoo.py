@@ -1,7 +1,7 @@
 """Scoreboard of the diagnosis on the zoo (fixtures/zoo/): every case's committed H200 capture
 attributed again through the CLI, scored against the case's expected.toml.
 
-    python benchmarks/bench_zoo.py [--case NAME ...] [--json FILE]
+    python tools/bench_zoo.py [--case NAME ...] [--json FILE]
 
 For each case: `rootcause analyze SPEC#A SPEC#B --out TMP --from-run CASE/capture/run`, TMP
 holding a copy of the capture's plan.json and bundle manifests (CASE/capture/analyze/), then
