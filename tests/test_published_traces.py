@@ -266,3 +266,30 @@ def test_units_on_two_kinds_of_call_are_no_verdict(compared6: dict) -> None:
     assert {f"unit {u['unit']}:" for u in apart if abs(u["delta_ns"]["median"]) >= doc["significance"]["min_effect_ns"]} \
         <= {line.split(" its ")[0] for line in lines}
     assert all("not of one kind" in line and "is no verdict" in line for line in lines)
+
+
+def _sequential_marks(path: Path) -> dict[str, int]:
+    """User annotations whose name repeats on one thread, one span after the other (json alone):
+    name -> count. Spans that nest in a span of their own name are no sequence."""
+    events = json.loads(gzip.open(path).read())["traceEvents"]
+    spans: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
+    for e in events:
+        if e.get("cat") == "user_annotation" and e.get("ph") == "X":
+            spans[(e["name"], e.get("pid"), e.get("tid"))].append((e["ts"], e["ts"] + e["dur"]))
+    return {k[0]: len(v) for k, v in spans.items() if len(v) >= 2
+            and all(b[0] >= a[1] for a, b in zip(sorted(v), sorted(v)[1:]))}
+
+
+def test_param_runs_are_timed_from_one_repeated_mark_to_the_next(compared6: dict) -> None:
+    """PARAM's AlexNet benchmark, two runs without ProfilerStep: the one annotation that repeats
+    in sequence is `[param|clear_cache]` (the phases' own spans nest in a span of their name), so
+    each run has one iteration by it, from one mark to the next: the basis is said, and there is
+    no verdict on one a side."""
+    c = compared6["hta-alexnet-runs"]
+    marks = [_sequential_marks(p) for p in ROUND6["hta-alexnet-runs"]]
+    assert marks == [{"[param|clear_cache]": 2}] * 2
+    doc = c["doc"]
+    assert doc["whole_graph"]["basis"] == {"a": "annotation-iterations", "b": "annotation-iterations"}
+    assert [doc["variants"][v]["calls"] for v in "ab"] == [n - 1 for m in marks for n in m.values()]
+    assert "1 against 1 sample" in doc["whole_graph"]["undetermined"]
+    assert any("`[param|clear_cache]` annotation to the next" in n for n in doc["notes"])
