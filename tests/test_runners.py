@@ -225,3 +225,26 @@ def test_a_budgeted_run_is_ended_by_its_budget_not_a_block_count(built):
         for r in result["ratios"]:  # the interval the stop rule judges: the samples' bootstrap
             lo, hi = r["ci_samples"]  # (the reported ci is its hull with the blocks', which may be wider)
             assert (hi - lo) / r["ratio"] < target
+
+def test_cupti_profiles_of_several_variants_fail_each_on_its_own(built, tmp_path):
+    """`rootcause run --profile cupti` where cupti-python is not installed (this machine): the run
+    measures both variants and ends well; each variant's capture fails on its own, and each
+    records the one-line reason in measurement.json and, once, on stderr."""
+    import importlib.util
+    import json
+    import subprocess
+    import sys
+
+    assert importlib.util.find_spec("cupti") is None  # the premise: no CUPTI here
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "rootcause", "run", str(built["tvm"]), str(built["iree"]),
+                           "--out", str(out), "--profile", "cupti", "--budget-s", "0.5"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    profiles = json.loads((out / "measurement.json").read_text())["profiles"]
+    names = [json.loads((built[f] / "manifest.json").read_text())["name"] for f in ("tvm", "iree")]
+    assert sorted(profiles) == sorted(names)
+    for name in names:
+        assert profiles[name]["ok"] is False and "cupti-python is not installed" in profiles[name]["error"]
+        assert proc.stderr.count(f"rootcause run: {name}: cupti failed: ") == 1
+    assert "Traceback" not in proc.stderr
