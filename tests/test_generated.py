@@ -218,8 +218,13 @@ def test_a_loop_order_is_read_from_the_lowered_tir_and_named(analyzed):
     whole = att["whole_graph"]
     if not whole["significant"] or whole["delta_ns"]["median"] < 0:
         pytest.skip("this machine's measurement did not show B slower")
-    (finding,) = [f for f in top["findings"] if f["rule"] == "loop-stride"]
-    assert f"{cols * 4:,} bytes apart" in finding["sentence"]
+    found = [f for f in top["findings"] if f["rule"] == "loop-stride"]
+    said = [line for line in att["cannot_conclude"] if line.startswith(f"unit {top['unit']}")]
+    assert len(found) == 1, (f"unit {top['unit']}: significant {top['significant']}, method {top['method']}, "
+                             f"times {top['time_a_ns']['median']:.0f} / {top['time_b_ns']['median']:.0f} ns, "
+                             f"findings {[f['rule'] for f in top['findings']]}, said {said}, "
+                             f"withdrawals {att.get('withdrawals')}")
+    assert f"{cols * 4:,} bytes apart" in found[0]["sentence"]
 
 
 def test_the_h100_topk_batch_names_serial_work_on_both_sides(tmp_path):
