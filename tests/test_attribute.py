@@ -510,3 +510,38 @@ def test_an_interval_holding_the_threshold_gets_no_verdict(low, high, median, ve
     got = ("none" if att.whole_graph.undetermined else
            "significant" if att.whole_graph.significant else "not")
     assert got == verdict, att.whole_graph.undetermined
+
+
+def _pair_of_profiles(unit_times: tuple[float, float]) -> "object":
+    """An Attribution of one significant unit (times in ns of A and B per call), built as attribute
+    builds them: the input require_repeat judges."""
+    import pandas as pd
+
+    from rootcause.analysis.result import Attribution, Residual, Unit, Variant, WholeGraphDelta
+    from rootcause.model import Interval
+
+    a, b = (Interval(t, t * 0.98, t * 1.02) for t in unit_times)
+    d = Interval(b.median - a.median, b.low - a.high, b.high - a.low)
+    unit = Unit(5, ["maximum"], ["maximum"], ["maximum"], "provenance", False, a, b, 1.0, 1.0, 0.0, 0.0, d, True, 1.0)
+    whole = WholeGraphDelta("measured", None, a, b, d, True, b.median / a.median, d.median)
+    side = Interval(0.0, 0.0, 0.0)
+    residual = Residual(side, side, side, False, None, {"a": 1.0, "b": 1.0})
+    sides = {v: Variant(v.upper(), 200, ["tvm-vm"], 1.0, a if v == "a" else b, a if v == "a" else b) for v in "ab"}
+    return Attribution(sides, whole, [unit], residual, None, pd.DataFrame())
+
+
+def test_a_unit_far_apart_in_both_pairs_stays_significant_when_its_slow_side_drifts():
+    """The generated schedule pair as a slow-tier run profiled it on the CPU (its attribution.json):
+    A's `maximum` 48.5 us a call, B's column-walking one 2287.7 us in the first pair of profiles and
+    4878.7 us in the second, A's 48.5 us again. B's own time moved by 2591 us between its sessions,
+    more than the first pair's +2239 us delta, but by a factor of 2.13 where the sides stand 47x and
+    101x apart: the same code scaled by a session cannot make that. The unit stays significant,
+    and an A-against-A drift (the test above) is still caught."""
+    first, again = _pair_of_profiles((48467.0, 2287673.5)), _pair_of_profiles((48467.0, 4878653.5))
+    moved = 4878653.5 - 2287673.5
+    assert moved > first.units[0].delta_ns.median  # what the absolute rule withdrew the unit for
+    withdraw(first, require_repeat(first, again, "the repeat pair"))
+    assert first.units[0].significant and not first.withdrawals
+    near = _pair_of_profiles((100e3, 130e3))
+    withdraw(near, require_repeat(near, _pair_of_profiles((100e3, 250e3)), "the repeat pair"))
+    assert not near.units[0].significant  # B moved 1.9x between sessions; the sides stand 1.3x apart

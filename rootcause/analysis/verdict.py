@@ -155,8 +155,8 @@ def require_repeat(att: Attribution, repeat: Attribution, how: str,
     load, where the buffers landed), so a session can shift one kernel for all of its calls and the
     interval over its calls will not show it (on a loaded CPU, tens of percent of a kernel:
     benchmarks/README.md#a-against-a-on-the-cpu-2026-12-04). A unit stays significant when the second
-    pair finds it significant with the same sign and both its deltas are larger than the change of
-    either side's own time for that unit between its two sessions. timed: per
+    pair finds it significant with the same sign and in both pairs the sides stand further apart, as a
+    factor, than either side's own time for that unit moved between its two sessions. timed: per
     side, the median call of each of its two sessions as it timed them; the measured whole-graph
     delta stays significant when both pairs of sessions show its sign and their mirrored delta
     reaches the CPU's share (_sessions_disagree). Records each unit's delta in the second pair
@@ -174,13 +174,17 @@ def require_repeat(att: Attribution, repeat: Attribution, how: str,
                 ("" if r.significant else " (not significant)")
             why = f"but {again_text} in {how}: the difference does not reproduce between profile sessions"
         else:
-            # both pairs' deltas must stand out: the smaller is what reproduces
-            spread = max(abs(r.time_ns(v).median - u.time_ns(v).median) for v in "ab")
-            if min(abs(u.delta_ns.median), abs(r.delta_ns.median)) > spread:
+            # A session scales a kernel's time (the machine's state, where its buffers landed), so
+            # both pairs must set the sides further apart than either side's own time moved
+            # between its two sessions, as factors: a slow side that doubles between sessions
+            # still stands 45x from a fast side that does not.
+            drift = max(_factor(r.time_ns(v).median, u.time_ns(v).median) for v in "ab")
+            apart = min(_factor(x.time_b_ns.median, x.time_a_ns.median) for x in (u, r))
+            if apart > drift:
                 continue
             why = (f"and {delta_text(r.delta_ns)} in {how}, while the same code's time for it moved by up to "
-                   f"{spread / 1e3:.1f} us between a side's two sessions: the difference is within what a session "
-                   "alone does")
+                   f"{drift:.2f}x between a side's two sessions, and the sides stand {apart:.2f}x apart: the "
+                   "difference is within what a session alone does")
         out.append(Withdrawal("repeat", f"unit {u.unit} ({names}): {delta_text(u.delta_ns)} in the first pair "
                               f"of profiles {why}, so it is not called significant", unit=u.unit))
     if timed and set(timed) == {"a", "b"} and att.whole_graph.significant:
@@ -188,6 +192,15 @@ def require_repeat(att: Attribution, repeat: Attribution, how: str,
         if disagree:
             out.append(Withdrawal("repeat", disagree, measured=True))
     return out
+
+
+def _factor(x: float, y: float) -> float:
+    """How many times the larger of two times is the smaller (1 for two equal or two empty times,
+    infinite against an empty one)."""
+    lo, hi = sorted((max(x, 0.0), max(y, 0.0)))
+    if hi == 0:
+        return 1.0
+    return hi / lo if lo > 0 else float("inf")
 
 
 def _whole_not_significant(att: Attribution, why: str) -> None:
