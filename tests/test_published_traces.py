@@ -24,8 +24,15 @@ sys.path.insert(0, str(ROOT / "tools"))
 import trace_corpus  # noqa: E402  (the corpus's truth: the traces' own steps, read with json)
 
 CAPTURES = ROOT / "fixtures" / "captures"
-PAIRS = {name: tuple(CAPTURES / f for f in files) for name, files in
-         json.loads((CAPTURES / "published-traces" / "pairs.json").read_text())["pairs"].items()}
+
+
+def published_pairs(key: str) -> dict[str, tuple[Path, Path]]:
+    """pairs.json's `key` section (each round its own): name -> (A, B)."""
+    listed = json.loads((CAPTURES / "published-traces" / "pairs.json").read_text())[key]
+    return {name: tuple(CAPTURES / f for f in files) for name, files in listed.items()}
+
+
+PAIRS = published_pairs("pairs")
 
 
 def truth(path: Path) -> dict:
@@ -191,16 +198,16 @@ def test_two_samples_a_side_are_no_verdict_not_no_difference(compared: dict) -> 
 # have two or more steps, the ratio within 5% of the steps' own and a significant headline their
 # way; a trace against itself blames nothing.
 
-ROUND6 = {name: tuple(CAPTURES / f for f in files) for name, files in
-          json.loads((CAPTURES / "published-traces" / "pairs.json").read_text())["round6"].items()}
+ROUND6 = published_pairs("round6")
 
 
 def facts(path: Path) -> dict:
-    """A trace's kernel rows, graph launches and ProfilerStep spans, read with json alone."""
+    """A trace's kernel rows, graph launches, ProfilerStep spans and the marks that repeat in
+    sequence (_sequential_marks), read with json alone."""
     events = json.loads(gzip.open(path).read())["traceEvents"]
     return {"kernels": sum(1 for e in events if str(e.get("cat", "")).lower() == "kernel"),
             "graph_launches": sum(1 for e in events if e.get("name") in ("cudaGraphLaunch", "hipGraphLaunch")),
-            "steps": trace_corpus.profiler_steps(events)}
+            "steps": trace_corpus.profiler_steps(events), "marks": _sequential_marks(events)}
 
 
 @pytest.fixture(scope="module")
@@ -268,10 +275,9 @@ def test_units_on_two_kinds_of_call_are_no_verdict(compared6: dict) -> None:
     assert all("not of one kind" in line and "is no verdict" in line for line in lines)
 
 
-def _sequential_marks(path: Path) -> dict[str, int]:
-    """User annotations whose name repeats on one thread, one span after the other (json alone):
-    name -> count. Spans that nest in a span of their own name are no sequence."""
-    events = json.loads(gzip.open(path).read())["traceEvents"]
+def _sequential_marks(events: list[dict]) -> dict[str, int]:
+    """User annotations whose name repeats on one thread, one span after the other: name -> count.
+    Spans that nest in a span of their own name are no sequence."""
     spans: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
     for e in events:
         if e.get("cat") == "user_annotation" and e.get("ph") == "X":
@@ -286,7 +292,7 @@ def test_param_runs_are_timed_from_one_repeated_mark_to_the_next(compared6: dict
     each run has one iteration by it, from one mark to the next: the basis is said, and there is
     no verdict on one a side."""
     c = compared6["hta-alexnet-runs"]
-    marks = [_sequential_marks(p) for p in ROUND6["hta-alexnet-runs"]]
+    marks = [c[v]["marks"] for v in "ab"]
     assert marks == [{"[param|clear_cache]": 2}] * 2
     doc = c["doc"]
     assert doc["whole_graph"]["basis"] == {"a": "annotation-iterations", "b": "annotation-iterations"}

@@ -54,8 +54,7 @@ def pairs() -> list[tuple[str, Path, Path, float | None, str]]:
     call timed per call, with the host gap the script put after it)."""
     out = []
     published = json.loads((CAPTURES / "published-traces" / "pairs.json").read_text())
-    for name, (a, b) in published["pairs"].items():
-        out.append((name, CAPTURES / a, CAPTURES / b, *_steps_truth(CAPTURES / a, CAPTURES / b)))
+    out += _published(published["pairs"])
     for capture in KINETO:
         truth = json.loads((CAPTURES / capture / "truth.json").read_text())
         for name, p in truth["pairs"].items():
@@ -66,9 +65,13 @@ def pairs() -> list[tuple[str, Path, Path, float | None, str]]:
             elif ratio is None:
                 ratio, what = p.get("ratio_b_over_a"), f"script's {p.get('unit', 'call')} timing"
             out.append((f"{capture.removeprefix('h200-')}/{name}", a, b, ratio, what))
-    for name, (a, b) in published["round6"].items():
-        out.append((name, CAPTURES / a, CAPTURES / b, *_steps_truth(CAPTURES / a, CAPTURES / b)))
-    return out
+    return out + _published(published["round6"])
+
+
+def _published(listed: dict[str, list[str]]) -> list[tuple[str, Path, Path, float | None, str]]:
+    """A pairs.json section's pairs with their steps' truth."""
+    return [(name, CAPTURES / a, CAPTURES / b, *_steps_truth(CAPTURES / a, CAPTURES / b))
+            for name, (a, b) in listed.items()]
 
 
 def _iteration_truth(a: dict, b: dict) -> tuple[float, str]:
