@@ -480,7 +480,10 @@ def test_a_real_difference_stands_on_the_fastest_calls_too():
 @pytest.mark.parametrize("low,high,median,verdict", [
     (2.2, 27.9, 14.9, "none"),     # away from 0, holds the threshold, median under it
     (15.7, 27.3, 21.9, "none"),    # away from 0, holds the threshold, median over it
-    (-21.7, 38.0, 5.3, "not"),     # holds 0: not significant, whatever else it holds
+    (-21.7, 38.0, 5.3, "none"),    # holds 0 and the threshold: no evidence of no difference
+    (-1.8, 30.1, 15.1, "none"),    # seed 000 on the CPU, a run whose interval just reaches 0
+    (-20.7, 20.1, 1.2, "none"),    # holds 0 and both edges of the band
+    (-15.0, 12.0, -1.0, "not"),    # holds 0, inside the band: no difference that large
     (2.0, 15.0, 9.0, "not"),       # under the threshold entirely
     (25.0, 40.0, 30.0, "significant"),
     (-40.0, -25.0, -30.0, "significant"),

@@ -250,8 +250,9 @@ def test_line_breaks_in_names_keep_rows_whole(attribution, brk):
 
 def test_a_delta_under_the_practical_threshold_says_so(attribution):
     """The TVM cross-version pair's figures (fixtures/captures/h200-2026-12-03-versions: 53.0 vs
-    52.8 us, delta -214 ns [-251, -196]): the interval excludes 0, yet the delta is under the
-    1% threshold, and the verdict says that is why it is not significant."""
+    52.8 us, delta -214 ns [-251, -196]): the interval excludes 0, yet lies within the 1%
+    threshold, and the verdict says that is why it is not significant; an interval that holds 0
+    within the threshold reads the same."""
     from rootcause.report.view import verdict, verdict_sentence
 
     doc = copy.deepcopy(attribution)
@@ -263,12 +264,14 @@ def test_a_delta_under_the_practical_threshold_says_so(attribution):
     doc["significance"]["whole_min_effect_ns"] = 530.14
     line = verdict_sentence(verdict(doc))
     assert line.startswith("No significant whole-graph difference")
-    assert "interval excludes 0, but the delta is below the practical threshold of 530 ns" in line
+    assert "its interval lies within the practical threshold of 530 ns either way" in line
     # a document written before the whole graph had its own threshold: the one threshold
     del doc["significance"]["whole_min_effect_ns"]
     doc["significance"]["min_effect_ns"] = 530.14
     assert "practical threshold of 530 ns" in verdict_sentence(verdict(doc))
-    w["delta_ns"].update(low=-251.0, high=12.0)  # an interval that holds 0 needs no such words
+    w["delta_ns"].update(low=-251.0, high=12.0)  # holds 0, within the threshold: the same words
+    assert "within the practical threshold of 530 ns" in verdict_sentence(verdict(doc))
+    w["delta_ns"].update(high=600.0)  # reaches past it (a document from before the rule): no such words
     assert "threshold" not in verdict_sentence(verdict(doc))
 
 

@@ -92,7 +92,9 @@ def _steps_truth(a: Path, b: Path) -> tuple[float | None, str]:
 
 def row(name: str, a: Path, b: Path, truth: float | None, what: str) -> str:
     with tempfile.TemporaryDirectory() as tmp:
-        proc = subprocess.run([sys.executable, "-m", "rootcause", "compare", str(a), str(b), "--out", tmp],
+        # paths from the checkout's root, so that the table's exit lines read the same on any machine
+        proc = subprocess.run([sys.executable, "-m", "rootcause", "compare", str(a.relative_to(ROOT)),
+                               str(b.relative_to(ROOT)), "--out", tmp],
                               capture_output=True, text=True, cwd=ROOT)
         if proc.returncode != 0:
             line = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]

@@ -13,22 +13,26 @@ from rootcause.stats import CPU_MIN_EFFECT_SHARE, LEVEL, quantile
 
 
 def require_clear_of_floor(att: Attribution) -> list[Withdrawal]:
-    """No whole-graph verdict where the delta's interval excludes 0 but holds the practical
-    threshold, whichever side of it the median falls: the delta may or may not reach it, and which
-    of the two a run says would follow the machine's load, not the code. An interval that holds 0
-    is 'not significant'; one away from 0 but entirely under the threshold too (the report says the
-    threshold); one entirely beyond it, significant. Asked last, after the checks whose reasons say
-    more (require_repeat, require_floor)."""
+    """No whole-graph verdict where the delta's interval holds the practical threshold (either
+    sign), wherever else it lies: whether the difference reaches the threshold cannot be told, and
+    which side of it a run's median falls, or whether its interval just reaches 0, follows the
+    machine's load, not the code. The three outcomes follow where the interval lies against the
+    band of +-threshold (a region of practical equivalence): entirely beyond it, significant;
+    entirely inside it, not significant (no difference that large, whether or not it holds 0);
+    across its edge, no verdict. An interval that holds 0 but reaches past the threshold is no
+    evidence of 'no difference'. Asked last, after the checks whose reasons say more
+    (require_repeat, require_floor)."""
     if att.whole_graph.undetermined:  # withdrawn already, with a reason that says more
         return []
     d, floor = att.whole_graph.delta_ns, att.whole_min_effect_ns
-    near, far = sorted((abs(d.low), abs(d.high)))
-    if floor <= 0 or d.low <= 0 <= d.high or not near < floor <= far:
+    if floor <= 0 or not (d.low < floor <= d.high or d.low <= -floor < d.high):
         return []
     share = floor / att.whole_graph.a.median if att.whole_graph.a.median else 0.0
+    longer = ("this measurement (measure longer: --budget-s)" if att.whole_graph.source == "measured"
+              else "these traces (more iterations a side would narrow the interval)")
     return [Withdrawal("clear-of-floor", f"holds in its interval the practical threshold of {floor / 1e3:.1f} us "
-                       f"({share:.0%} of A's call): whether the difference reaches it cannot be told from this "
-                       "measurement (measure longer: --budget-s)", measured=True)]
+                       f"({share:.0%} of A's call): whether the difference reaches it cannot be told from "
+                       f"{longer}", measured=True)]
 
 
 BASES = {"measured": "measured calls", "profiled-span": "profiled spans", "profiler-steps": "ProfilerStep spans",

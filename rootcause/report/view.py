@@ -100,16 +100,17 @@ def verdict(doc: dict[str, Any]) -> dict[str, Any]:
             "min_effect_ns": significance.get("whole_min_effect_ns") or significance.get("min_effect_ns")}
 
 
-def _below_threshold(v: dict[str, Any]) -> str:
-    """' (the interval excludes 0, but the delta is below the practical threshold of 530 ns ...)'
-    when that is why the delta is not significant (attribution's significance.min_effect_ns); else ''."""
+def _within_threshold(v: dict[str, Any]) -> str:
+    """' (its interval lies within the practical threshold of 530 ns either way)' where that is
+    what the verdict rests on (verdict.require_clear_of_floor: no difference that large, whether or
+    not the interval holds 0); else '' (no threshold in the document, or one written before the
+    rule whose interval reaches past it)."""
     d, floor = v["delta"], v.get("min_effect_ns")
     if not isinstance(floor, (int, float)) or floor <= 0 or not all(
-            isinstance(d.get(k), (int, float)) for k in ("median", "low", "high")):
+            isinstance(d.get(k), (int, float)) for k in ("low", "high")):
         return ""
-    if (d["low"] > 0 or d["high"] < 0) and abs(d["median"]) < floor:
-        return (f" (the interval excludes 0, but the delta is below the practical threshold of "
-                f"{fmt_time(floor)} that significance also asks for)")
+    if -floor < d["low"] and d["high"] < floor:
+        return f" (its interval lies within the practical threshold of {fmt_time(floor)} either way)"
     return ""
 
 
@@ -133,7 +134,7 @@ def verdict_sentence(v: dict[str, Any]) -> str:
     if v.get("undetermined"):
         text = f"No whole-graph verdict: {v['undetermined']}. {v['b']} against {v['a']}: {times}"
     elif v["significant"] is False or v["ratio"] is None:
-        text = f"No significant whole-graph difference between {v['b']} and {v['a']}{_below_threshold(v)}: {times}"
+        text = f"No significant whole-graph difference between {v['b']} and {v['a']}{_within_threshold(v)}: {times}"
     else:
         verb = "slower" if v["slower"] == v["b"] else "faster"
         rng = (f" (interval {v['ratio_low']:.2f}x-{v['ratio_high']:.2f}x)"
@@ -433,8 +434,10 @@ READING_GUIDE = (
     ("delta", "B - A, per graph call; positive means B is slower. Intervals are 95%, from the calls measured."),
     ("unit", "the kernels of A and of B that compute the same ops (joined by provenance, names or shapes, said "
              "as 'aligned by'); a fused kernel and the kernels it replaced are one unit."),
-    ("significant", f"the interval excludes 0 and the delta is at least {MIN_EFFECT_SHARE:.0%} of the call "
-                    f"({CPU_MIN_EFFECT_SHARE:.0%} for the whole graph on a CPU)."),
+    ("significant", f"a unit's interval excludes 0 and its delta is at least {MIN_EFFECT_SHARE:.0%} of the call; "
+                    f"the whole graph's interval lies entirely beyond {MIN_EFFECT_SHARE:.0%} of the call "
+                    f"({CPU_MIN_EFFECT_SHARE:.0%} on a CPU). A whole-graph interval inside that threshold either way is "
+                    "no significant difference; one across its edge gets no verdict."),
     ("residual", "whole-graph time minus kernel time: launch overhead, gaps between kernels, host work."),
     ("closure", "how much of the whole-graph delta the units and the residual add up to (near 100% when the "
                 "attribution accounts for the delta)."),
