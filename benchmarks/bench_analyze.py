@@ -3,7 +3,7 @@ cold build cache (ROOTCAUSE_CACHE in a fresh temporary directory) and then warm 
 
 Each run is a child process, as a user runs it, with the default hybrids and --budget-s as given
 (default 10). Prints the wall times and the stage times from analyze's progress lines.
-Run: .venv/bin/python benchmarks/bench_analyze.py [--budget-s N]
+Run: .venv/bin/python benchmarks/bench_analyze.py [--budget-s N] [--warm N]
 """
 from __future__ import annotations
 
@@ -36,11 +36,12 @@ def once(cache: Path, out: Path, budget: float) -> tuple[float, int, list[str]]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budget-s", type=float, default=10.0)
+    parser.add_argument("--warm", type=int, default=1, help="warm runs after the cold one (default 1)")
     args = parser.parse_args()
     print(f"host: {os.cpu_count()} logical CPUs, load average {os.getloadavg()[0]:.1f}")
     with tempfile.TemporaryDirectory(prefix="bench_analyze.") as tmp:
         cache = Path(tmp) / "cache"
-        for label in ("cold", "warm"):
+        for label in ["cold"] + [f"warm{i + 1}" for i in range(args.warm)]:
             wall, rc, stages = once(cache, Path(tmp) / label, args.budget_s)
             print(f"{label}: {wall:.1f} s wall, exit {rc}, timing budget {args.budget_s:g} s")
             for line in stages:
