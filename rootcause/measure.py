@@ -5,7 +5,9 @@ timed warm-up of a few seconds that calls every variant in turn; then blocks, ea
 from a rotating list of permutations (block b uses permutations[(offset + b) % k]) so that no
 variant always runs first or right after another one. It stops early once every ratio's
 bootstrap interval is narrower than a target (relative to the ratio), or when the time budget
-is spent, or after `blocks` blocks.
+is spent, or after `blocks` blocks. With a band (the analysis's practical threshold) and a budget,
+a run whose first two variants' interval, once narrow enough, still holds the band's edge
+(1 +- band) does not stop early: it spends its budget, since its verdict is not decided yet.
 
 The stop check is kept cheap (the full bootstrap of a ratio costs milliseconds per hundred
 samples, more than a GPU block once a variant has ~10^3 samples): it runs on a geometric
@@ -75,6 +77,12 @@ class Protocol:
     check_growth: float = 1 / 32  # scheduled: next check after max(1, this x blocks done) more blocks
     full_check_margin: float = 0.1  # full bootstrap once the estimate is below target x (1 + this)
     full_check_growth: float = 0.1  # after a full check said no: the next one after this x blocks done
+    # The practical threshold, as a share of the first variant's median (the analysis's whole-graph
+    # threshold). Where, once narrow enough, the first two variants' interval (A and B) holds
+    # 1 + band or 1 - band, the verdict is undecided: the run goes on to its budget instead of
+    # stopping. Decided once, at the first narrow-enough check, so the run never stops because an
+    # edge was cleared at some later look (no optional stopping on the verdict).
+    band: float | None = None
 
 
 @dataclass
@@ -326,8 +334,33 @@ class StopRule:
         self.last_full: dict[tuple[str, str], tuple[float, tuple[float, float]]] | None = None
         self.checks, self.check_s, self.full_s = 0, 0.0, 0.0
         self.full_at: list[int] = []
+        self.undecided_at: int | None = None  # blocks at which the first pair held the band's edge
 
     def converged(self, blocks: int, samples: dict[str, list[float]]) -> bool:
+        """Narrow enough to stop, and, with a band, the first pair's verdict decided."""
+        if self.undecided_at is not None:
+            return False
+        if not self._narrow(blocks, samples):
+            return False
+        if self._holds_band_edge(samples):
+            self.undecided_at = blocks
+            return False
+        return True
+
+    def _holds_band_edge(self, samples: dict[str, list[float]]) -> bool:
+        """The first pair's delta interval (paired_delta, the one the analysis judges) holds
+        +-band x A's median (verdict.require_clear_of_floor's rule)."""
+        p = self.p
+        if p.band is None or p.band <= 0 or p.budget_seconds is None:
+            return False
+        a, b = self.pairs[0]
+        names, blocks = list(samples), _block_medians(samples, p)  # drawn as summarize draws them
+        _, (low, high) = paired_delta(samples[a], samples[b], p,
+                                      None if blocks is None else blocks[:, [names.index(a), names.index(b)]])
+        edge = p.band * median(samples[a])
+        return low < edge <= high or low <= -edge < high
+
+    def _narrow(self, blocks: int, samples: dict[str, list[float]]) -> bool:
         p = self.p
         if p.target_rel_width is None or not self.pairs or blocks < self.next_check:
             return False
@@ -369,7 +402,8 @@ class StopRule:
 
     def record(self) -> dict[str, Any]:
         return {"rule": self.p.stop_check, "checks": self.checks, "full": len(self.full_at),
-                "full_at_blocks": self.full_at, "check_s": self.check_s, "full_s": self.full_s}
+                "full_at_blocks": self.full_at, "check_s": self.check_s, "full_s": self.full_s,
+                "undecided_at_blocks": self.undecided_at}
 
 
 def measure_interleaved(timers: dict[str, Callable[[int], Callable[[], float]]], budget_s: float,

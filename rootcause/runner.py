@@ -57,16 +57,30 @@ class RunRequest:
 
 # ---- measurement ----------------------------------------------------------------------
 
-def measure(sessions: list, budget_s: float, warmup_calls: int | None = None,
-            warmup_s: float | None = None) -> dict[str, Any]:
-    """Whole-graph latency by rootcause.measure's interleaved protocol."""
-    from rootcause.measure import BUDGETED_BLOCKS, Protocol, measure_interleaved
+def _protocol(sessions: list, budget_s: float, warmup_calls: int | None, warmup_s: float | None,
+              offset: int = 0) -> Any:
+    """The budgeted protocol of a run; its band is the analysis's whole-graph threshold for where
+    the variants run (a CPU's larger share), so a run whose first two variants' interval holds its
+    edge spends its budget before the analysis must say 'measure longer'."""
+    from rootcause.measure import BUDGETED_BLOCKS, Protocol
+    from rootcause.stats import CPU_MIN_EFFECT_SHARE, MIN_EFFECT_SHARE
 
-    protocol = Protocol(budget_seconds=budget_s, blocks=BUDGETED_BLOCKS)
+    on_cpu = all(getattr(s, "device", None) in (None, "cpu") for s in sessions)
+    protocol = Protocol(budget_seconds=budget_s, blocks=BUDGETED_BLOCKS, offset=offset,
+                        band=CPU_MIN_EFFECT_SHARE if on_cpu else MIN_EFFECT_SHARE)
     if warmup_calls is not None:
         protocol.warmup_calls = warmup_calls
     if warmup_s is not None:
         protocol.warmup_seconds = warmup_s
+    return protocol
+
+
+def measure(sessions: list, budget_s: float, warmup_calls: int | None = None,
+            warmup_s: float | None = None) -> dict[str, Any]:
+    """Whole-graph latency by rootcause.measure's interleaved protocol."""
+    from rootcause.measure import measure_interleaved
+
+    protocol = _protocol(sessions, budget_s, warmup_calls, warmup_s)
     result = measure_interleaved({s.bundle.name: s.timer for s in sessions}, budget_s=budget_s, protocol=protocol)
     result["timers"] = {s.bundle.name: getattr(s, "timer_includes", "not recorded by this runner") for s in sessions}
     # the python whose process timed each variant: this one, or another release's environment's
@@ -114,7 +128,7 @@ def _measure_child(argv: list[str]) -> int:
 
 
 def _measure(args: argparse.Namespace) -> dict[str, Any]:
-    from rootcause.measure import BUDGETED_BLOCKS, Protocol, measure_interleaved
+    from rootcause.measure import measure_interleaved
 
     bundles = [read_bundle(b) for b in args.bundles]
     sessions = [load_session(b, args.device) for b in bundles]
@@ -122,11 +136,7 @@ def _measure(args: argparse.Namespace) -> dict[str, Any]:
     for s in sessions:
         s.set_inputs(inputs)
     # A different first permutation per process, so no variant always leads a process.
-    protocol = Protocol(budget_seconds=args.budget_s, offset=args.index, blocks=BUDGETED_BLOCKS)
-    if args.warmup_calls is not None:
-        protocol.warmup_calls = args.warmup_calls
-    if args.warmup_s is not None:
-        protocol.warmup_seconds = args.warmup_s
+    protocol = _protocol(sessions, args.budget_s, args.warmup_calls, args.warmup_s, offset=args.index)
     result = measure_interleaved({s.bundle.name: s.timer for s in sessions}, args.budget_s, protocol)
     result["timers"] = {s.bundle.name: getattr(s, "timer_includes", "not recorded by this runner") for s in sessions}
     return result

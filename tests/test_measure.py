@@ -325,6 +325,44 @@ def test_already_narrow_stops_at_min_blocks():
     assert m.checks["checks"] == m.checks["full"] == 1
 
 
+def _clocked_samplers(ratio: float, sigma: float, seed: int) -> tuple[dict, object]:
+    """A at 1 ms and B at `ratio` ms a call, lognormal noise of `sigma`, drawn in advance; each
+    call moves an injected clock by the seconds it returns, so a budget is spent by calls."""
+    rng = np.random.default_rng(seed)
+    now = [0.0]
+    seqs = {"a": iter((1e-3 * rng.lognormal(0, sigma, 100_000)).tolist()),
+            "b": iter((ratio * 1e-3 * rng.lognormal(0, sigma, 100_000)).tolist())}
+
+    def sampler(it):
+        def call():
+            x = next(it)
+            now[0] += x
+            return x
+        return call
+
+    return {name: sampler(it) for name, it in seqs.items()}, (lambda: now[0])
+
+
+@pytest.mark.parametrize("ratio,band,stopped", [
+    (1.045, 0.05, "budget"),      # B/A's interval holds 1.05 at the target width: undecided, the budget is spent
+    (1.045, None, "converged"),   # no band: the target width alone stops it
+    (1.010, 0.05, "converged"),   # well inside the band: decided
+    (1.200, 0.05, "converged"),   # well beyond it: decided
+    (0.955, 0.05, "budget"),      # the lower edge too
+])
+def test_a_run_whose_first_pair_holds_the_bands_edge_spends_its_budget(ratio, band, stopped):
+    fns, clock = _clocked_samplers(ratio, 0.03, seed=7)
+    m = measure(fns, Protocol(warmup_calls=0, warmup_seconds=0, blocks=100_000, repeats=5, min_blocks=5,
+                              target_rel_width=0.03, budget_seconds=2.0, resamples=500, band=band), clock=clock)
+    assert m.stopped == stopped, (m.blocks_run, m.ratios[0].ci)
+    held = m.checks["undecided_at_blocks"]
+    assert (held is not None) == (stopped == "budget")
+    if stopped == "converged" and band is not None:  # the interval the analysis judges is clear of the edge
+        lo, hi = m.ratios[0].delta_ci_s
+        edge = band * float(np.median(m.variants["a"].samples_s))
+        assert not (lo < edge <= hi or lo <= -edge < hi)
+
+
 def test_stop_checks_on_a_long_run_are_bounded():
     """3000 blocks with a target never reached: checks grow with log(blocks), none is a full
     bootstrap (the estimate stays far from the target)."""
