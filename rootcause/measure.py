@@ -5,9 +5,10 @@ timed warm-up of a few seconds that calls every variant in turn; then blocks, ea
 from a rotating list of permutations (block b uses permutations[(offset + b) % k]) so that no
 variant always runs first or right after another one. It stops early once every ratio's
 bootstrap interval is narrower than a target (relative to the ratio), or when the time budget
-is spent, or after `blocks` blocks. With a band (the analysis's practical threshold) and a budget,
-a run whose first two variants' interval, once narrow enough, still holds the band's edge
-(1 +- band) does not stop early: it spends its budget, since its verdict is not decided yet.
+is spent, or after `blocks` blocks. With a band (the analysis's practical threshold, a share of
+A's median) and a budget, a run whose first two variants' delta interval, once narrow enough,
+still holds +-band x A's median does not stop early: it spends its budget, since its verdict is
+not decided yet.
 
 The stop check is kept cheap (the full bootstrap of a ratio costs milliseconds per hundred
 samples, more than a GPU block once a variant has ~10^3 samples): it runs on a geometric
@@ -78,8 +79,8 @@ class Protocol:
     full_check_margin: float = 0.1  # full bootstrap once the estimate is below target x (1 + this)
     full_check_growth: float = 0.1  # after a full check said no: the next one after this x blocks done
     # The practical threshold, as a share of the first variant's median (the analysis's whole-graph
-    # threshold). Where, once narrow enough, the first two variants' interval (A and B) holds
-    # 1 + band or 1 - band, the verdict is undecided: the run goes on to its budget instead of
+    # threshold). Where, once narrow enough, the first two variants' delta interval (B - A) holds
+    # +-band x A's median, the verdict is undecided: the run goes on to its budget instead of
     # stopping. Decided once, at the first narrow-enough check, so the run never stops because an
     # edge was cleared at some later look (no optional stopping on the verdict).
     band: float | None = None

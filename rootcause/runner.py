@@ -22,7 +22,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from parsers.ncu_csv import NCU_METRICS
 from rootcause import child, envs, host_state
@@ -34,6 +34,9 @@ from rootcause.fileio import make_folder, write_atomic
 from rootcause.sessions import load_session
 from rootcause.toolchains import runtime_python
 from rootcause.verify import common_inputs, verify
+
+if TYPE_CHECKING:  # for the annotation; the functions import measure where they use it
+    from rootcause.measure import Protocol
 
 
 @dataclass
@@ -58,7 +61,7 @@ class RunRequest:
 # ---- measurement ----------------------------------------------------------------------
 
 def _protocol(sessions: list, budget_s: float, warmup_calls: int | None, warmup_s: float | None,
-              offset: int = 0) -> Any:
+              offset: int = 0) -> Protocol:
     """The budgeted protocol of a run; its band is the analysis's whole-graph threshold for where
     the variants run (a CPU's larger share), so a run whose first two variants' interval holds its
     edge spends its budget before the analysis must say 'measure longer'."""
