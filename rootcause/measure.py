@@ -49,7 +49,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from rootcause.errors import UsageError
-from rootcause.stats import CHUNK_ELEMENTS, bootstrap_medians, median, median_ci, percentile_interval
+from rootcause.stats import CHUNK_ELEMENTS, bootstrap_medians, holds_edge, median, median_ci, percentile_interval
 
 # Resampling is done in chunks so a long run (10^4 samples) never allocates resamples x n at once.
 
@@ -358,8 +358,7 @@ class StopRule:
         names, blocks = list(samples), _block_medians(samples, p)  # drawn as summarize draws them
         _, (low, high) = paired_delta(samples[a], samples[b], p,
                                       None if blocks is None else blocks[:, [names.index(a), names.index(b)]])
-        edge = p.band * median(samples[a])
-        return low < edge <= high or low <= -edge < high
+        return holds_edge(low, high, p.band * median(samples[a]))
 
     def _narrow(self, blocks: int, samples: dict[str, list[float]]) -> bool:
         p = self.p

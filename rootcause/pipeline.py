@@ -42,7 +42,7 @@ from rootcause.fileio import check_replaceable, make_folder, mark_owned, safe_na
 from rootcause.model import CatalogKernel, Hybrid, MeasuredPair, WholeGraph
 from rootcause.profilers.selection import profile_events
 from rootcause.spec import VariantSpec
-from rootcause.stats import CPU_MIN_EFFECT_SHARE, MIN_EFFECT_SHARE
+from rootcause.stats import CPU_MIN_EFFECT_SHARE, MIN_EFFECT_SHARE, whole_graph_share
 
 _T0 = time.monotonic()
 
@@ -164,7 +164,7 @@ def _attribute(a: Side, b: Side, alignment: Any, ctx: Context) -> Attribution:
                      scale_to_whole=tuple(v for v, s in (("a", a), ("b", b)) if s.profiled_apart),
                      timed_apart={v: s.timed_apart_ns for v, s in (("a", a), ("b", b)) if s.timed_apart_ns},
                      timed_how={v: s.timed_how for v, s in (("a", a), ("b", b))},
-                     whole_min_effect_share=CPU_MIN_EFFECT_SHARE if cpu else MIN_EFFECT_SHARE,
+                     whole_min_effect_share=whole_graph_share(cpu),
                      measured_pair=ctx.measured_pair)
 
 

@@ -66,11 +66,11 @@ def _protocol(sessions: list, budget_s: float, warmup_calls: int | None, warmup_
     the variants run (a CPU's larger share), so a run whose first two variants' interval holds its
     edge spends its budget before the analysis must say 'measure longer'."""
     from rootcause.measure import BUDGETED_BLOCKS, Protocol
-    from rootcause.stats import CPU_MIN_EFFECT_SHARE, MIN_EFFECT_SHARE
+    from rootcause.stats import whole_graph_share
 
     on_cpu = all(getattr(s, "device", None) in (None, "cpu") for s in sessions)
     protocol = Protocol(budget_seconds=budget_s, blocks=BUDGETED_BLOCKS, offset=offset,
-                        band=CPU_MIN_EFFECT_SHARE if on_cpu else MIN_EFFECT_SHARE)
+                        band=whole_graph_share(on_cpu))
     if warmup_calls is not None:
         protocol.warmup_calls = warmup_calls
     if warmup_s is not None:

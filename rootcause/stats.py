@@ -24,6 +24,18 @@ CONFIRM_THRESHOLD = 0.5
 CHUNK_ELEMENTS = 1 << 22  # index rows drawn at a time: bounds memory for large samples
 
 
+def whole_graph_share(on_cpu: bool) -> float:
+    """The share of A's call the whole-graph delta must clear: the CPU's larger one where the
+    variants run, or were profiled, on a CPU."""
+    return CPU_MIN_EFFECT_SHARE if on_cpu else MIN_EFFECT_SHARE
+
+
+def holds_edge(low: float, high: float, edge: float) -> bool:
+    """Whether the interval [low, high] holds an edge of the band +-edge: it lies neither entirely
+    beyond the band nor entirely inside it, so whether the difference reaches `edge` is undecided."""
+    return low < edge <= high or low <= -edge < high
+
+
 def median(x) -> float:
     return float(np.median(np.asarray(x, dtype=float)))
 

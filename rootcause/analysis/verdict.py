@@ -9,7 +9,7 @@ from math import comb
 
 from rootcause.analysis.result import Attribution, Withdrawal
 from rootcause.model import Interval, WholeGraph
-from rootcause.stats import CPU_MIN_EFFECT_SHARE, LEVEL, quantile
+from rootcause.stats import CPU_MIN_EFFECT_SHARE, LEVEL, holds_edge, quantile
 
 
 def require_clear_of_floor(att: Attribution) -> list[Withdrawal]:
@@ -25,7 +25,7 @@ def require_clear_of_floor(att: Attribution) -> list[Withdrawal]:
     if att.whole_graph.undetermined:  # withdrawn already, with a reason that says more
         return []
     d, floor = att.whole_graph.delta_ns, att.whole_min_effect_ns
-    if floor <= 0 or not (d.low < floor <= d.high or d.low <= -floor < d.high):
+    if floor <= 0 or not holds_edge(d.low, d.high, floor):
         return []
     share = floor / att.whole_graph.a.median if att.whole_graph.a.median else 0.0
     longer = ("this measurement (measure longer: --budget-s)" if att.whole_graph.source == "measured"
