@@ -189,12 +189,15 @@ def significant(ratio: float, ci: tuple[float, float], threshold: float) -> bool
 def summarize(samples: dict[str, list[float]], protocol: Protocol,
               pairs: list[tuple[str, str]] | None = None,
               known: dict[tuple[str, str], tuple[float, tuple[float, float]]] | None = None,
+              blocks: np.ndarray | None = None,
               ) -> tuple[dict[str, VariantStats], list[Ratio]]:
     """Per-variant statistics and the ratios of `pairs` (default: every a before b). `known`:
-    ratio_ci results already computed on these very samples (the stop rule's last full check).
+    ratio_ci results already computed on these very samples (the stop rule's last full check);
+    `blocks`: their _block_medians, likewise (the stop rule's band check).
     samples[name] holds the protocol's blocks in order, `protocol.repeats` samples each; each
     interval is the hull of the independent one and the one by blocks (module doc)."""
-    blocks = _block_medians(samples, protocol)
+    if blocks is None:
+        blocks = _block_medians(samples, protocol)
     variants = {}
     for i, (name, xs) in enumerate(samples.items()):
         plain = median_ci(xs, protocol.confidence, protocol.resamples, protocol.seed + i)
@@ -315,8 +318,8 @@ def measure(callables: Mapping[str, Callable[[], float | None]], protocol: Proto
             stopped = "converged"
             break
     elapsed = clock() - start
-    known = rule.last_full if stopped == "converged" else None
-    variants, ratios = summarize(samples, protocol, pairs, known)
+    known, blocks = (rule.last_full, rule.last_blocks) if stopped == "converged" else (None, None)
+    variants, ratios = summarize(samples, protocol, pairs, known, blocks)
     return Measurement(asdict(protocol), variants, ratios, len(orders), stopped, orders, float(elapsed),
                        rule.record())
 
@@ -336,6 +339,7 @@ class StopRule:
         self.checks, self.check_s, self.full_s = 0, 0.0, 0.0
         self.full_at: list[int] = []
         self.undecided_at: int | None = None  # blocks at which the first pair held the band's edge
+        self.last_blocks: np.ndarray | None = None  # _block_medians of the band check's samples
 
     def converged(self, blocks: int, samples: dict[str, list[float]]) -> bool:
         """Narrow enough to stop, and, with a band, the first pair's verdict decided."""
@@ -355,7 +359,8 @@ class StopRule:
         if p.band is None or p.band <= 0 or p.budget_seconds is None:
             return False
         a, b = self.pairs[0]
-        names, blocks = list(samples), _block_medians(samples, p)  # drawn as summarize draws them
+        names = list(samples)
+        blocks = self.last_blocks = _block_medians(samples, p)  # drawn as summarize draws them
         _, (low, high) = paired_delta(samples[a], samples[b], p,
                                       None if blocks is None else blocks[:, [names.index(a), names.index(b)]])
         return holds_edge(low, high, p.band * median(samples[a]))

@@ -361,6 +361,9 @@ def test_a_run_whose_first_pair_holds_the_bands_edge_spends_its_budget(ratio, ba
         lo, hi = m.ratios[0].delta_ci_s
         edge = band * float(np.median(m.variants["a"].samples_s))
         assert not (lo < edge <= hi or lo <= -edge < hi)
+        # the stop rule's draws, reused, are what the samples give afresh
+        _, again = summarize({n: v.samples_s for n, v in m.variants.items()}, Protocol(**m.protocol))
+        assert again[0].delta_ci_s == m.ratios[0].delta_ci_s and again[0].ci == m.ratios[0].ci
 
 
 def test_stop_checks_on_a_long_run_are_bounded():
