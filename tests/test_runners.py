@@ -226,6 +226,7 @@ def test_a_budgeted_run_is_ended_by_its_budget_not_a_block_count(built):
             lo, hi = r["ci_samples"]  # (the reported ci is its hull with the blocks', which may be wider)
             assert (hi - lo) / r["ratio"] < target
 
+
 def test_cupti_profiles_of_several_variants_fail_each_on_its_own(built, tmp_path):
     """`rootcause run --profile cupti` where cupti-python is not installed (this machine): the run
     measures both variants and ends well; each variant's capture fails on its own, and each
