@@ -248,3 +248,35 @@ def test_settle_removes_an_empty_staging_folder_of_a_writer_killed_before_markin
     assert not empty.exists() and named.is_dir()
     assert (holding / "notes.txt").read_text() == "keep"
     assert _digests(out) == before
+
+
+def test_text_is_written_as_its_utf8_a_piece_at_a_time(tmp_path):
+    """Text longer than one piece, with a character of two bytes and an undecodable name's escape
+    on the pieces' boundary, is the file's bytes exactly as one encode of the whole gives them."""
+    from rootcause import fileio
+
+    piece = fileio._PIECE
+    text = "a" * (piece - 1) + "\u00e9\udcff" + "\u00fc" * piece + "z"
+    write_set(tmp_path, {"t.txt": text, "b.bin": b"\x00\xff"})
+    assert (tmp_path / "t.txt").read_bytes() == text.encode("utf-8", errors="backslashreplace")
+    assert (tmp_path / "b.bin").read_bytes() == b"\x00\xff"
+
+
+def test_json_text_reads_back_as_written():
+    """A real attribution reads back equal (the standard library's reader), NumPy scalars as their
+    values, a path as its text, a name as UTF-8, and NaN as null (JSON has no NaN)."""
+    import numpy as np
+
+    from rootcause.fileio import json_text
+
+    doc = json.loads((ROOT / "gallery" / "pool_fusion_h200_cupti" / "attribution.json").read_text(encoding="utf-8"))
+    assert json.loads(json_text(doc)) == doc
+    odd = {"f": np.float64(0.1), "i": np.int64(3), "b": np.bool_(False), "p": Path("a/b"), "name": "caf\u00e9",
+           "nan": float("nan"), "inf": float("inf"), "small": 1e-7}
+    text = json_text(odd)
+    assert json.loads(text) == {"f": 0.1, "i": 3, "b": False, "p": "a/b", "name": "caf\u00e9", "nan": None,
+                                "inf": None, "small": 1e-7}
+    assert text.endswith("}\n") and '\n  "f": 0.1,\n' in text
+    # an undecodable byte of a file name (a lone surrogate) is written as its \udcXX escape
+    odd["name"] = os.fsdecode(b"trace\xff.json")
+    assert json.loads(json_text(odd))["name"] == odd["name"] and json.loads(json_text(odd))["nan"] is None
