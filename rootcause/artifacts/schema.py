@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from rootcause.errors import UsageError
+from rootcause.errors import InternalError, UsageError
 
 ANY = object()
 NUM = (int, float)
@@ -41,47 +41,98 @@ class Map:
 
 def check(value: Any, shape: Any, file: str, path: str = "") -> None:
     """UsageError '<file>: key '<path>': expected ..., got ...' at the first value off its shape."""
+    if not fits(value, shape):
+        _explain(value, shape, file, path)
+        raise InternalError(f"{file}: {path or '(top level)'}: off its shape, and no key was found to name")
+
+
+def fits(value: Any, shape: Any) -> bool:
+    """Whether value has the shape: check's walk without the key paths, which only an error needs
+    (a 5 MB attribution has about 100,000 values)."""
+    if shape is ANY:
+        return True
+    if isinstance(shape, Opt):
+        return value is None or fits(value, shape.shape)
+    if isinstance(shape, dict):
+        return isinstance(value, dict) and all(
+            fits(value[name], sub) if name in value else optional for name, optional, sub in _keys(shape))
+    if isinstance(shape, list):
+        return isinstance(value, list) and all(fits(item, shape[0]) for item in value)
+    if isinstance(shape, Map):
+        return isinstance(value, dict) and all(fits(item, shape.shape) for item in value.values())
+    return _scalar_fits(value, shape if isinstance(shape, tuple) else (shape,))
+
+
+_KEYS: dict[int, list[tuple[str, bool, Any]]] = {}
+
+
+def _keys(shape: dict[str, Any]) -> list[tuple[str, bool, Any]]:
+    """An object shape's (key, optional, shape) triples, read once per shape."""
+    found = _KEYS.get(id(shape))
+    if found is None:
+        found = _KEYS[id(shape)] = [(key[:-1], True, sub) if key.endswith("?") else (key, False, sub)
+                                    for key, sub in shape.items()]
+    return found
+
+
+def _scalar_fits(value: Any, kinds: tuple[type, ...]) -> bool:
+    value = _scalar(value)
+    if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
+        return False
+    if isinstance(value, float) and (int in kinds or float in kinds) and not math.isfinite(value):
+        return False
+    return kinds != NUM or abs(value) <= LARGEST
+
+
+def _scalar(value: Any) -> Any:
+    """A NumPy scalar as its Python value (a document not yet written holds them; json_text
+    writes their values), anything else as it is."""
+    if getattr(value, "shape", None) == () and callable(getattr(value, "item", None)):
+        return value.item()
+    return value
+
+
+def _explain(value: Any, shape: Any, file: str, path: str) -> None:
+    """Raise the UsageError that names the first value off its shape."""
     if shape is ANY:
         return
     if isinstance(shape, Opt):
         if value is not None:
-            check(value, shape.shape, file, path)
+            _explain(value, shape.shape, file, path)
         return
     if isinstance(shape, dict):
         _expect(value, dict, file, path)
-        for key, sub in shape.items():
-            name, optional = (key[:-1], True) if key.endswith("?") else (key, False)
+        for name, optional, sub in _keys(shape):
             if name not in value:
                 if not optional:
                     raise UsageError(f"{file}: key '{_join(path, name)}': missing")
                 continue
-            check(value[name], sub, file, _join(path, name))
+            _explain(value[name], sub, file, _join(path, name))
         return
     if isinstance(shape, list):
         _expect(value, list, file, path)
         for i, item in enumerate(value):
-            check(item, shape[0], file, f"{path}[{i}]")
+            _explain(item, shape[0], file, f"{path}[{i}]")
         return
     if isinstance(shape, Map):
         _expect(value, dict, file, path)
         for key, item in value.items():
-            check(item, shape.shape, file, _join(path, str(key)))
+            _explain(item, shape.shape, file, _join(path, str(key)))
         return
     _expect(value, shape, file, path)
 
 
 def _expect(value: Any, kind: type | tuple[type, ...], file: str, path: str) -> None:
     kinds = kind if isinstance(kind, tuple) else (kind,)
-    if getattr(value, "shape", None) == () and callable(getattr(value, "item", None)):
-        value = value.item()  # a NumPy scalar in a document not yet written (json_text writes its value)
-    numeric = any(k in (int, float) for k in kinds)
+    if _scalar_fits(value, kinds):
+        return
+    value = _scalar(value)
     if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
         name = "number" if kinds == NUM else " or ".join(_name(k) for k in kinds)
         raise UsageError(f"{file}: key '{path or '(top level)'}': expected {name}, got {_name(type(value))}")
-    if numeric and isinstance(value, float) and not math.isfinite(value):
+    if isinstance(value, float) and not math.isfinite(value):
         raise UsageError(f"{file}: key '{path}': {value} is not a finite number")
-    if kinds == NUM and abs(value) > LARGEST:
-        raise UsageError(f"{file}: key '{path}': {value} is beyond any value rootcause writes ({LARGEST:g})")
+    raise UsageError(f"{file}: key '{path}': {value} is beyond any value rootcause writes ({LARGEST:g})")
 
 
 def _name(kind: type) -> str:
