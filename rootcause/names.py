@@ -3,6 +3,7 @@ kernels apart (reports and finding sentences; the JSON keeps every name whole)."
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from collections.abc import Iterable
 
@@ -27,6 +28,7 @@ def cut(name: str, limit: int) -> str:
 _QUALIFIER = re.compile(r"(?:\(anonymous namespace\)|[A-Za-z_]\w*)::")
 
 
+@functools.lru_cache(maxsize=8192)  # a report shows a name in several places; a signature takes 0.1 ms
 def readable(name: str, limit: int = 56) -> str:
     """A C++ kernel signature as people read it: no return type, no parameter list, no namespaces
     ('void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>, ...>(int, ...)'
