@@ -22,6 +22,7 @@ from parsers.base import ParseError
 
 _WS = " \t\r\n"
 _CHUNK = 1 << 23  # bytes decoded at once: big enough to amortise, small enough for memory
+_FIRST = 1 << 20  # the first buffer's bytes, before it grows to _CHUNK
 
 Batches = Iterator[tuple[Sequence[int], list]]
 
@@ -64,14 +65,17 @@ def _sniff(stream: BinaryIO, file: str) -> tuple[str, bytes]:
 
 def _array_batches(stream: BinaryIO, file: str, decode: Callable, record_type: type) -> Batches:
     # work: '[' then the bytes not decoded yet (up to filled), read into and decoded in place:
-    # no copy of the data but the one read makes.
-    work, filled = bytearray(b"[" + bytes(_CHUNK)), 1
+    # no copy of the data but the one read makes. It starts at _FIRST bytes and doubles up to
+    # _CHUNK while reads fill it, so that a trace of 1 MB is not given a buffer of 8.
+    work, filled = bytearray(1 + min(_FIRST, _CHUNK)), 1
+    work[0] = ord("[")
     index, lines, chars = 0, 0, 1  # where work[1] lies: record index, newlines before, char offset
     while True:
         if filled == len(work):  # a record longer than the buffer: grow it
             work.extend(bytes(len(work)))
         with memoryview(work) as view, view[filled:] as room:
             got = stream.readinto(room)
+            more = got == len(room)  # the stream may hold more than the buffer
         filled += got
         cuts = list(islice(_record_ends(work, filled), 4)) if got else [_closing_bracket(work, filled, index)]
         if not cuts and filled < 8 * _CHUNK:  # no record ends in what was read: read more
@@ -93,6 +97,8 @@ def _array_batches(stream: BinaryIO, file: str, decode: Callable, record_type: t
         filled -= end - 1
         if not got:
             return
+        if more and len(work) <= _CHUNK:
+            work.extend(bytes(len(work) - 1))
 
 
 def _decode_first(decode: Callable, work: bytearray, cuts: list) -> tuple[list | None, int]:
