@@ -45,7 +45,9 @@ pre{background:#f7f7f7;padding:8px;overflow:auto;font-size:12px;max-height:320px
 
 
 def esc(x: Any) -> str:
-    return html.escape(str(x), quote=True)
+    """Text as HTML, non-ASCII characters as character references: a page of ASCII alone is held
+    at a byte a character (one ellipsis in a name would make Python hold all 5 MB at two)."""
+    return html.escape(str(x), quote=True).encode("ascii", "xmlcharrefreplace").decode("ascii")
 
 
 def script_json(obj: Any) -> str:
@@ -450,7 +452,16 @@ def _plotly_js() -> str:
     spec = importlib.util.find_spec("plotly")
     if spec is None or not spec.submodule_search_locations:
         raise InternalError("plotly is not installed: the HTML report embeds its plotly.js")
-    return (Path(list(spec.submodule_search_locations)[0]) / "package_data" / "plotly.min.js").read_text(encoding="utf-8")
+    code = (Path(list(spec.submodule_search_locations)[0]) / "package_data" / "plotly.min.js").read_bytes()
+    # its few non-ASCII characters (in regular expressions) as \uXXXX escapes, which mean the same
+    # there and in strings: the page stays ASCII, a byte a character
+    code = re.sub(rb"[\x80-\xff]+", _js_escapes, code)  # the read bytes freed before the text is made
+    return code.decode("ascii")
+
+
+def _js_escapes(match: re.Match[bytes]) -> bytes:
+    units = match.group().decode("utf-8").encode("utf-16-be")
+    return b"".join(b"\\u%02x%02x" % (units[i], units[i + 1]) for i in range(0, len(units), 2))
 
 
 def render_html(attribution: dict[str, Any], device: str | None = None, title: str | None = None) -> str:
