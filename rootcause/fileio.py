@@ -13,7 +13,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +55,7 @@ WRITER = ".writer"  # inside a staging folder: written first, so only write_set'
 _MKDTEMP_NAME = re.compile(r"[a-z0-9_]{8}")  # what tempfile.mkdtemp adds to the staging prefix
 
 
-def write_set(folder: str | os.PathLike, files: dict[str, bytes | str]) -> list[Path]:
+def write_set(folder: str | os.PathLike, files: Mapping[str, bytes | str]) -> list[Path]:
     """Write {name: data} into folder as one set; the paths written, in order.
 
     Each file is staged in a hidden folder inside `folder` (same file system, so a rename moves
@@ -332,7 +332,7 @@ def check_replaceable(folder: Path, what: str = "output") -> None:
 
 def _files_under(folder: Path) -> set[str]:
     """Relative paths of everything under folder that is not a folder (links not followed)."""
-    found = set()
+    found: set[str] = set()
     for root, dirs, files in os.walk(folder):
         rel = Path(root).relative_to(folder)
         found.update((rel / name).as_posix() for name in files)

@@ -266,10 +266,12 @@ def build_variants(spec_a: VariantSpec, spec_b: VariantSpec, out: Path, no_confi
     for side, spec in (("A", spec_a), ("B", spec_b)):
         progress(f"building {side} = {spec.name} for {spec.target}")
         paths[spec.name] = build_bundle(spec, bundles_dir / safe_name(spec.name))
-    hybrids, notes, failed = [], [], {}
+    hybrids: list[Hybrid] = []
+    notes: list[str] = []
+    failed: dict[str, str] = {}
     if not no_confirm:
-        catalogs = [bundles.read_bundle(paths[s.name]).kernels() for s in (spec_a, spec_b)]
-        hybrids, notes = plan_hybrids(spec_a, spec_b, *catalogs, limit=limit,
+        catalog_a, catalog_b = (bundles.read_bundle(paths[s.name]).kernels() for s in (spec_a, spec_b))
+        hybrids, notes = plan_hybrids(spec_a, spec_b, catalog_a, catalog_b, limit=limit,
                                       bundle_dirs={"a": paths[spec_a.name], "b": paths[spec_b.name]},
                                       work_dir=out / "hybrids")
         if not hybrids:
@@ -458,7 +460,7 @@ def _timed_apart(measured: dict[str, Any], a: str, b: str) -> tuple[dict[str, li
     """Where the run timed A and B in two processes (one side's runtime is another release's, in its
     own environment): each side's seconds per call and which pythons timed them; else None."""
     processes = measured.get("timed_by") or {}
-    samples = {v: (measured["variants"].get(n) or {}).get("samples_s") for v, n in (("a", a), ("b", b))}
+    samples = {v: (measured["variants"].get(n) or {}).get("samples_s") or [] for v, n in (("a", a), ("b", b))}
     if a not in processes or b not in processes or processes[a] == processes[b] or not all(samples.values()):
         return None
     return samples, f"{a} was timed in a process of {processes[a]} and {b} in one of {processes[b]}"

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from rootcause.errors import InternalError, UsageError
 
@@ -81,7 +81,7 @@ def _scalar_fits(value: Any, kinds: tuple[type, ...]) -> bool:
         return False
     if isinstance(value, float) and (int in kinds or float in kinds) and not math.isfinite(value):
         return False
-    return kinds != NUM or abs(value) <= LARGEST
+    return kinds != NUM or abs(cast(float, value)) <= LARGEST
 
 
 def _scalar(value: Any) -> Any:
