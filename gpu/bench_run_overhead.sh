@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# On the GPU host, from the repo root, with .device-carry carried: `rootcause run` of the bundles in
-# .device-carry/bundles/pool/ with --profile cupti, two versions of the code alternated twice (the
-# working tree, and another rootcause tree in .device-carry/old, e.g. `git archive REV rootcause
-# parsers | tar -x -C .device-carry/old`), each run timed whole, as a user runs it. The wheels and
-# the runtime-only tvm package are gpu/stage.sh's.
+# On the GPU host, from the repo root, with .device-carry carried: `rootcause run` of the bundles
+# given (else those in .device-carry/bundles/pool/, in name order) with --profile cupti, two
+# versions of the code alternated twice (the working tree, and another rootcause tree in
+# .device-carry/old, e.g. `git archive REV rootcause parsers | tar -x -C .device-carry/old`), each
+# run timed whole, as a user runs it. The wheels and the runtime-only tvm package are gpu/stage.sh's.
 set -uo pipefail
 OUT=${OUT:-/tmp/rootcause-out}
 mkdir -p "$OUT"
@@ -14,7 +14,8 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --tar
 cp -r .device-carry/tvm/tvm /tmp/site/tvm
 date -u; python3 --version
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
-mapfile -t BUNDLES < <(ls -d .device-carry/bundles/pool/*/ | sed 's:/$::')
+# the bundles in the order given (A and B first, as analyze prints them), else in name order
+if [ $# -gt 0 ]; then BUNDLES=("$@"); else mapfile -t BUNDLES < <(ls -d .device-carry/bundles/pool/*/ | sed 's:/$::'); fi
 echo "bundles: ${#BUNDLES[@]}"
 BUDGET=${BUDGET:-10}
 for round in 1 2; do
