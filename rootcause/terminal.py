@@ -31,8 +31,9 @@ def progress_bar(total: float, what: str, unit: str = "s") -> Any:
 
 @contextlib.contextmanager
 def ticker(what: str, step: Callable[[], str] = lambda: "") -> Iterator[None]:
-    """While the block runs, one line on a terminal's stderr, redrawn twice a second: what, the
-    current step (step(), e.g. the pass a build is in) and the seconds so far; erased at the end.
+    """While the block runs, one line on a terminal's stderr: what, the current step (step(), e.g.
+    the pass a build is in) and the seconds so far, redrawn when the step changes (read ten times
+    a second: a step of a fifth of a second is shown) and at least twice a second; erased at the end.
     Where stderr is not a terminal (a log, a pipe) or ROOTCAUSE_PROGRESS=0, nothing is drawn."""
     import os
     import sys
@@ -45,9 +46,13 @@ def ticker(what: str, step: Callable[[], str] = lambda: "") -> Iterator[None]:
     start, done = time.monotonic(), threading.Event()
 
     def draw() -> None:
-        while not done.wait(0.5):
+        shown, drawn_at = None, start
+        while not done.wait(0.1):
             now = step()
-            line = f"{what}{': ' + now if now else ''} ({time.monotonic() - start:.0f} s)"
+            if now == shown and time.monotonic() - drawn_at < 0.5:
+                continue
+            shown, drawn_at = now, time.monotonic()
+            line = f"{what}{': ' + now if now else ''} ({drawn_at - start:.0f} s)"
             sys.stderr.write("\r\x1b[K" + printable(line)[:200])
             sys.stderr.flush()
 
