@@ -16,7 +16,7 @@ mkdir -p "$CARRY/whl" "$CARRY/bundles"
 PLAT="--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_24_x86_64
       --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux1_x86_64"
 for req in apache-tvm-ffi==0.1.15.post2 iree-base-runtime==3.13.0 cupti-python==13.4.0 pyelftools==0.33 \
-           lz4==4.4.5 zstandard==0.25.0; do
+           lz4==4.4.5 zstandard==0.25.0 msgspec==0.23.0; do
   name=$(echo "${req%%==*}" | tr - _)
   ls "$CARRY/whl/${name}"-*.whl >/dev/null 2>&1 && continue
   $PY -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp $PLAT \
