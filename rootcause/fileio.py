@@ -394,12 +394,11 @@ def _stage(tmp: Path, data: bytes | str, dest: Path) -> Path:
     with open(tmp, "wb") as f:
         if isinstance(data, bytes):
             f.write(data)
-            data = ""
-        # text is encoded a piece at a time (a report of several MB is not held twice); a name that
-        # is not UTF-8 (a file name's undecodable bytes) is kept as its \udcXX escape: the file
-        # stays UTF-8, and JSON reads the escape back as the same name
-        for start in range(0, len(data), _PIECE):
-            f.write(data[start:start + _PIECE].encode("utf-8", errors="backslashreplace"))
+        else:  # a piece at a time (a report of several MB is not held twice); a name that is not
+            # UTF-8 (a file name's undecodable bytes) is kept as its \udcXX escape: the file stays
+            # UTF-8, and JSON reads the escape back as the same name
+            for start in range(0, len(data), _PIECE):
+                f.write(data[start:start + _PIECE].encode("utf-8", errors="backslashreplace"))
     os.chmod(tmp, 0o666 & ~_umask())  # mkdtemp makes 0700; give the file open() would get
     return tmp
 
