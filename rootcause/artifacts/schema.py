@@ -60,7 +60,7 @@ def fits(value: Any, shape: Any) -> bool:
         return isinstance(value, list) and all(fits(item, shape[0]) for item in value)
     if isinstance(shape, Map):
         return isinstance(value, dict) and all(fits(item, shape.shape) for item in value.values())
-    return _scalar_fits(value, shape if isinstance(shape, tuple) else (shape,))
+    return _scalar_problem(value, shape if isinstance(shape, tuple) else (shape,)) is None
 
 
 _KEYS: dict[int, list[tuple[str, bool, Any]]] = {}
@@ -75,13 +75,17 @@ def _keys(shape: dict[str, Any]) -> list[tuple[str, bool, Any]]:
     return found
 
 
-def _scalar_fits(value: Any, kinds: tuple[type, ...]) -> bool:
+def _scalar_problem(value: Any, kinds: tuple[type, ...]) -> str | None:
+    """What is wrong with a value of these types (its message), or None when it fits."""
     value = _scalar(value)
     if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
-        return False
+        name = "number" if kinds == NUM else " or ".join(_name(k) for k in kinds)
+        return f"expected {name}, got {_name(type(value))}"
     if isinstance(value, float) and (int in kinds or float in kinds) and not math.isfinite(value):
-        return False
-    return kinds != NUM or abs(cast(float, value)) <= LARGEST
+        return f"{value} is not a finite number"
+    if kinds == NUM and abs(cast(float, value)) > LARGEST:
+        return f"{value} is beyond any value rootcause writes ({LARGEST:g})"
+    return None
 
 
 def _scalar(value: Any) -> Any:
@@ -123,16 +127,9 @@ def _explain(value: Any, shape: Any, file: str, path: str) -> None:
 
 
 def _expect(value: Any, kind: type | tuple[type, ...], file: str, path: str) -> None:
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    if _scalar_fits(value, kinds):
-        return
-    value = _scalar(value)
-    if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
-        name = "number" if kinds == NUM else " or ".join(_name(k) for k in kinds)
-        raise UsageError(f"{file}: key '{path or '(top level)'}': expected {name}, got {_name(type(value))}")
-    if isinstance(value, float) and not math.isfinite(value):
-        raise UsageError(f"{file}: key '{path}': {value} is not a finite number")
-    raise UsageError(f"{file}: key '{path}': {value} is beyond any value rootcause writes ({LARGEST:g})")
+    problem = _scalar_problem(value, kind if isinstance(kind, tuple) else (kind,))
+    if problem is not None:
+        raise UsageError(f"{file}: key '{path or '(top level)'}': {problem}")
 
 
 def _name(kind: type) -> str:
