@@ -20,6 +20,7 @@ import argparse
 import os
 import subprocess
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -60,6 +61,11 @@ class RunRequest:
 
 # ---- measurement ----------------------------------------------------------------------
 
+def _on_cpu(devices: Iterable[str | None]) -> bool:
+    """Whether every variant runs on the CPU (a session that names no device runs there)."""
+    return all(d in (None, "cpu") for d in devices)
+
+
 def _protocol(sessions: list, budget_s: float, warmup_calls: int | None, warmup_s: float | None,
               offset: int = 0) -> Protocol:
     """The budgeted protocol of a run; its band is the analysis's whole-graph threshold for where
@@ -68,9 +74,8 @@ def _protocol(sessions: list, budget_s: float, warmup_calls: int | None, warmup_
     from rootcause.measure import BUDGETED_BLOCKS, Protocol
     from rootcause.stats import whole_graph_share
 
-    on_cpu = all(getattr(s, "device", None) in (None, "cpu") for s in sessions)
     protocol = Protocol(budget_seconds=budget_s, blocks=BUDGETED_BLOCKS, offset=offset,
-                        band=whole_graph_share(on_cpu))
+                        band=whole_graph_share(_on_cpu(getattr(s, "device", None) for s in sessions)))
     if warmup_calls is not None:
         protocol.warmup_calls = warmup_calls
     if warmup_s is not None:
@@ -270,7 +275,7 @@ def run_bundles(args: RunRequest) -> dict[str, Any]:
     warnings = host_state.drift(during, after)
     result["env_warnings"] = warnings
     write_env(out, {"before": before, "measure_start": during, "after": after, "warnings": warnings})
-    on_gpu = any(d not in (None, "cpu") for d in result["devices"].values())
+    on_gpu = not _on_cpu(result["devices"].values())
     for warning in warnings + result["measurement"].get("warnings", []):
         if on_gpu or not warning.startswith("GPU state not recorded"):  # a CPU run needs no NVML; env.json keeps it
             print(f"rootcause run: warning: {warning}", file=sys.stderr)
