@@ -8,6 +8,7 @@ bar; the tables show the top units and put the rest in a collapsed <details>.
 """
 from __future__ import annotations
 
+import codecs
 import html
 import re
 import json
@@ -454,14 +455,24 @@ def _plotly_js() -> str:
         raise InternalError("plotly is not installed: the HTML report embeds its plotly.js")
     code = (Path(list(spec.submodule_search_locations)[0]) / "package_data" / "plotly.min.js").read_bytes()
     # its few non-ASCII characters (in regular expressions) as \uXXXX escapes, which mean the same
-    # there and in strings: the page stays ASCII, a byte a character
-    code = re.sub(rb"[\x80-\xff]+", _js_escapes, code)  # the read bytes freed before the text is made
-    return code.decode("ascii")
+    # there and in strings: the page stays ASCII, a byte a character. Decoded as ASCII in C, the
+    # handler called at each of them alone (a regular expression over the 4.8 MB took 45 ms).
+    return code.decode("ascii", errors=_JS_ESCAPE)
 
 
-def _js_escapes(match: re.Match[bytes]) -> bytes:
-    units = match.group().decode("utf-8").encode("utf-16-be")
-    return b"".join(b"\\u%02x%02x" % (units[i], units[i + 1]) for i in range(0, len(units), 2))
+def _js_escape(err: UnicodeError) -> tuple[str, int]:
+    """A decoding error handler: the UTF-8 character at err.start as JavaScript's \\uXXXX escapes
+    (UTF-16 code units), decoding resumed after it."""
+    if not isinstance(err, UnicodeDecodeError):  # registered for this decoding alone
+        raise err
+    lead = err.object[err.start]
+    size = 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
+    units = err.object[err.start:err.start + size].decode("utf-8").encode("utf-16-be")
+    return "".join(f"\\u{units[i]:02x}{units[i + 1]:02x}" for i in range(0, len(units), 2)), err.start + size
+
+
+_JS_ESCAPE = "rootcause-js-escape"
+codecs.register_error(_JS_ESCAPE, _js_escape)
 
 
 def render_html(attribution: dict[str, Any], device: str | None = None, title: str | None = None) -> str:
