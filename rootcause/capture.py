@@ -20,12 +20,13 @@ import ctypes
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from rootcause import child
 from rootcause.artifacts.bundle import bundle_inputs, read_bundle
 from rootcause.errors import ToolFailed
 from rootcause.fileio import write_json
+from rootcause.host_state import sm_clock_reader
 from rootcause.sessions import load_session
 
 
@@ -54,14 +55,36 @@ def record_dict(activity: Any) -> dict[str, Any]:
     return out
 
 
-def _warm(session, calls: int, seconds: float = 1.0) -> None:
-    """At least `calls` calls and `seconds` of them: module load, lazy kernel loading and the
-    GPU's climb from idle clocks (345 MHz on the H200) stay out of the profiled calls."""
-    end = time.monotonic() + seconds
-    done = 0
-    while done < calls or time.monotonic() < end:
+# An SM clock within 5% of its maximum has finished its climb from idle (345 MHz on the H200).
+FULL_CLOCK = 0.95
+
+
+def _clock(session) -> Callable[[], tuple[int, int]] | None:
+    """The SM clock reader of the GPU a session runs on (sessions run on CUDA device 0), or None."""
+    return sm_clock_reader(0) if str(getattr(session, "device", "")).startswith("cuda") else None
+
+
+def _warm(session, calls: int, seconds: float = 1.0,
+          clock: Callable[[], tuple[int, int]] | None = None) -> dict[str, Any]:
+    """At least `calls` calls (module load, lazy kernel loading), then more until the GPU's SM
+    clock (clock: (MHz, maximum MHz)) reads within 5% of its maximum or `seconds` have passed:
+    the climb from idle clocks stays out of the profiled calls. Where no clock can be read (no
+    NVML, not a CUDA device) or a power cap holds it lower, the whole `seconds`. What it did:
+    its calls, its seconds, the last clock read."""
+    start = time.monotonic()
+    done, mhz = 0, None
+    while True:
         session.call()
         done += 1
+        if done < calls:
+            continue
+        if time.monotonic() - start >= seconds:
+            break
+        if clock is not None:
+            mhz, top = clock()
+            if mhz >= FULL_CLOCK * top:
+                break
+    return {"warmup": done, "warmup_s": round(time.monotonic() - start, 3), "sm_clock_mhz": mhz}
 
 
 def cupti_capture(bundle_dir: str, out: Path, calls: int, warmup: int, device: str | None) -> dict[str, Any]:
@@ -81,7 +104,7 @@ def cupti_capture(bundle_dir: str, out: Path, calls: int, warmup: int, device: s
     bundle = read_bundle(bundle_dir)
     session = load_session(bundle, device)
     session.set_inputs(bundle_inputs(bundle))
-    _warm(session, warmup)
+    warm = _warm(session, warmup, clock=_clock(session))
     cupti.activity_register_callbacks(requested, completed)
     cupti.activity_enable(cupti.ActivityKind.CONCURRENT_KERNEL)
     call_starts = []
@@ -94,7 +117,7 @@ def cupti_capture(bundle_dir: str, out: Path, calls: int, warmup: int, device: s
     kernels = [r for r in records if r.get("kind") in (3, 10) and r.get("start", 0) >= call_starts[0]]
     kernels.sort(key=lambda r: r["start"])
     write_json(out, kernels)
-    return {"variant": bundle.name, "file": out.name, "calls": calls, "warmup": warmup,
+    return {"variant": bundle.name, "file": out.name, "calls": calls, **warm,
             "records": len(kernels), "call_starts_ns": call_starts, "end_ns": end}
 
 
@@ -108,13 +131,13 @@ def ncu_target(bundle_dir: str, calls: int, warmup: int, device: str | None) -> 
     bundle = read_bundle(bundle_dir)
     session = load_session(bundle, device)
     session.set_inputs(bundle_inputs(bundle))
-    _warm(session, warmup)
+    warm = _warm(session, warmup, clock=_clock(session))
     start, stop = _profiler_api()
     start()
     for _ in range(calls):
         session.call()
     stop()
-    return {"variant": bundle.name, "calls": calls, "warmup": warmup}
+    return {"variant": bundle.name, "calls": calls, **warm}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,11 +6,12 @@ record says 'NVML unavailable: <reason>' and carries no GPU numbers: none are ma
 """
 from __future__ import annotations
 
+import ctypes
 import os
 import platform
 import socket
 import time
-from typing import Any
+from typing import Any, Callable
 
 # Clock-event (throttle) reason bits, NVML's names without the prefix. GpuIdle is benign
 # between runs; the others mean the clocks were held down while we measured.
@@ -117,6 +118,53 @@ def nvml_state() -> dict[str, Any]:
             n.nvmlShutdown()
         except n.NVMLError:
             pass
+
+
+def sm_clock_reader(cuda_ordinal: int = 0) -> Callable[[], tuple[int, int]] | None:
+    """A reader of (SM clock MHz, its maximum MHz) of the GPU that CUDA numbers `cuda_ordinal` in
+    this process (CUDA_VISIBLE_DEVICES applied), or None where the CUDA driver or NVML cannot say.
+    The GPU is found by its PCI bus id: NVML numbers every GPU of the host in PCI order, CUDA only
+    the visible ones, fastest first. NVML stays initialized for the reader's process."""
+    try:
+        import pynvml as n
+
+        bus = _cuda_pci_bus(cuda_ordinal)
+        if bus is None:
+            return None
+        n.nvmlInit()
+        handles = [n.nvmlDeviceGetHandleByIndex(i) for i in range(n.nvmlDeviceGetCount())]
+        handle = next((h for h in handles if _pci_key(_text(n.nvmlDeviceGetPciInfo(h).busId)) == bus), None)
+        if handle is None:
+            return None
+        top = int(n.nvmlDeviceGetMaxClockInfo(handle, n.NVML_CLOCK_SM))
+    except Exception:  # noqa: BLE001  no pynvml, no driver, a field the device lacks: no reader
+        return None
+    return lambda: (int(n.nvmlDeviceGetClockInfo(handle, n.NVML_CLOCK_SM)), top)
+
+
+def _cuda_pci_bus(ordinal: int) -> tuple[int, int, int, int] | None:
+    """(domain, bus, device, function) of CUDA device `ordinal`, through the driver API; None
+    without a CUDA driver or that device."""
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+    device = ctypes.c_int()
+    text = ctypes.create_string_buffer(64)
+    if cuda.cuInit(0) or cuda.cuDeviceGet(ctypes.byref(device), ordinal) or \
+            cuda.cuDeviceGetPCIBusId(text, len(text), device):
+        return None
+    return _pci_key(text.value.decode())
+
+
+def _pci_key(bus_id: str) -> tuple[int, int, int, int] | None:
+    """'0000:19:00.0' (CUDA) and '00000000:19:00.0' (NVML) as one comparable key."""
+    try:
+        domain, bus, rest = bus_id.strip().split(":")
+        device, function = rest.split(".")
+        return int(domain, 16), int(bus, 16), int(device, 16), int(function, 16)
+    except ValueError:
+        return None
 
 
 def snapshot() -> dict[str, Any]:

@@ -249,3 +249,56 @@ def test_cupti_profiles_of_several_variants_fail_each_on_its_own(built, tmp_path
         assert profiles[name]["ok"] is False and "cupti-python is not installed" in profiles[name]["error"]
         assert proc.stderr.count(f"rootcause run: {name}: cupti failed: ") == 1
     assert "Traceback" not in proc.stderr
+
+
+def _counting(session):
+    """The session with its calls counted (the real calls still run)."""
+    calls = []
+    real = session.call
+    session.call = lambda: (calls.append(1), real())[1]
+    return calls
+
+
+def test_the_capture_warm_up_ends_when_the_clock_reaches_its_maximum(built):
+    """A capture's warm-up: at least its calls, then until the SM clock is within 5% of its
+    maximum; clock readings made to climb from an H200's idle 345 MHz to its 1980 MHz maximum
+    end it at the first reading of 1881 MHz or more, long before its seconds."""
+    from rootcause.capture import _warm
+
+    session = load_session(read_bundle(built["tvm"]))
+    session.set_inputs(bundle_inputs(read_bundle(built["tvm"])))
+    readings = iter([345, 1200, 1875, 1890, 1980])
+    calls = _counting(session)
+    warm = _warm(session, 3, seconds=30.0, clock=lambda: (next(readings), 1980))
+    assert (len(calls), warm["warmup"], warm["sm_clock_mhz"]) == (3 + 3, 6, 1890)  # 3 calls, then one a reading
+    assert warm["warmup_s"] < 30.0
+
+
+def test_the_capture_warm_up_keeps_its_calls_and_its_seconds_without_a_full_clock(built):
+    """Its calls come first even when the clock is already at its maximum; a clock held lower (a
+    power cap) or none at all (no NVML, the CPU) gives the whole seconds."""
+    from rootcause.capture import _warm
+
+    bundle = read_bundle(built["tvm"])
+    session = load_session(bundle)
+    session.set_inputs(bundle_inputs(bundle))
+    calls = _counting(session)
+    assert _warm(session, 5, seconds=30.0, clock=lambda: (1980, 1980))["warmup"] == 5 == len(calls)
+    for clock in (lambda: (1500, 1980), None):
+        warm = _warm(session, 2, seconds=0.2, clock=clock)
+        assert warm["warmup_s"] >= 0.2 and warm["warmup"] >= 2
+
+
+def test_the_sm_clock_reader_matches_gpus_by_pci_bus_id():
+    """CUDA writes a bus id with a 4-digit domain, NVML with an 8-digit one: one key for both.
+    Without a CUDA driver (this machine) there is no reader, and no error."""
+    from rootcause.host_state import _pci_key, sm_clock_reader
+
+    assert _pci_key("0000:19:00.0") == _pci_key("00000000:19:00.0") == (0, 0x19, 0, 0)
+    assert _pci_key("0000:1A:00.0") != _pci_key("0000:19:00.0")
+    assert _pci_key("not a bus id") is None
+    reader = sm_clock_reader(0)
+    if reader is None:
+        return
+    mhz, top = reader()
+    assert 0 < mhz <= top
