@@ -22,10 +22,13 @@ for round in 1 2; do
   for which in old new; do
     root=$PWD; [ "$which" = old ] && root=$PWD/.device-carry/old
     t0=$(date +%s.%N)
-    PYTHONPATH="$root:/tmp/site" timeout 240 python3 -m rootcause run "${BUNDLES[@]}" \
+    # PYTHONSAFEPATH: `-m` would otherwise put the working directory (the working tree) first on
+    # sys.path, ahead of PYTHONPATH's root, and both versions would run the working tree's code
+    PYTHONSAFEPATH=1 PYTHONPATH="$root:/tmp/site" timeout 240 python3 -m rootcause run "${BUNDLES[@]}" \
         --out "$OUT/results/$which-$round" --profile cupti --budget-s "$BUDGET"
     status=$?
     t1=$(date +%s.%N)
+    PYTHONSAFEPATH=1 PYTHONPATH="$root:/tmp/site" python3 -c 'import rootcause, sys; print("version root:", rootcause.__file__)' 
     python3 -c "print('RESULT $which round $round: exit $status, wall %.2f s' % ($t1 - $t0))"
   done
 done
