@@ -1,15 +1,17 @@
-"""Profile a bundle in its own process: CUPTI activity records, or a run under ncu.
+"""Profile bundles in a process of their own: CUPTI activity records, or a run under ncu.
 
-Each profile runs separately from the timing run (a profiler perturbs timing) and from the
-other variants (a fresh CUDA context each). `rootcause run` starts this module as a child:
+Profiles run apart from the timing run (a profiler perturbs timing). `rootcause run` starts this
+module as a child:
 
-    python -m rootcause.capture cupti BUNDLE --result R.json --out FILE.json [--calls N] [--warmup N]
+    python -m rootcause.capture cupti BUNDLE [BUNDLE ...] --result R.json --out-dir DIR [--calls N] [--warmup N]
     ncu --csv --page raw --profile-from-start off ... python -m rootcause.capture ncu BUNDLE --result R.json
 
-cupti mode writes the kernel activity records (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) of
-the profiled calls as a JSON list, every field cupti-python exposes, as
-parsers/cupti_json.py reads. ncu mode brackets the profiled calls with cuProfilerStart/Stop
-so ncu (started with --profile-from-start off) sees them and not the warm-up.
+cupti mode profiles its bundles one after another (the runtime imported once; each bundle
+loaded, warmed, profiled and released before the next) and writes each one's kernel activity
+records (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) of the profiled calls as DIR/<variant>.cupti.json,
+a JSON list of every field cupti-python exposes, as parsers/cupti_json.py reads. ncu mode
+profiles one bundle and brackets its profiled calls with cuProfilerStart/Stop, so that ncu
+(started with --profile-from-start off) sees them and not the warm-up.
 The child prints nothing on stdout (ncu's CSV goes there); its summary, or its typed failure,
 is the envelope of the child protocol (rootcause.child) in the --result file.
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import gc
 import sys
 import time
 from pathlib import Path
@@ -87,7 +90,14 @@ def _warm(session, calls: int, seconds: float = 1.0,
     return {"warmup": done, "warmup_s": round(time.monotonic() - start, 3), "sm_clock_mhz": mhz}
 
 
-def cupti_capture(bundle_dir: str, out: Path, calls: int, warmup: int, device: str | None) -> dict[str, Any]:
+def cupti_file(out_dir: Path, name: str) -> Path:
+    """Where a variant's CUPTI records go."""
+    return Path(out_dir) / f"{name}.cupti.json"
+
+
+def cupti_capture(bundle_dirs: list[str], out_dir: Path, calls: int, warmup: int,
+                  device: str | None) -> dict[str, Any]:
+    """Each bundle's profiled calls in turn, in this process: {"variants": {name: summary}}."""
     try:
         from cupti import cupti
     except ImportError:
@@ -101,11 +111,30 @@ def cupti_capture(bundle_dir: str, out: Path, calls: int, warmup: int, device: s
     def completed(activities):
         records.extend(record_dict(a) for a in activities)
 
-    bundle = read_bundle(bundle_dir)
-    session = load_session(bundle, device)
-    session.set_inputs(bundle_inputs(bundle))
-    warm = _warm(session, warmup, clock=_clock(session))
     cupti.activity_register_callbacks(requested, completed)
+    summaries: dict[str, dict[str, Any]] = {}
+    clocks: list[Callable[[], tuple[int, int]] | None] = []  # the GPU's, found once
+    for bundle_dir in bundle_dirs:
+        records.clear()
+        bundle = read_bundle(bundle_dir)
+        session = load_session(bundle, device)
+        session.set_inputs(bundle_inputs(bundle))
+        if not clocks:
+            clocks.append(_clock(session))
+        warm = _warm(session, warmup, clock=clocks[0])
+        call_starts, end = _profiled_calls(cupti, session, calls)
+        del session
+        gc.collect()  # the session's device memory goes before the next bundle loads
+        kernels = sorted((r for r in records if r.get("kind") in (3, 10) and r.get("start", 0) >= call_starts[0]),
+                         key=lambda r: r["start"])
+        out = write_json(cupti_file(out_dir, bundle.name), kernels)
+        summaries[bundle.name] = {"variant": bundle.name, "file": out.name, "calls": calls, **warm,
+                                  "records": len(kernels), "call_starts_ns": call_starts, "end_ns": end}
+    return {"variants": summaries}
+
+
+def _profiled_calls(cupti: Any, session: Any, calls: int) -> tuple[list[int], int]:
+    """The calls with kernel activity recorded, flushed: each call's start and the end (CUPTI ns)."""
     cupti.activity_enable(cupti.ActivityKind.CONCURRENT_KERNEL)
     call_starts = []
     for _ in range(calls):
@@ -114,11 +143,7 @@ def cupti_capture(bundle_dir: str, out: Path, calls: int, warmup: int, device: s
     end = cupti.get_timestamp()
     cupti.activity_flush_all(1)
     cupti.activity_disable(cupti.ActivityKind.CONCURRENT_KERNEL)
-    kernels = [r for r in records if r.get("kind") in (3, 10) and r.get("start", 0) >= call_starts[0]]
-    kernels.sort(key=lambda r: r["start"])
-    write_json(out, kernels)
-    return {"variant": bundle.name, "file": out.name, "calls": calls, **warm,
-            "records": len(kernels), "call_starts_ns": call_starts, "end_ns": end}
+    return call_starts, end
 
 
 def _profiler_api():
@@ -141,20 +166,24 @@ def ncu_target(bundle_dir: str, calls: int, warmup: int, device: str | None) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="profile one bundle (child of `rootcause run`)")
+    parser = argparse.ArgumentParser(description="profile bundles (child of `rootcause run`)")
     parser.add_argument("mode", choices=("cupti", "ncu"))
-    parser.add_argument("bundle")
+    parser.add_argument("bundles", nargs="+", help="cupti: one or more; ncu: one")
     parser.add_argument("--result", type=Path, required=True, help="the envelope file (rootcause.child)")
-    parser.add_argument("--out", type=Path)
+    parser.add_argument("--out-dir", type=Path, help="cupti: where each bundle's records go")
     parser.add_argument("--calls", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--device")
     args = parser.parse_args(argv)
+    if args.mode == "ncu" and len(args.bundles) != 1:
+        parser.error("ncu mode profiles one bundle (its CSV names no variant)")
+    if args.mode == "cupti" and args.out_dir is None:
+        parser.error("cupti mode needs --out-dir")
 
     def work() -> dict[str, Any]:
         if args.mode == "cupti":
-            return cupti_capture(args.bundle, args.out, args.calls, args.warmup, args.device)
-        return ncu_target(args.bundle, args.calls, args.warmup, args.device)
+            return cupti_capture(args.bundles, args.out_dir, args.calls, args.warmup, args.device)
+        return ncu_target(args.bundles[0], args.calls, args.warmup, args.device)
 
     return child.serve(work, args.result)
 

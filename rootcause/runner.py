@@ -165,29 +165,52 @@ def _profile_python(bundle: Bundle) -> tuple[str, dict[str, str]]:
     return (sys.executable, _child_env()) if python is None else (str(python), envs.checkout_env())
 
 
-def _capture(profiler: str, bundle: Bundle, cmd: list[str], envelope: Path,
+def _capture(profiler: str, what: str, cmd: list[str], envelope: Path,
              env: dict[str, str]) -> tuple[subprocess.CompletedProcess | None, dict[str, Any]]:
-    """Run a capture child (rootcause.capture, under the profiler for ncu); its process
-    and its summary, or None and the failed profile's record: a profiler that fails is named in
-    measurement.json, and the run goes on."""
+    """Run a capture child (rootcause.capture, under the profiler for ncu) of `what` (a variant,
+    or the variants); its process and its summary, or None and the failed profile's record: a
+    profiler that fails is named in measurement.json, and the run goes on."""
     try:
         proc = child.run(cmd, env=env)
     except FileNotFoundError:
         return None, {"profiler": profiler, "ok": False, "error": f"{cmd[0]} not found"}
     try:
-        return proc, child.result(proc, envelope, f"the {profiler} capture of {bundle.name}")
+        return proc, child.result(proc, envelope, f"the {profiler} capture of {what}")
     except (UsageError, ToolFailed, InternalError) as err:
         return None, {"profiler": profiler, "ok": False, "error": str(err)}
 
 
-def profile_cupti(bundle: Bundle, out: Path, calls: int, device: str | None) -> dict[str, Any]:
-    file = out / f"{bundle.name}.cupti.json"
-    envelope = handoff.result_file(out, f"{bundle.name}.cupti")
-    python, child_env = _profile_python(bundle)
-    cmd = [python, "-m", "rootcause.capture", "cupti", str(bundle.path), "--result", str(envelope),
-           "--out", str(file), "--calls", str(calls)] + (["--device", device] if device else [])
-    proc, summary = _capture("cupti", bundle, cmd, envelope, child_env)
-    return summary if proc is None else {"profiler": "cupti", "ok": True, **summary}
+def profile_cupti(bundles: list[Bundle], out: Path, calls: int, device: str | None) -> dict[str, dict[str, Any]]:
+    """Each bundle's CUPTI capture summary, by name. One child per runtime environment profiles
+    all of its bundles in turn: the runtime and CUPTI are imported once, not once a variant.
+    Where that child fails, each of its bundles is profiled again in a child of its own, so one
+    bundle's failure stays its own."""
+    groups: dict[str, tuple[dict[str, str], list[Bundle]]] = {}
+    for bundle in bundles:
+        python, child_env = _profile_python(bundle)
+        groups.setdefault(python, (child_env, []))[1].append(bundle)
+    profiles: dict[str, dict[str, Any]] = {}
+    for python, (child_env, members) in groups.items():
+        got = _cupti_child(members, out, calls, device, python, child_env)
+        if len(members) > 1 and not all(p["ok"] for p in got.values()):
+            for bundle in members:
+                got.update(_cupti_child([bundle], out, calls, device, python, child_env))
+        profiles.update(got)
+    return profiles
+
+
+def _cupti_child(bundles: list[Bundle], out: Path, calls: int, device: str | None, python: str,
+                 child_env: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """One capture child's summaries of its bundles, by name (each the child's failure where it failed)."""
+    alone = len(bundles) == 1
+    envelope = handoff.result_file(out, f"{bundles[0].name}.cupti" if alone else "cupti-capture")
+    cmd = [python, "-m", "rootcause.capture", "cupti", *(str(b.path) for b in bundles), "--result", str(envelope),
+           "--out-dir", str(out), "--calls", str(calls)] + (["--device", device] if device else [])
+    what = bundles[0].name if alone else f"{len(bundles)} variants ({', '.join(b.name for b in bundles)})"
+    proc, summary = _capture("cupti", what, cmd, envelope, child_env)
+    if proc is None:
+        return {b.name: summary for b in bundles}
+    return {b.name: {"profiler": "cupti", "ok": True, **summary["variants"][b.name]} for b in bundles}
 
 
 def profile_ncu(bundle: Bundle, out: Path, calls: int, device: str | None, ncu: str, metrics: str) -> dict[str, Any]:
@@ -198,7 +221,7 @@ def profile_ncu(bundle: Bundle, out: Path, calls: int, device: str | None, ncu: 
            "--clock-control", "none", "--target-processes", "all",
            python, "-m", "rootcause.capture", "ncu", str(bundle.path), "--result", str(envelope),
            "--calls", str(calls), "--warmup", "3"] + (["--device", device] if device else [])
-    proc, failed = _capture("ncu", bundle, cmd, envelope, child_env)
+    proc, failed = _capture("ncu", bundle.name, cmd, envelope, child_env)
     if proc is None:
         return failed
     if '"ID"' not in proc.stdout:  # the child ran, but ncu recorded no kernel
@@ -280,15 +303,14 @@ def run_bundles(args: RunRequest) -> dict[str, Any]:
         if on_gpu or not warning.startswith("GPU state not recorded"):  # a CPU run needs no NVML; env.json keeps it
             print(f"rootcause run: warning: {warning}", file=sys.stderr)
     del sessions  # free device memory before the profiling children start
-    profiles = {}
+    if args.profile == "cupti":
+        profiles = profile_cupti(bundles, out, args.profile_calls, args.device)
+    elif args.profile == "ncu":
+        profiles = {b.name: profile_ncu(b, out, args.profile_calls, args.device, args.ncu, args.ncu_metrics)
+                    for b in bundles}
+    else:
+        profiles = {b.name: {"profiler": "none", "ok": True} for b in bundles}
     for bundle in bundles:
-        if args.profile == "cupti":
-            profiles[bundle.name] = profile_cupti(bundle, out, args.profile_calls, args.device)
-        elif args.profile == "ncu":
-            profiles[bundle.name] = profile_ncu(bundle, out, args.profile_calls, args.device, args.ncu,
-                                                args.ncu_metrics)
-        else:
-            profiles[bundle.name] = {"profiler": "none", "ok": True}
         if not profiles[bundle.name]["ok"]:
             print(f"rootcause run: {bundle.name}: {args.profile} failed: {profiles[bundle.name]['error']}",
                   file=sys.stderr)
