@@ -158,8 +158,9 @@ def _kernel_stats(ev: pd.DataFrame, variant: str, codes: np.ndarray, names: np.n
     for col in ("grid", "block"):
         cols = [f"{col}_{a}" for a in "xyz"]
         if set(cols) <= set(head.columns):
-            stats[col] = [None if pd.isna(r).any() else tuple(int(x) for x in r)
-                          for r in head[cols].to_numpy(dtype=object)]
+            missing = head[cols].isna().any(axis=1).to_numpy()
+            stats[col] = [None if gap else tuple(int(x) for x in r)
+                          for gap, r in zip(missing, head[cols].to_numpy(dtype=object))]
         else:
             stats[col] = None
     for col in ("registers", "shared_bytes", "local_bytes"):
