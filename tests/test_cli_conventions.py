@@ -32,6 +32,27 @@ def test_report_writes_html_into_a_pipe():
     assert done.returncode == 0 and done.stdout.lstrip().lower().startswith("<!doctype html")
 
 
+def test_compare_output_into_a_pipe_is_whole(tmp_path):
+    """What `compare` prints reaches a block-buffered pipe whole: the command ends its process
+    without the interpreter's teardown, after flushing its output (a few KB, less than the
+    buffer: unflushed, it would be lost whole)."""
+    import json
+
+    from rootcause.artifacts.attribution import REPORT_FILES
+    from rootcause.report import render_text
+
+    traces = ROOT / "fixtures" / "captures" / "published-traces" / "tracelens"
+    out = tmp_path / "out"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    done = subprocess.run([sys.executable, "-m", "rootcause", "compare",
+                           str(traces / "h100.gaunernst_bert-small-uncased__1016001.json.gz"),
+                           str(traces / "mi300.gaunernst_bert-small-uncased__1016001.json.gz"), "--out", str(out)],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    wrote = "wrote " + ", ".join(str(out / name) for name in REPORT_FILES)
+    assert done.stdout == render_text(json.loads((out / "attribution.json").read_text())) + "\n\n" + wrote + "\n"
+
+
 def test_help_imports_no_analysis_or_runtime():
     """`rootcause COMMAND --help` builds one parser: it must not import pandas, a compiler or a
     runtime (they made `analyze --help` take 0.6 s; benchmarks/README.md has the times). Read
