@@ -80,8 +80,8 @@ def _formatter(prog: str) -> argparse.HelpFormatter:
     width = int(columns) if columns.isdigit() else 0
     if width <= 0:
         try:
-            width = os.get_terminal_size(sys.__stdout__.fileno()).columns or 80
-        except (AttributeError, ValueError, OSError):  # no stdout, or not a terminal
+            width = os.get_terminal_size(sys.__stdout__.fileno()).columns or 80  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):  # no stdout (None), or not a terminal
             width = 80
     return argparse.HelpFormatter(prog, width=width - 2)
 
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         args = (_light_args(argv) if known and argv[0] == command else None) or \
             _parser(command if known else None, alone=known and argv[0] == command).parse_args(argv)
     except UsageError as err:
-        return _fail(command if known else "", str(err), EXIT_BAD_INPUT)
+        return _fail(command if known and command else "", str(err), EXIT_BAD_INPUT)
     except SystemExit as err:  # --help, --version: argparse has printed what was asked
         return int(err.code or 0)
     args._argv = argv

@@ -13,7 +13,7 @@ import html
 import re
 import json
 import math
-from typing import Any
+from typing import AbstractSet, Any
 
 from rootcause.artifacts.attribution import check
 from rootcause.errors import InternalError
@@ -102,7 +102,7 @@ def breakable(cell: str) -> str:
     return "".join(out)
 
 
-def _table(head: list[str], rows: list[list[str]], num: set[int] = frozenset(), cls: list[str] | None = None,
+def _table(head: list[str], rows: list[list[str]], num: AbstractSet[int] = frozenset(), cls: list[str] | None = None,
            changed: list[set[int]] | None = None) -> str:
     """Cells are already-escaped HTML (their long tokens made breakable here)."""
     out = ["<table><thead><tr>", *(f"<th>{esc(h)}</th>" for h in head), "</tr></thead><tbody>"]
@@ -365,9 +365,9 @@ def _findings(doc, units, top) -> str:
     if not out:
         out.append(f"<p>{_na('No findings: no unit delta is significant, or diagnose did not run.')}</p>")
     for title, key in (("Cannot conclude", "cannot_conclude"), ("Notes", "notes")):
-        items = doc.get(key) or []
-        if items:
-            out.append(f"<h3>{title}</h3><ul>" + "".join(f"<li>{esc(x)}</li>" for x in items) + "</ul>")
+        listed = doc.get(key) or []
+        if listed:
+            out.append(f"<h3>{title}</h3><ul>" + "".join(f"<li>{esc(x)}</li>" for x in listed) + "</ul>")
     return "".join(out)
 
 

@@ -87,9 +87,10 @@ def schedule_differences(a: dict[str, Any], b: dict[str, Any]) -> list[tuple[str
     (key, A's values, B's values); keys equal on both sides, or unknown on one, are left out."""
     out = []
     for key in SCHEDULE_KEYS:
-        values = [sorted({_schedule_value(key, cat) for cat in side.values()} - {None}) for side in (a, b)]
-        if values[0] and values[1] and values[0] != values[1]:
-            out.append((key, *values))
+        seen_a, seen_b = (sorted(v for v in {_schedule_value(key, cat) for cat in side.values()} if v is not None)
+                          for side in (a, b))
+        if seen_a and seen_b and seen_a != seen_b:
+            out.append((key, seen_a, seen_b))
     return out
 
 

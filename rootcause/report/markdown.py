@@ -9,7 +9,7 @@ characters: the folded tables are cut, with a note, when they would not fit.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import AbstractSet, Any
 
 from rootcause.artifacts.attribution import check
 from rootcause.report import kernels, view
@@ -44,11 +44,11 @@ def _row(cells: list[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-def _table(head: list[str], rows: list[list[str]], right: set[int] = frozenset()) -> list[str]:
+def _table(head: list[str], rows: list[list[str]], right: AbstractSet[int] = frozenset()) -> list[str]:
     return _head(head, right) + [_row(r) for r in rows]
 
 
-def _head(head: list[str], right: set[int] = frozenset()) -> list[str]:
+def _head(head: list[str], right: AbstractSet[int] = frozenset()) -> list[str]:
     sep = ["---:" if i in right else "---" for i in range(len(head))]
     return [_row([text(h) for h in head]), _row(sep)]
 

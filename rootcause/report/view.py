@@ -320,7 +320,7 @@ def environment(doc: dict[str, Any], cats: dict) -> dict[str, Any]:
     """{'env', 'snapshots': {name: {...}}, 'versions': {...}, 'measurement', 'source': str}."""
     env = doc.get("environment") or None
     measurement = doc.get("measurement") if isinstance(doc.get("measurement"), dict) else None
-    snaps = {}
+    snaps: dict[str, Any] = {}
     if isinstance(env, dict):
         snaps = ({"snapshot": env} if "gpus" in env or "cpu" in env else
                  {k: s for k, s in env.items() if isinstance(s, dict) and ("gpus" in s or "cpu" in s)})
