@@ -67,8 +67,7 @@ def _array_batches(stream: BinaryIO, file: str, decode: Callable, record_type: t
     # work: '[' then the bytes not decoded yet (up to filled), read into and decoded in place:
     # no copy of the data but the one read makes. It starts at _FIRST bytes and doubles up to
     # _CHUNK while reads fill it, so that a trace of 1 MB is not given a buffer of 8.
-    work, filled = bytearray(1 + min(_FIRST, _CHUNK)), 1
-    work[0] = ord("[")
+    work, filled = bytearray(b"[" + bytes(_FIRST)), 1
     index, lines, chars = 0, 0, 1  # where work[1] lies: record index, newlines before, char offset
     while True:
         if filled == len(work):  # a record longer than the buffer: grow it
