@@ -113,15 +113,15 @@ def cupti_capture(bundle_dirs: list[str], out_dir: Path, calls: int, warmup: int
 
     cupti.activity_register_callbacks(requested, completed)
     summaries: dict[str, dict[str, Any]] = {}
-    clocks: list[Callable[[], tuple[int, int]] | None] = []  # the GPU's, found once
-    for bundle_dir in bundle_dirs:
+    clock = None  # the GPU's, found with the first session (all run on one device)
+    for i, bundle_dir in enumerate(bundle_dirs):
         records.clear()
         bundle = read_bundle(bundle_dir)
         session = load_session(bundle, device)
         session.set_inputs(bundle_inputs(bundle))
-        if not clocks:
-            clocks.append(_clock(session))
-        warm = _warm(session, warmup, clock=clocks[0])
+        if i == 0:
+            clock = _clock(session)
+        warm = _warm(session, warmup, clock=clock)
         call_starts, end = _profiled_calls(cupti, session, calls)
         del session
         gc.collect()  # the session's device memory goes before the next bundle loads
