@@ -36,10 +36,14 @@ _UNSAFE = ("PYTHONSTARTUP", "PYTHONINSPECT", "PYTHONBREAKPOINT")
 
 def python_env(extra: dict[str, str] | None = None, base: dict[str, str] | None = None) -> dict[str, str]:
     """The environment of a Python child: base (default os.environ) with PYTHONSAFEPATH set (so
-    `-m` does not put the working directory first on sys.path) and the start-up hooks removed,
-    then extra."""
+    `-m` does not put the working directory first on sys.path), the start-up hooks removed and
+    this process's output roots passed on (the child's writes into an output are checked as its
+    parent's: no write through a link, no user's file replaced), then extra."""
+    from rootcause.fileio import ROOTS_VAR, held_roots
+
     env = {k: v for k, v in (os.environ if base is None else base).items() if k not in _UNSAFE}
     env["PYTHONSAFEPATH"] = "1"
+    env[ROOTS_VAR] = os.pathsep.join(str(root) for root in held_roots())
     env.update(extra or {})
     return env
 
@@ -73,7 +77,8 @@ def result(proc: subprocess.CompletedProcess, envelope: Path, what: str, log: Pa
     """The value the child's `serve` wrote to envelope, or its typed failure. `what` says which
     tool ran ('the TVM build of x'); `log` is where the child's output was kept."""
     doc = read_envelope(envelope)
-    envelope.unlink(missing_ok=True)
+    if doc is not None:  # the child's own file; anything else at its place is left as it is
+        envelope.unlink(missing_ok=True)
     if doc is not None and doc.get("ok") is True:
         return doc.get("result")
     if doc is not None:
@@ -96,6 +101,9 @@ def raise_failure(doc: dict[str, Any], what: str, log: Path | None = None) -> No
 
 
 def read_envelope(path: Path) -> dict[str, Any] | None:
+    """The envelope at path, or None: none there, not one, or a link (a child never writes one)."""
+    if path.is_symlink():
+        return None
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError):
@@ -134,7 +142,13 @@ def serve(function: Callable[[], Any], envelope: Path, log: Path | None = None) 
         if doc["error"]["kind"] != "usage":  # the tool's whole output or our traceback, for the log
             shown = (err.__cause__ or err) if isinstance(err, ToolFailed) else err
             traceback.print_exception(shown, file=sys.stderr)
-    envelope.write_text(json.dumps(doc, default=str), encoding="utf-8")
+    from rootcause.fileio import write_atomic
+
+    try:  # staged and renamed: never written through a link, never over a user's file in an output
+        write_atomic(envelope, json.dumps(doc, default=str))
+    except UsageError as err:  # such a file is in the way: the parent reads this line
+        print(f"error: {err}", file=sys.stderr)
+        return _STATUS["usage"]
     return _STATUS[doc["error"]["kind"]] if not doc["ok"] else 0
 
 

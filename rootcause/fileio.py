@@ -204,8 +204,16 @@ OWNED = ".rootcause-owned"  # in a folder rootcause publishes whole: the files i
 # Output roots: the folders a command was given to write into (--out), held for the command's
 # block by output_root. Under a root, nothing is written through a symbolic link (a folder on the
 # way that is a link is refused), and a file is replaced only when the root's OWNED record lists
-# it as written by rootcause; every file write_set puts there is added to the record.
-_ROOTS: list[Path] = []
+# it as written by rootcause; every file write_set puts there is added to the record. A child
+# process started under a root holds its parent's (child.python_env passes them in ROOTS_VAR), so
+# what it writes into the output is checked as its parent's writes are.
+ROOTS_VAR = "ROOTCAUSE_OUTPUT_ROOTS"
+_ROOTS: list[Path] = [Path(p) for p in os.environ.get(ROOTS_VAR, "").split(os.pathsep) if p]
+
+
+def held_roots() -> list[Path]:
+    """The output roots this process holds now, outermost first."""
+    return list(_ROOTS)
 
 
 @contextlib.contextmanager

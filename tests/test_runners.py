@@ -302,3 +302,31 @@ def test_the_sm_clock_reader_matches_gpus_by_pci_bus_id():
         return
     mhz, top = reader()
     assert 0 < mhz <= top
+
+
+def test_a_capture_child_neither_writes_through_nor_replaces_a_link_in_the_output(built, tmp_path):
+    """Links planted in the run's --out where the capture children write their envelopes (the
+    shared child's, then each variant's): the files they point at keep their bytes, the links
+    stay, and each variant's capture fails with the one line that says why; the run ends well."""
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "run"
+    out.mkdir()
+    names = [json.loads((built[f] / "manifest.json").read_text())["name"] for f in ("tvm", "iree")]
+    planted = {"cupti-capture_result.json": tmp_path / "shared.txt", f"{names[0]}.cupti_result.json": tmp_path / "a.txt"}
+    for name, target in planted.items():
+        target.write_text(f"the user's {target.name}\n")
+        (out / name).symlink_to(target)
+    proc = subprocess.run([sys.executable, "-m", "rootcause", "run", str(built["tvm"]), str(built["iree"]),
+                           "--out", str(out), "--profile", "cupti", "--budget-s", "0.5"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    for name, target in planted.items():
+        assert (out / name).is_symlink() and target.read_text() == f"the user's {target.name}\n"
+    profiles = json.loads((out / "measurement.json").read_text())["profiles"]
+    assert profiles[names[0]]["ok"] is False
+    assert f"{out / names[0]}.cupti_result.json: exists and is not a file rootcause wrote" \
+        in profiles[names[0]]["error"]
+    assert "Traceback" not in proc.stderr
