@@ -13,7 +13,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +55,12 @@ WRITER = ".writer"  # inside a staging folder: written first, so only write_set'
 _MKDTEMP_NAME = re.compile(r"[a-z0-9_]{8}")  # what tempfile.mkdtemp adds to the staging prefix
 
 
-def write_set(folder: str | os.PathLike, files: Mapping[str, bytes | str]) -> list[Path]:
+# What a file is written from: bytes, text, or text in pieces (a page of several MB that is never
+# held whole, such as an HTML report's inlined plotly.js read from its file a piece at a time).
+Data = bytes | str | Iterable[str]
+
+
+def write_set(folder: str | os.PathLike, files: Mapping[str, Data]) -> list[Path]:
     """Write {name: data} into folder as one set; the paths written, in order.
 
     Each file is staged in a hidden folder inside `folder` (same file system, so a rename moves
@@ -396,22 +401,28 @@ def _folder_lock(folder: Path) -> Iterator[None]:
 _PIECE = 1 << 20  # characters of text encoded and written at a time
 
 
-def _stage(tmp: Path, data: bytes | str, dest: Path) -> Path:
+def _stage(tmp: Path, data: Data, dest: Path) -> Path:
     if dest.is_dir():
         raise IsADirectoryError(21, "is a directory", str(dest))
     with open(tmp, "wb") as f:
         if isinstance(data, bytes):
             f.write(data)
-        else:  # a piece at a time (a report of several MB is not held twice); a name that is not
-            # UTF-8 (a file name's undecodable bytes) is kept as its \udcXX escape: the file stays
-            # UTF-8, and JSON reads the escape back as the same name
-            for start in range(0, len(data), _PIECE):
-                f.write(data[start:start + _PIECE].encode("utf-8", errors="backslashreplace"))
+        else:
+            for text in [data] if isinstance(data, str) else data:
+                _write_text(f, text)
     os.chmod(tmp, 0o666 & ~_umask())  # mkdtemp makes 0700; give the file open() would get
     return tmp
 
 
-def write_atomic(path: str | os.PathLike, data: bytes | str) -> Path:
+def _write_text(f: Any, text: str) -> None:
+    """text encoded a piece at a time (a report of several MB is not held twice); a name that is
+    not UTF-8 (a file name's undecodable bytes) is kept as its \\udcXX escape: the file stays
+    UTF-8, and JSON reads the escape back as the same name."""
+    for start in range(0, len(text), _PIECE):
+        f.write(text[start:start + _PIECE].encode("utf-8", errors="backslashreplace"))
+
+
+def write_atomic(path: str | os.PathLike, data: Data) -> Path:
     """Write one file atomically (a set of one)."""
     path = Path(path)
     return write_set(path.parent, {path.name: data})[0]

@@ -171,12 +171,11 @@ def _attribute(a: Side, b: Side, alignment: Any, ctx: Context) -> Attribution:
 def write_reports(doc: dict[str, Any], out_dir: Path, title: str | None = None) -> list[Path]:
     """attribution.json, report.html and report.md into out_dir as one set (fileio.write_set):
     all three are rendered and staged before any replaces the previous run's."""
-    from rootcause.report import render_html, render_markdown
+    from rootcause.report import html_pieces, render_markdown
 
-    files = {attribution.FILE: attribution.dumps(doc, Path(out_dir) / attribution.FILE)}
     html, markdown = attribution.REPORT_FILES[1:]
-    for name, render in ((html, render_html), (markdown, render_markdown)):
-        files[name] = render(doc, title=title)  # the document names its device(s)
+    files = {attribution.FILE: attribution.dumps(doc, Path(out_dir) / attribution.FILE),  # the document names its device(s)
+             html: html_pieces(doc, title=title), markdown: render_markdown(doc, title=title)}
     return write_set(out_dir, files)
 
 

@@ -105,8 +105,13 @@ class PlotPoints(HTMLParser):
 
 
 @pytest.fixture(scope="module")
-def attribution(tmp_path_factory):
-    return json.loads(compare_shared(tmp_path_factory.mktemp("att"), "--gpu", "H200").read_text())
+def compared(tmp_path_factory):
+    return compare_shared(tmp_path_factory.mktemp("att"), "--gpu", "H200")
+
+
+@pytest.fixture(scope="module")
+def attribution(compared):
+    return json.loads(compared.read_text())
 
 
 @pytest.fixture(scope="module")
@@ -115,10 +120,31 @@ def raw_calls():
 
 
 @pytest.fixture(scope="module")
-def page(attribution, tmp_path_factory):
-    path = tmp_path_factory.mktemp("html") / "report.html"
-    path.write_text(render_html(attribution), encoding="utf-8")
+def page(compared, attribution):
+    """The report.html compare wrote (plotly.js a piece at a time): the page render_html gives."""
+    path = compared.parent / "report.html"
+    assert path.read_text(encoding="utf-8") == render_html(attribution)
     return path
+
+
+def _js_escaped(text: str) -> str:
+    """text with each non-ASCII character as JavaScript's \\uXXXX escapes (UTF-16 code units)."""
+    return "".join(c if c.isascii() else "".join(f"\\u{int.from_bytes(c.encode('utf-16-be')[i:i + 2], 'big'):04x}"
+                                                for i in range(0, len(c.encode("utf-16-be")), 2))
+                   for c in text)
+
+
+@pytest.mark.parametrize("piece", [1, 2, 3, 5, 64])
+def test_plotly_js_pieces_cut_no_character(tmp_path, monkeypatch, piece):
+    """plotly.js is read a piece at a time; however the pieces fall (inside a character of two,
+    three or four UTF-8 bytes, or at its edge) they join to the text escaped whole, each one ASCII."""
+    from rootcause.report import html
+    text = "a\u00e9b\u20ac\U0001d518" + "x" * 7 + "\u00e9\U0001d518\u20ac" + "/[\u00a0-\uffff]/" + "\u00e9"
+    js = tmp_path / "plotly.min.js"
+    js.write_text(text, encoding="utf-8")
+    monkeypatch.setattr(html, "_JS_PIECE", piece)
+    pieces = list(html._plotly_js_pieces(js))
+    assert "".join(pieces) == _js_escaped(text) and all(p.isascii() for p in pieces)
 
 
 @pytest.fixture(scope="module")
@@ -144,10 +170,7 @@ def test_self_contained(page):
     bundle = plotly.offline.get_plotlyjs()
     # plotly.js inline, the whole offline bundle, its few non-ASCII characters as JavaScript's
     # \uXXXX escapes (UTF-16 code units), so that the page is ASCII
-    escaped = "".join(c if c.isascii() else "".join(f"\\u{int.from_bytes(c.encode('utf-16-be')[i:i + 2], 'big'):04x}"
-                                                    for i in range(0, len(c.encode("utf-16-be")), 2))
-                      for c in bundle)
-    assert not bundle.isascii() and escaped in text and text.isascii()
+    assert not bundle.isascii() and _js_escaped(bundle) in text and text.isascii()
     assert text.count("<script") == 2
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 from rootcause import argtypes
@@ -37,19 +38,20 @@ def run(args: argparse.Namespace) -> int:
                          "or --format markdown to read it here")
     from rootcause import gpus  # here: `report --help` pays for argparse alone
     from rootcause.artifacts import attribution
-    from rootcause.report import render_html, render_markdown
+    from rootcause.report import html_pieces, render_markdown
 
     doc = attribution.load(path)
     device = gpus.resolve_device(args.device) if args.device is not None else None
+    text: Iterable[str]
     if args.format == "html":
-        text = render_html(doc, device=device, title=args.title)
+        text = html_pieces(doc, device=device, title=args.title)
     elif args.format == "markdown":
-        text = render_markdown(doc, device=device, title=args.title)
+        text = [render_markdown(doc, device=device, title=args.title)]
     else:
-        text = json.dumps(doc, indent=2) + "\n"
+        text = [json.dumps(doc, indent=2) + "\n"]
     if args.out:
         out = write_atomic(args.out, text)
-        print(f"wrote {out} ({len(text.encode()):,} bytes)")
+        print(f"wrote {out} ({out.stat().st_size:,} bytes)")
     else:
-        print(text, end="")
+        sys.stdout.writelines(text)
     return 0

@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import codecs
 import html
+import importlib.util
+import itertools
 import re
 import json
 import math
+from collections.abc import Iterator
+from pathlib import Path
 from typing import AbstractSet, Any
 
 from rootcause.artifacts.attribution import check
@@ -444,20 +448,38 @@ def _environment(doc, env) -> str:
     return "".join(out)
 
 
-def _plotly_js() -> str:
-    """plotly.js as the plotly package ships it (package_data/plotly.min.js), read without importing
-    the package (its import and its graph objects are the slow part of a small report)."""
-    import importlib.util
-    from pathlib import Path
-
+def _plotly_js_file() -> Path:
+    """plotly.js as the plotly package ships it (package_data/plotly.min.js), found without
+    importing the package (its import and its graph objects are the slow part of a small report)."""
     spec = importlib.util.find_spec("plotly")
     if spec is None or not spec.submodule_search_locations:
         raise InternalError("plotly is not installed: the HTML report embeds its plotly.js")
-    code = (Path(list(spec.submodule_search_locations)[0]) / "package_data" / "plotly.min.js").read_bytes()
-    # its few non-ASCII characters (in regular expressions) as \uXXXX escapes, which mean the same
-    # there and in strings: the page stays ASCII, a byte a character. Decoded as ASCII in C, the
-    # handler called at each of them alone (a regular expression over the 4.8 MB took 45 ms).
-    return code.decode("ascii", errors=_JS_ESCAPE)
+    return Path(list(spec.submodule_search_locations)[0]) / "package_data" / "plotly.min.js"
+
+
+_JS_PIECE = 1 << 20  # bytes of plotly.js read and written at a time
+
+
+def _plotly_js_pieces(path: Path) -> Iterator[str]:
+    """plotly.js a piece at a time (a page is written without holding its 4.8 MB), each piece
+    ASCII: its few non-ASCII characters (in regular expressions) as \\uXXXX escapes, which mean
+    the same there and in strings, so the page stays a byte a character. Decoded as ASCII in C,
+    the handler called at each of them alone (a regular expression over the 4.8 MB took 45 ms).
+    A piece ends after an ASCII byte, so no character is cut in two."""
+    rest = b""
+    try:
+        with open(path, "rb") as f:
+            while chunk := f.read(_JS_PIECE):
+                chunk = rest + chunk
+                end = len(chunk)
+                while end and chunk[end - 1] >= 0x80:
+                    end -= 1
+                rest = chunk[end:]
+                yield chunk[:end].decode("ascii", errors=_JS_ESCAPE)
+    except OSError as err:
+        raise InternalError(f"{path}: plotly.js cannot be read: {err.strerror or err}") from None
+    if rest:
+        yield rest.decode("ascii", errors=_JS_ESCAPE)
 
 
 def _js_escape(err: UnicodeError) -> tuple[str, int]:
@@ -478,6 +500,13 @@ codecs.register_error(_JS_ESCAPE, _js_escape)
 def render_html(attribution: dict[str, Any], device: str | None = None, title: str | None = None) -> str:
     """The whole report page, from the document alone; device: a rootcause.gpus.DEVICES name for
     occupancy when the attribution names none."""
+    return "".join(html_pieces(attribution, device, title))
+
+
+def html_pieces(attribution: dict[str, Any], device: str | None = None, title: str | None = None) -> Iterator[str]:
+    """render_html's page as pieces of text to write in turn: plotly.js is read from its file
+    while the page is written, never held whole (fileio.write_set takes the pieces). Everything
+    else is rendered, and the document checked, before this returns."""
     doc = attribution
     check(doc)
     units = view.units_sorted(doc)
@@ -516,7 +545,8 @@ def render_html(attribution: dict[str, Any], device: str | None = None, title: s
     ]
     plot_script = ("const FIGS=" + script_json(figs) + ";for(const [id,f] of Object.entries(FIGS)){"
                    "Plotly.newPlot(id,f.data,f.layout,{responsive:true,displaylogo:false});}")
-    # one join: plotly.js is 4.8 MB, and each + of it would copy it once more
-    return "".join(["<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
-                    f"<title>{esc(title)}</title><style>{_CSS}</style><script>", _plotly_js(),
-                    "</script></head><body>", "\n".join(body), "<script>", plot_script, "</script></body></html>\n"])
+    js = _plotly_js_file()
+    head = (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{esc(title)}</title>"
+            f"<style>{_CSS}</style><script>")
+    rest = "".join(["</script></head><body>", "\n".join(body), "<script>", plot_script, "</script></body></html>\n"])
+    return itertools.chain([head], _plotly_js_pieces(js), [rest])
