@@ -75,10 +75,11 @@ def _unit_head(doc) -> list[str]:
             "share", "significant", "aligned by"]
 
 
-def _resource_rows(doc, units, index, cats, devs, columns):
-    """Table rows, lazily: the full table is cut once the comment is full."""
-    for u in units:
-        for r in kernels.resource_rows(u, index, cats, devs):
+def _resource_rows(doc, per_unit, columns):
+    """Table rows of (unit, its kernels.resource_rows) pairs, lazily: the full table is cut once
+    the comment is full."""
+    for u, rows in per_unit:
+        for r in rows:
             cells = [text(r["cells"][c]) if r["cells"][c] != "n/a" else "n/a" for c in columns]
             cells = [f"**{c}**" if col in r["changed"] else c for c, col in zip(cells, columns)]
             star = " (dominant)" if r["dominant"] else ""
@@ -166,13 +167,14 @@ def render_markdown(attribution: dict[str, Any], device: str | None = None, titl
         lines += [""]
 
     index = kernels.kernel_index(prof)
-    columns = kernels.resource_columns([r for u in units for r in kernels.resource_rows(u, index, cats, devs)])
+    per_unit = [(u, kernels.resource_rows(u, index, cats, devs)) for u in units]
+    columns = kernels.resource_columns([r for _, rows in per_unit for r in rows])
     res_head = ["unit", "variant", "kernel", *columns]
     right = {i + 3 for i, c in enumerate(columns) if c != "schedule"}  # the numeric columns
     lines += ["**Resources of the top units**, A against B (bold: differs from the other variant's "
               "dominant kernel" + (f"; occupancy for the {dev}" if dev else "; occupancy n/a, no device named")
               + ")", ""]
-    res_rows = list(_resource_rows(doc, units[:RESOURCE_UNITS], index, cats, devs, columns))
+    res_rows = list(_resource_rows(doc, per_unit[:RESOURCE_UNITS], columns))
     lines += _head(res_head, right) + res_rows[:RESOURCE_ROWS] + [""]
     if len(res_rows) > RESOURCE_ROWS:
         lines += [f"*{len(res_rows) - RESOURCE_ROWS} more kernels of these units in the full table below.*", ""]
@@ -206,7 +208,7 @@ def render_markdown(attribution: dict[str, Any], device: str | None = None, titl
     used = sum(len(x) + 1 for x in lines + footer) + 200
     n_rows = sum(len(u["kernels_a"]) + len(u["kernels_b"]) for u in units)
     lines += _fit(["<details><summary>Resources of every unit's kernels</summary>", "", *_head(res_head, right)],
-                  _resource_rows(doc, units, index, cats, devs, columns), used, "kernel rows", n_rows)
+                  _resource_rows(doc, per_unit, columns), used, "kernel rows", n_rows)
     lines += ["", "</details>", ""]
     if later:
         used = sum(len(x) + 1 for x in lines + footer) + 200
