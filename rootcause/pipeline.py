@@ -174,7 +174,8 @@ def write_reports(doc: dict[str, Any], out_dir: Path, title: str | None = None) 
     from rootcause.report import html_pieces, render_markdown
 
     html, markdown = attribution.REPORT_FILES[1:]
-    files = {attribution.FILE: attribution.dumps(doc, Path(out_dir) / attribution.FILE),  # the document names its device(s)
+    # no device given: the document names its device(s)
+    files = {attribution.FILE: attribution.dumps(doc, Path(out_dir) / attribution.FILE),
              html: html_pieces(doc, title=title), markdown: render_markdown(doc, title=title)}
     return write_set(out_dir, files)
 
