@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from rootcause.errors import InternalError, ToolFailed, UsageError
+from rootcause.fileio import ROOTS_VAR, held_roots, write_atomic
 
 # Hooks that would make a child run something no spec declared. The user site and PYTHONHOME stay:
 # they are where the user's own installation lives, and the child must import what the parent does.
@@ -39,8 +40,6 @@ def python_env(extra: dict[str, str] | None = None, base: dict[str, str] | None 
     `-m` does not put the working directory first on sys.path), the start-up hooks removed and
     this process's output roots passed on (the child's writes into an output are checked as its
     parent's: no write through a link, no user's file replaced), then extra."""
-    from rootcause.fileio import ROOTS_VAR, held_roots
-
     env = {k: v for k, v in (os.environ if base is None else base).items() if k not in _UNSAFE}
     env["PYTHONSAFEPATH"] = "1"
     env[ROOTS_VAR] = os.pathsep.join(str(root) for root in held_roots())
@@ -142,8 +141,6 @@ def serve(function: Callable[[], Any], envelope: Path, log: Path | None = None) 
         if doc["error"]["kind"] != "usage":  # the tool's whole output or our traceback, for the log
             shown = (err.__cause__ or err) if isinstance(err, ToolFailed) else err
             traceback.print_exception(shown, file=sys.stderr)
-    from rootcause.fileio import write_atomic
-
     try:  # staged and renamed: never written through a link, never over a user's file in an output
         write_atomic(envelope, json.dumps(doc, default=str))
     except UsageError as err:  # such a file is in the way: the parent reads this line
