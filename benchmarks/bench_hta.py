@@ -3,6 +3,11 @@ sizes, side by side, each as a user runs it (a whole process: imports, parsing, 
 rootcause also writes its three reports). CPU seconds (user + system, median of --repeat runs,
 the two tools interleaved) and peak RSS, read per child with os.wait4.
 
+Both tools build pandas tables, so neither runs in less than a Python that imports pandas (with
+NumPy). That floor is timed in the same rounds (a third child, in rootcause's environment), and
+"best" is HTA's CPU over it: the most HTA / rootcause could be for a compare that did no work
+past that import. Where best is under 2, no compare built on pandas is 2x HTA's speed at that rung.
+
 The pairs are published traces (fixtures/captures/published-traces, PROVENANCE.md there), one
 model on two GPUs or two configurations, about 1, 3, 10 and 34 MB of JSON a trace; the largest
 rung is the 2021 TensorBoard-plugin pair made longer (benchmarks/bench_traces.enlarge, in a child,
@@ -54,6 +59,7 @@ def load(path):
 
 TraceDiff.compare_traces(load(sys.argv[1]), load(sys.argv[2]))
 """
+PANDAS_FLOOR = "import pandas"
 
 
 # the children's environment: bytecode is written and read as on a user's machine
@@ -105,23 +111,27 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
     exe = shutil.which("rootcause") or str(Path(sys.executable).parent / "rootcause")
+    python = Path(exe).parent / "python"  # rootcause's environment: its pandas
     print(f"{'pair':32} {'MB a side':>11} {'rootcause CPU s':>16} {'HTA CPU s':>10} {'HTA/rc':>7} "
-          f"{'rc MiB':>7} {'HTA MiB':>8}")
+          f"{'pandas import s':>16} {'best':>5} {'rc MiB':>7} {'HTA MiB':>8}")
     for label, a, b in pairs(args.work, args.mb):
-        rc, hta = [], []
         out = args.work / "out"
         commands = ([exe, "compare", str(a), str(b), "--out", str(out)], args.work / "rootcause.log"), \
-                   ([args.hta_python, "-c", HTA_DIFF, str(a), str(b)], args.work / "hta.log")
+                   ([args.hta_python, "-c", HTA_DIFF, str(a), str(b)], args.work / "hta.log"), \
+                   ([str(python if python.is_file() else sys.executable), "-c", PANDAS_FLOOR],
+                    args.work / "floor.log")
+        runs: list[list[tuple[float, float, int]]] = [[] for _ in commands]
         for cmd, log in commands:  # untimed: bytecode written, the files in the page cache
             shutil.rmtree(out, ignore_errors=True)
             child(cmd, log)
-        for _ in range(args.repeat):  # interleaved: a drift of the machine moves both alike
-            shutil.rmtree(out, ignore_errors=True)
-            rc.append(child(*commands[0]))
-            hta.append(child(*commands[1]))
-        cpu_rc, cpu_hta = (statistics.median(r[0] for r in runs) for runs in (rc, hta))
+        for _ in range(args.repeat):  # interleaved: a drift of the machine moves all three alike
+            for times, command in zip(runs, commands):
+                shutil.rmtree(out, ignore_errors=True)
+                times.append(child(*command))
+        cpu_rc, cpu_hta, cpu_floor = (statistics.median(r[0] for r in times) for times in runs)
         print(f"{label:32} {json_mb(a):5.1f}/{json_mb(b):<5.1f} {cpu_rc:16.2f} {cpu_hta:10.2f} "
-              f"{cpu_hta / cpu_rc:7.2f} {max(r[2] for r in rc):7d} {max(r[2] for r in hta):8d}")
+              f"{cpu_hta / cpu_rc:7.2f} {cpu_floor:16.2f} {cpu_hta / cpu_floor:5.1f} "
+              f"{max(r[2] for r in runs[0]):7d} {max(r[2] for r in runs[1]):8d}")
     return 0
 
 
