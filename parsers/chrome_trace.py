@@ -25,11 +25,11 @@ writes with with_stack or with_modules) around that runtime call on its thread, 
 are never rows; steps() gives the ProfilerStep#N spans and read_trace() the deviceProperties GPU names.
 
 Decoding: msgspec reads the document with traceEvents left raw (validating its syntax), then
-decodes the events in chunks (parsers.jsonstream) into a Struct naming only the fields used.
+decodes the events (parsers.jsonstream.view_batches: at once, or in chunks when large) into a
+Struct naming only the fields used.
 """
 from __future__ import annotations
 
-import io
 import os
 import re
 from itertools import chain
@@ -42,7 +42,7 @@ import msgspec
 from parsers import chrome_host, chrome_values
 from parsers.base import ParseError
 from parsers.events import check_intervals, frame, int_column, str_column
-from parsers.jsonstream import iter_batches
+from parsers.jsonstream import view_batches
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -156,7 +156,7 @@ def read_trace(data: bytes, file: str = "<bytes>") -> ChromeTrace:
     """Rows, steps and devices of one trace document (uncompressed bytes)."""
     devices, rank, raw = _document(data, file)
     acc = _Accumulator()
-    _, batches = iter_batches(_ViewStream(raw), file, _Event)
+    _, batches = view_batches(raw, file, _Event)
     try:
         for numbers, recs in batches:
             acc.add(numbers, recs, file)
@@ -222,22 +222,6 @@ def _devices(props: Any) -> dict[int, str]:
 def _rank(info: Any) -> int | None:
     rank = info.get("rank") if isinstance(info, dict) else None
     return rank if type(rank) is int else None
-
-
-class _ViewStream(io.RawIOBase):
-    """A read-only stream over a memoryview (no copy of a gigabyte-sized array)."""
-
-    def __init__(self, view: memoryview):
-        self._view, self._pos = view, 0
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, out) -> int:
-        n = min(len(out), len(self._view) - self._pos)
-        out[:n] = self._view[self._pos:self._pos + n]
-        self._pos += n
-        return n
 
 
 class _Accumulator:

@@ -41,6 +41,21 @@ def iter_batches(stream: BinaryIO, file: str, record_type: type) -> tuple[str, B
     return unit, _line_batches(stream, file, head, msgspec.json.Decoder(record_type).decode_lines, record_type)
 
 
+def view_batches(view: memoryview, file: str, record_type: type) -> tuple[str, Batches]:
+    """iter_batches for a JSON array already in memory. One of at most _CHUNK bytes is decoded in
+    one go, from the view: the stream's buffer would copy it, and bounds nothing that one decode
+    of that size does not. A larger one is streamed from the view (no copy of the whole). An array
+    that does not decode in one go is streamed too, so that its error names the record."""
+    if len(view) <= _CHUNK:
+        try:
+            records = msgspec.json.decode(view, type=list[record_type])
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            pass
+        else:
+            return "record", iter([(range(len(records)), records)])
+    return iter_batches(_ViewStream(view), file, record_type)
+
+
 def iter_records(stream: BinaryIO, file: str) -> tuple[str, Iterator[tuple[int, Any]]]:
     """(unit, iterator of (number, record)) decoded one record at a time with the stdlib json;
     slow, but its errors say exactly where the bytes went wrong."""
@@ -186,6 +201,22 @@ def _batched(records: Iterator[tuple[int, Any]], unit: str, file: str, record_ty
             numbers, batch = [], []
     if batch:
         yield numbers, batch
+
+
+class _ViewStream(io.RawIOBase):
+    """A read-only stream over a memoryview (no copy of a gigabyte-sized array)."""
+
+    def __init__(self, view: memoryview):
+        self._view, self._pos = view, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, out) -> int:
+        n = min(len(out), len(self._view) - self._pos)
+        out[:n] = self._view[self._pos:self._pos + n]
+        self._pos += n
+        return n
 
 
 class _Prefixed(io.RawIOBase):

@@ -1,7 +1,8 @@
-"""The chunked JSON decoding of CUPTI dumps (parsers.jsonstream.iter_batches), checked against
-the standard library's json on the real H200 capture, with chunks small enough that every
-cut, resume and fallback path runs: values against json.loads, error messages against the
-record-by-record stdlib decoder (iter_records) reading the same bytes from the start."""
+"""The chunked JSON decoding of CUPTI dumps (parsers.jsonstream.iter_batches, and view_batches for
+an array in memory), checked against the standard library's json on the real H200 capture, with
+chunks small enough that every cut, resume and fallback path runs: values against json.loads,
+error messages against the record-by-record stdlib decoder (iter_records) reading the same bytes
+from the start."""
 from __future__ import annotations
 
 import io
@@ -146,3 +147,54 @@ def test_trailing_comma_and_empty(small_chunks):
         cupti_json.events(f"[{rec},]".encode(), "t.json")
     with pytest.raises(ParseError, match=r"^t\.json: record 1 .*truncated JSON"):
         cupti_json.events(f"[{rec},".encode(), "t.json")
+
+
+def consumed(batches):
+    """(numbers, kinds, names) of every record in the batches, in order."""
+    numbers, kinds, names = [], [], []
+    for nums, recs in batches:
+        numbers += list(nums)
+        kinds += [r.kind for r in recs]
+        names += [r.name for r in recs]
+    return numbers, kinds, names
+
+
+def streamed_error(data: bytes) -> str:
+    with pytest.raises(ParseError) as err:
+        consumed(jsonstream.iter_batches(io.BytesIO(data), "t.json", cupti_json._Record)[1])
+    return str(err.value)
+
+
+@pytest.mark.parametrize("copies", [1, 0], ids=["at-once", "over-chunk"])
+def test_view_batches_equal_json_loads(records, copies):
+    """An array in memory: one batch up to _CHUNK bytes, chunks past it; the records either way
+    are json.loads's."""
+    data = variants(records)["mixed-compact"]
+    if not copies:  # past _CHUNK: the array repeated
+        data = b"[" + b",".join([data[1:-1]] * (jsonstream._CHUNK // len(data) + 2)) + b"]"
+    want = json.loads(data)
+    batches = list(jsonstream.view_batches(memoryview(data), "t.json", cupti_json._Record)[1])
+    assert (len(batches) == 1) == (len(data) <= jsonstream._CHUNK)
+    numbers, kinds, names = consumed(batches)
+    assert numbers == list(range(len(want)))
+    assert kinds == [r.get("kind", 10) for r in want]
+    assert names == [r.get("name") for r in want]
+
+
+def test_view_batches_errors_are_the_streamed_ones(records):
+    """An array that does not decode at once is streamed, so its error names the record as
+    iter_batches does: truncations, corruptions, a record that is not an object."""
+    data = variants(records[:60])["pretty"]
+    cases = [data[:at] + b"@" + data[at + 1:] for at in range(7, len(data) - 1, len(data) // 23)]
+    cases += [data[:len(data) // 2], data[:-1] + b",]", data.replace(b"{", b"[1, 2], {", 1)]
+    checked = 0
+    for bad in cases:
+        try:
+            want = streamed_error(bad)
+        except pytest.fail.Exception:  # the corruption left valid JSON (inside a string)
+            continue
+        with pytest.raises(ParseError) as got:
+            consumed(jsonstream.view_batches(memoryview(bad), "t.json", cupti_json._Record)[1])
+        assert str(got.value) == want
+        checked += 1
+    assert checked > 15
