@@ -11,13 +11,14 @@ NOT checked against a real export: nsys is not installed on the GPU host and no 
 """
 from __future__ import annotations
 
-import sqlite3
 from typing import TYPE_CHECKING
 
 from parsers.base import ParseError
 from parsers.events import check_intervals, frame
 
 if TYPE_CHECKING:
+    import sqlite3
+
     import pandas as pd
 
 SOURCE = "nsys"
@@ -33,12 +34,16 @@ _COLUMNS = {
 
 
 def matches(data: bytes) -> bool:
+    """The SQLite header. Sniffing asks every format in turn, so this module imports sqlite3,
+    pandas and NumPy only when it reads a file."""
     return data[:16] == MAGIC
 
 
 def events(data: bytes, file: str = "<bytes>") -> "pd.DataFrame":
     if not matches(data):
         raise ParseError(file, "byte 0", "not an SQLite database")
+    import sqlite3
+
     con = sqlite3.connect(":memory:")
     try:
         con.deserialize(data)
@@ -51,6 +56,8 @@ def read_path(path) -> "pd.DataFrame":
     with open(path, "rb") as f:
         if not matches(f.read(16)):
             raise ParseError(str(path), "byte 0", "not an SQLite database")
+    import sqlite3
+
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         return _read_checked(con, str(path))
@@ -61,6 +68,8 @@ def read_path(path) -> "pd.DataFrame":
 def _read_checked(con: sqlite3.Connection, file: str) -> "pd.DataFrame":
     """_read, with what SQLite (or pandas around it) raises on a corrupt or foreign file as one
     ParseError."""
+    import sqlite3
+
     import pandas as pd
 
     try:
@@ -138,6 +147,8 @@ def _integer_columns(con: sqlite3.Connection, columns: list[str]) -> dict:
     """Integer columns (checked by _check_types) as int64 arrays, NULL as _NULL. SQLite joins
     each column of a million rows into one text that numpy parses: one table scan per chunk
     of rows, no Python object per value (fetching tuples costs ~0.25 us a value)."""
+    import sqlite3
+
     import numpy as np
 
     aggregates = ", ".join(f"group_concat(ifnull({c}, {_NULL}), ',')" for c in columns)

@@ -69,6 +69,19 @@ def test_help_imports_no_analysis_or_runtime():
         assert not imported & set(heavy), (command, sorted(imported & set(heavy)))
 
 
+def test_sniffing_imports_no_other_formats_dependencies():
+    """Reading a Chrome trace asks every format before it whether the bytes are its own (the
+    Nsight Systems reader first): asking must not import that reader's dependencies (sqlite3 is
+    about a MiB of a small compare's peak memory). Read in a fresh interpreter's sys.modules."""
+    trace = ROOT / "fixtures" / "captures" / "published-traces" / "tracelens" / "h100.gaunernst_bert-small-uncased__1016001.json.gz"
+    script = ("import sys; from rootcause.profilers import load_capture; print(load_capture(sys.argv[1]).format, "
+              "'parsers.nsys_sqlite' in sys.modules, 'sqlite3' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", script, str(trace)], capture_output=True, text=True, cwd=ROOT,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-500:]
+    assert proc.stdout.split() == ["chrome", "True", "False"]  # the reader was asked; sqlite3 not imported
+
+
 def _complete(*words: str, shell: str = "bash") -> list[str]:
     """What the completion script offers for `rootcause WORDS...` (the last word being typed), in
     a real bash."""
