@@ -457,7 +457,7 @@ def _plotly_js_file() -> Path:
     return Path(list(spec.submodule_search_locations)[0]) / "package_data" / "plotly.min.js"
 
 
-_JS_PIECE = 1 << 20  # bytes of plotly.js read and written at a time
+_JS_PIECE = 1 << 18  # bytes of plotly.js read and written at a time (each is held several times over meanwhile)
 
 
 def _plotly_js_pieces(path: Path) -> Iterator[str]:
