@@ -453,8 +453,9 @@ def _collect(sweep: Sweep, pairs_root: Path, submit: Callable[[int], list[tuple[
         if not result["ok"]:
             pipeline.progress(f"{pair.id}: {result['error']}")
             rows[i] = failed_row(pair, result["stage"], result["error"], folder)
-            for _, rest in chains[i]:
-                ray.cancel(rest)
+            # The pair's later stages are left to return this failure themselves (their input
+            # says it), not cancelled: a cancel that races a task's reply aborts Ray's driver,
+            # the sweep's own process (a RAY_CHECK in its task manager).
             chains[i] = []
         else:
             pipeline.progress(f"{pair.id}: {stage} done")

@@ -70,14 +70,18 @@ def on_ray(tmp_path_factory):
     stop = threading.Event()
     watcher = threading.Thread(target=_kill_first_run_worker, args=(killed, stop), daemon=True)
     watcher.start()
+    cancelled: list = []  # Ray's own view: every task the driver cancels
+    real_cancel = ray.cancel
+    ray.cancel = lambda ref, **kw: cancelled.append(ref) or real_cancel(ref, **kw)
     try:
         sweep = _load()
         rows = sweeps.run_on_ray(sweep, out, max_retries=2)
         sweeps.write_summary(sweep, out, out / "pairs", rows, "ray (test)")
     finally:
+        ray.cancel = real_cancel
         stop.set()
         ray.shutdown()
-    return out, killed
+    return out, killed, cancelled
 
 
 @pytest.mark.slow
@@ -126,7 +130,7 @@ def test_sweep_reports_link_every_finished_pair(sequential):
 def test_ray_results_equal_the_sequential_ones(sequential, on_ray):
     """What does not depend on timing is equal: rows, errors, units; the verdict where the
     sequential run's ratio interval is far from 1 (a 2x effect cannot flip between two runs)."""
-    out, _ = on_ray
+    out, _, _ = on_ray
     seq, par = _rows(sequential), _rows(out)
     assert list(seq) == list(par)
     for pid in seq:
@@ -144,13 +148,22 @@ def test_ray_results_equal_the_sequential_ones(sequential, on_ray):
 
 
 def test_a_killed_worker_is_retried_and_the_sweep_completes(on_ray):
-    out, killed = on_ray
+    out, killed, _ = on_ray
     assert len(killed) == 1
     rows = _rows(out)
     assert sum(r["status"] == "ok" for r in rows.values()) == 6
     runs = [json.loads((out / "pairs" / pid / "run" / ".sweep-run.json").read_text())
             for pid, r in rows.items() if r["status"] == "ok"]
     assert killed[0] not in {r["ran_on"]["pid"] for r in runs}  # the killed attempt published nothing
+
+
+def test_a_failed_stage_cancels_nothing(on_ray):
+    """The pair that cannot build ends at its build stage; its run and attribute tasks return
+    that failure themselves. Nothing is cancelled: a cancel that races a task's reply aborts Ray's
+    driver, which is the sweep's own process (it ended a test worker of this suite)."""
+    out, _, cancelled = on_ray
+    row = _rows(out)[FAILING]
+    assert (row["status"], row["stage"]) == ("failed", "build") and cancelled == []
 
 
 def test_resume_redoes_only_what_is_missing(sequential, tmp_path, capsys):
