@@ -23,6 +23,9 @@ from parsers.base import ParseError
 _WS = " \t\r\n"
 _CHUNK = 1 << 23  # bytes decoded at once: big enough to amortise, small enough for memory
 _FIRST = 1 << 20  # the first buffer's bytes, before it grows to _CHUNK
+# What a fast decode may fail with: a slower path then reads the same bytes, down to the exact
+# decoder, which names the place.
+_UNDECODED = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
 
 Batches = Iterator[tuple[Sequence[int], list]]
 
@@ -49,7 +52,7 @@ def view_batches(view: memoryview, file: str, record_type: type) -> tuple[str, B
     if len(view) <= _CHUNK:
         try:
             records = msgspec.json.decode(view, type=list[record_type])
-        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        except _UNDECODED:
             pass
         else:
             return "record", iter([(range(len(records)), records)])
@@ -130,7 +133,7 @@ def _decode_upto(decode: Callable, work: bytearray, end: int) -> list | None:
     try:
         with memoryview(work) as view, view[:end + 1] as part:
             return decode(part)
-    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+    except _UNDECODED:
         return None
     finally:
         work[end] = saved
@@ -169,7 +172,7 @@ def _line_batches(stream: BinaryIO, file: str, head: bytes, decode_lines: Callab
             try:
                 with memoryview(work) as view, view[:end] as part:
                     records = decode_lines(part)
-            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            except _UNDECODED:
                 records = None
             if records is None or len(records) != count:  # bad JSON, or blank lines to number around
                 rest = io.BufferedReader(_Prefixed(bytes(work), stream), _CHUNK)
