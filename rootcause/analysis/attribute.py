@@ -25,7 +25,7 @@ import pandas as pd
 
 from rootcause.analysis.align import INSTANCE, Alignment
 from rootcause.analysis.result import (Attribution, Concurrency, Residual, Unit, Variant, WholeGraphDelta,
-                                       Withdrawal, json_value)
+                                       Withdrawal, json_column)
 from rootcause.analysis.verdict import (
     FLOOR_QUANTILE,
     WHOLE_NOTES,
@@ -48,10 +48,11 @@ def one_call(ev: pd.DataFrame) -> dict[str, Any]:
     call = int(order.index[(len(order) - 1) // 2])
     g = ev[ev["call"] == call].sort_values("start_ns", kind="stable")
     t0 = int(g["start_ns"].min())
-    streams = g["stream"] if "stream" in g.columns else pd.Series([None] * len(g), index=g.index)
+    streams = json_column(g["stream"]) if "stream" in g.columns else [None] * len(g)
     return {"call": call, "calls": int(len(spans)), "kernels": [
-        {"kernel": str(k), "start_ns": int(s) - t0, "end_ns": int(e) - t0, "stream": json_value(st)}
-        for k, s, e, st in zip(g["kernel"], g["start_ns"], g["end_ns"], streams)]}
+        {"kernel": str(k), "start_ns": s, "end_ns": e, "stream": st}
+        for k, s, e, st in zip(g["kernel"].tolist(), (g["start_ns"] - t0).tolist(), (g["end_ns"] - t0).tolist(),
+                               streams)]}
 
 
 def _with_calls(events: pd.DataFrame, label: str, notes: list[str]) -> pd.DataFrame:

@@ -247,10 +247,21 @@ def json_value(x: Any) -> Any:
     return x.item() if isinstance(x, np.generic) else x
 
 
+def json_column(values: pd.Series) -> list[Any]:
+    """json_value of every value of a column, converted a column at a time where its dtype allows
+    (a per-value walk of a 2,000-kernel table's 16 columns takes a tenth of a second)."""
+    if isinstance(values.dtype, np.dtype) and values.dtype.kind in "iub":  # no NA in these
+        return values.to_numpy().tolist()
+    if values.dtype.kind in "iufb":  # NaN, or a nullable dtype's NA
+        return values.astype(object).where(values.notna(), None).tolist()
+    return [json_value(v) for v in values.tolist()]
+
+
 def kernel_rows(kernels: pd.DataFrame) -> list[dict[str, Any]]:
     """KERNEL_STAT_COLUMNS rows as plain JSON objects (attribution.json 'kernels')."""
     cols = [c for c in KERNEL_STAT_COLUMNS if c in kernels.columns]
-    return [{c: json_value(v) for c, v in zip(cols, row)} for row in kernels[cols].itertuples(index=False)]
+    columns = [json_column(kernels[c]) for c in cols]
+    return [dict(zip(cols, row)) for row in zip(*columns)]
 
 
 KERNEL_STAT_COLUMNS: dict[str, str] = {
