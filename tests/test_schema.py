@@ -34,12 +34,12 @@ def test_the_real_document_fits():
 @pytest.mark.parametrize("value", VALUES, ids=repr)
 def test_fits_and_check_agree_on_every_field_edited(value):
     """Where fits refuses a document, check raises a one-line UsageError naming the key edited, a
-    parent of it, or (an object made empty) a key missing under it; where fits accepts it, check
-    passes."""
+    parent of it, or (an object made empty) a key missing under it; where fits accepts it, the
+    key-naming walk (which tests each value on its own, without fits's shortcuts) finds nothing."""
     for path in leaves(DOC):
         doc = edited(DOC, path, value)
         if schema.fits(doc, attribution.SHAPE):
-            schema.check(doc, attribution.SHAPE, "a.json")
+            schema._explain(doc, attribution.SHAPE, "a.json", "")  # the walk that names keys finds nothing
             continue
         with pytest.raises(UsageError) as err:
             schema.check(doc, attribution.SHAPE, "a.json")
@@ -54,6 +54,13 @@ def test_fits_and_check_agree_on_every_field_edited(value):
     (("whole_graph", "delta_ns", "median"), float("nan"), True),
     (("whole_graph", "delta_ns", "median"), np.float64(-12.5), False),  # a NumPy scalar of a document not yet written
     (("whole_graph", "delta_ns", "median"), True, True),  # a bool is not a number
+    (("whole_graph", "delta_ns", "median"), float("-inf"), True),
+    (("whole_graph", "delta_ns", "median"), -10**31, True),  # an int beyond LARGEST
+    (("whole_graph", "delta_ns", "median"), -10**29, False),
+    (("whole_graph", "delta_ns", "median"), np.int64(7), False),
+    (("units", 0, "unit"), True, True),  # a bool is not an int either
+    (("units", 0, "unit"), 10**31, False),  # an int field is not bounded, a number is
+    (("units", 0, "kernels_a", 0), True, True),  # nor a string
     (("units", 0, "kernels_a"), "k", True),
     (("units", 0, "kernels_a"), [], False),
 ])
