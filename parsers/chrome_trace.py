@@ -297,14 +297,14 @@ class _Accumulator:
     def host_table(self) -> "pd.DataFrame":
         """HOST_COLUMNS of the host's spans: cpu ops, user annotations, the runtime calls that wait
         for the GPU (their names say Synchronize) and graph launches, with finite times."""
-        import numpy as np
         import pandas as pd
 
         kept = [ev for ev in chain(self.ops, self.annotations,
                                    (c for c in self.calls if _is_sync(c.name) or _is_graph_launch(c.name)))
                 if type(ev.name) is str and chrome_values.finite(ev.ts) and chrome_values.finite(ev.dur) and ev.dur >= 0]
-        start = np.array([chrome_values.us_to_ns(ev.ts, "", 0, "ts") for ev in kept], dtype=np.int64)
-        end = start + np.array([chrome_values.us_to_ns(ev.dur, "", 0, "dur") for ev in kept], dtype=np.int64)
+        labels = list(range(len(kept)))
+        start = chrome_values.ns_column([ev.ts for ev in kept], labels, "", "ts")
+        end = start + chrome_values.ns_column([ev.dur for ev in kept], labels, "", "dur")
         return pd.DataFrame({
             "name": [ev.name for ev in kept], "start_ns": start, "end_ns": end, "duration_ns": end - start,
             "cat": [ev.cat for ev in kept], "pid": [str(ev.pid) for ev in kept], "tid": [str(ev.tid) for ev in kept],

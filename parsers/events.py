@@ -209,11 +209,19 @@ def int_column(values: list, labels: list[int], unit: str, file: str, column: st
     import numpy as np
     import pandas as pd
 
-    if values and set(map(type, values)) == {int}:  # the common case, ~2x faster than np.array
+    types = set(map(type, values))
+    if types == {int}:  # the common case, ~2x faster than np.array
         try:
             return np.fromiter(values, dtype=np.int64, count=len(values))
         except OverflowError:  # past int64: the walk below names it
             pass
+    if optional and types in ({int, type(None)}, {type(None)}):  # a field some or all records lack
+        try:
+            ints = np.fromiter((0 if v is None else v for v in values), dtype=np.int64, count=len(values))
+        except OverflowError:
+            pass
+        else:
+            return pd.arrays.IntegerArray(ints, np.fromiter((v is None for v in values), dtype=bool, count=len(values)))
     try:  # a huge int or an odd object falls to the walk below, which names it
         arr = np.array(values) if values else np.zeros(0, dtype=np.int64)
     except (OverflowError, ValueError, TypeError):

@@ -99,7 +99,7 @@ def _scalar_test(kinds: tuple[type, ...]) -> Callable[[Any], bool]:
     """_scalar_problem(value, kinds) is None, with the common Python values decided by their type
     alone: a string, null or boolean where its type is allowed, an int where any int is, a
     Python number in NUM's range."""
-    always = {kind for kind in kinds if kind in (str, bool, type(None))}
+    always: set[type] = {kind for kind in kinds if kind in (str, bool, type(None))}
     if int in kinds and kinds != NUM:
         always.add(int)
     if kinds == NUM:
