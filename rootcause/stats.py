@@ -63,7 +63,11 @@ def bootstrap_medians(x, resamples: int, rng: np.random.Generator) -> np.ndarray
 
 def rank_draws(n: int, resamples: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Ranks (into sorted samples) of the two middle order statistics of each resample of n
-    values: one draw serves many columns resampled together (medians_at_ranks)."""
+    values: one draw serves many columns resampled together (medians_at_ranks). One value has a
+    single resample, itself: its 2,000 copies would say the same at 2,000 times the cost (a
+    one-step trace of 700 units)."""
+    if n == 1:
+        resamples = 1
     draws = np.sort(rng.integers(0, n, size=(resamples, n)), axis=1)
     return draws[:, (n - 1) // 2], draws[:, n // 2]
 

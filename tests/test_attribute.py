@@ -8,6 +8,7 @@ import statistics
 from pathlib import Path
 
 import captures
+import numpy as np
 import pytest
 from captures import CAPTURE, NCU_RUN, RUN, ncu_rows, pool_segments
 
@@ -16,6 +17,7 @@ from rootcause.analysis.attribute import attribute
 from rootcause.analysis.verdict import require_repeat, withdraw
 from rootcause.artifacts.attribution import SCHEMA_VERSION
 from rootcause.model import WholeGraph
+from rootcause.stats import rank_draws
 
 
 @pytest.fixture(scope="module")
@@ -99,6 +101,23 @@ def test_two_calls_a_side_cannot_be_significant(variants):
                       align(_first_calls(off, 3), _first_calls(on, 3)), labels=("OFF", "ON"))
     assert three.units[0].significant and not any("once in" in n for n in three.notes)
 
+
+
+def test_a_one_call_side_is_its_own_interval_and_leaves_the_other_sides_draws(variants, raw_calls):
+    """One call has one bootstrap resample, itself: each unit's interval is its time in that call
+    (summed from the capture's records); drawing it takes nothing from the generator, so the other
+    side's draws are those of a fresh one."""
+    _, on = variants
+    one = _first_calls(on, 1)
+    a = attribute(one, on, align(one, on))
+    first_call = raw_calls[1][0]
+    for u in a.units:
+        own = sum(r["end"] - r["start"] for r in first_call if r["name"] in u.kernels_a)
+        assert own > 0 and (u.time_a_ns.low, u.time_a_ns.median, u.time_a_ns.high) == (own, own, own)
+    rng = np.random.default_rng(0)
+    low, high = rank_draws(1, 2000, rng)
+    assert low.tolist() == high.tolist() == [0]
+    assert rng.integers(0, 1 << 30, size=8).tolist() == np.random.default_rng(0).integers(0, 1 << 30, size=8).tolist()
 
 def _halves(events):
     calls = sorted(events.call.unique())
