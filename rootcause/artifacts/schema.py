@@ -52,14 +52,15 @@ def fits(value: Any, shape: Any) -> bool:
     return _compiled(shape)(value)
 
 
-_COMPILED: dict[int, tuple[Any, Callable[[Any], bool]]] = {}  # id -> (the shape, kept alive; its test)
+# id -> (the shape, its test); holding the shape keeps its id from being reused by another object
+_COMPILED: dict[int, tuple[Any, Callable[[Any], bool]]] = {}
 
 
 def _compiled(shape: Any) -> Callable[[Any], bool]:
     """The shape's test as nested functions, built once per shape: a document's 100,000 values
     are then tested without asking of each what kind of shape it is."""
     found = _COMPILED.get(id(shape))
-    if found is None or found[0] is not shape:
+    if found is None:
         found = _COMPILED[id(shape)] = (shape, _compile(shape))
     return found[1]
 
@@ -111,16 +112,10 @@ def _scalar_test(kinds: tuple[type, ...]) -> Callable[[Any], bool]:
     return lambda value: type(value) in always or _scalar_problem(value, kinds) is None
 
 
-_KEYS: dict[int, list[tuple[str, bool, Any]]] = {}
-
-
 def _keys(shape: dict[str, Any]) -> list[tuple[str, bool, Any]]:
-    """An object shape's (key, optional, shape) triples, read once per shape."""
-    found = _KEYS.get(id(shape))
-    if found is None:
-        found = _KEYS[id(shape)] = [(key[:-1], True, sub) if key.endswith("?") else (key, False, sub)
-                                    for key, sub in shape.items()]
-    return found
+    """An object shape's (key, optional, shape) triples (read when a shape is compiled, and by the
+    walk that names a key off its shape)."""
+    return [(key[:-1], True, sub) if key.endswith("?") else (key, False, sub) for key, sub in shape.items()]
 
 
 def _scalar_problem(value: Any, kinds: tuple[type, ...]) -> str | None:
