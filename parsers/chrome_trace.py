@@ -302,9 +302,8 @@ class _Accumulator:
         kept = [ev for ev in chain(self.ops, self.annotations,
                                    (c for c in self.calls if _is_sync(c.name) or _is_graph_launch(c.name)))
                 if type(ev.name) is str and chrome_values.finite(ev.ts) and chrome_values.finite(ev.dur) and ev.dur >= 0]
-        labels = list(range(len(kept)))
-        start = chrome_values.ns_column([ev.ts for ev in kept], labels, "", "ts")
-        end = start + chrome_values.ns_column([ev.dur for ev in kept], labels, "", "dur")
+        start = _checked_ns(kept, "ts")
+        end = start + _checked_ns(kept, "dur")
         return pd.DataFrame({
             "name": [ev.name for ev in kept], "start_ns": start, "end_ns": end, "duration_ns": end - start,
             "cat": [ev.cat for ev in kept], "pid": [str(ev.pid) for ev in kept], "tid": [str(ev.tid) for ev in kept],
@@ -357,8 +356,9 @@ class _Accumulator:
                 kept.append((int(n), ev))
         if not kept:
             return self._iterations()
-        start = np.array([chrome_values.us_to_ns(ev.ts, "", 0, "ts") for _, ev in kept], dtype=np.int64)
-        end = start + np.array([chrome_values.us_to_ns(ev.dur, "", 0, "dur") for _, ev in kept], dtype=np.int64)
+        spans = [ev for _, ev in kept]
+        start = _checked_ns(spans, "ts")
+        end = start + _checked_ns(spans, "dur")
         return pd.DataFrame({
             "step": np.array([n for n, _ in kept], dtype=np.int64), "name": [ev.name for _, ev in kept],
             "start_ns": start, "end_ns": end, "duration_ns": end - start, "cat": [ev.cat for _, ev in kept],
@@ -380,7 +380,7 @@ class _Accumulator:
         if len(fetches) < 3:
             return pd.DataFrame(columns=list(STEP_COLUMNS))
         fetches = sorted(fetches, key=lambda ev: ev.ts)
-        start = np.array([chrome_values.us_to_ns(ev.ts, "", 0, "ts") for ev in fetches], dtype=np.int64)
+        start = _checked_ns(fetches, "ts")
         n = len(fetches) - 1
         return pd.DataFrame({
             "step": np.arange(n, dtype=np.int64), "name": [ev.name for ev in fetches[:n]],
@@ -392,6 +392,13 @@ class _Accumulator:
 
 _NO_ARGS = _Args()
 _PH, _CAT, _TS, _DUR = attrgetter("ph"), attrgetter("cat"), attrgetter("ts"), attrgetter("dur")
+
+
+def _checked_ns(events: list, key: str) -> Any:
+    """int64 ns of the events' time field key ("ts" or "dur"), which the caller has checked finite
+    (chrome_values.finite)."""
+    values = [getattr(ev, key) for ev in events]
+    return chrome_values.ns_column(values, list(range(len(values))), "", key)
 _KIND_OF_ROLE = {"kernel", "memcpy", "memset"}
 
 
