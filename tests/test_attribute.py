@@ -102,7 +102,6 @@ def test_two_calls_a_side_cannot_be_significant(variants):
     assert three.units[0].significant and not any("once in" in n for n in three.notes)
 
 
-
 def test_a_one_call_side_is_its_own_interval_and_leaves_the_other_sides_draws(variants, raw_calls):
     """One call has one bootstrap resample, itself: each unit's interval is its time in that call
     (summed from the capture's records); drawing it takes nothing from the generator, so the other
@@ -118,6 +117,7 @@ def test_a_one_call_side_is_its_own_interval_and_leaves_the_other_sides_draws(va
     low, high = rank_draws(1, 2000, rng)
     assert low.tolist() == high.tolist() == [0]
     assert rng.integers(0, 1 << 30, size=8).tolist() == np.random.default_rng(0).integers(0, 1 << 30, size=8).tolist()
+
 
 def _halves(events):
     calls = sorted(events.call.unique())
