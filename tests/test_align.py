@@ -149,3 +149,17 @@ def test_shape_tier_does_not_join_kernels_whose_bytes_are_far_apart(tmp_path):
     assert sorted(unit["kernels_a"]) == ["main_dispatch_0_reduction_2048x16384_f32", "main_dispatch_1_reduction_4x512_f32"]
     moved = {k["name"]: k["bytes_moved"] for v in "ab" for k in doc["catalogs"][v]["kernels"].values()}
     assert moved[serial] >= 4 * 8388608 * 4 and moved["main_dispatch_1_reduction_4x512_f32"] <= 4 * 512 * 4 + 16
+
+
+@pytest.mark.parametrize("first_op, joined", [("aten::mm", True), ("aten::addmm", False)])
+def test_cpu_op_tier_keys_a_kernel_by_its_most_frequent_op_the_first_on_a_tie(first_op, joined):
+    """A's gemm is launched twice by aten::mm and twice by aten::addmm; B's differently named gemm
+    only by aten::mm. The tie goes to the op that launched A's kernel first: when that is aten::mm
+    the cpu-op tier joins the two gemms, when it is aten::addmm it cannot."""
+    other = "aten::addmm" if first_op == "aten::mm" else "aten::mm"
+    ev = lambda names, ops: pd.DataFrame({"kernel": names, "cpu_op": ops, "start_ns": range(len(names)),
+                                          "end_ns": range(1, len(names) + 1), "duration_ns": 1})
+    a = ev(["sm80_gemm_a"] * 4, [first_op, other, first_op, other])
+    b = ev(["sm90_gemm_b"] * 2, ["aten::mm"] * 2)
+    methods = set(align(a, b).kernels.method)
+    assert (methods == {"cpu-op"}) == joined

@@ -158,8 +158,11 @@ def diagnose(att: Attribution, alignment: Alignment, catalog_a: list[CatalogKern
     gpu = {v: (gpus.find_device(d) if d else None, *_device(d)) for v, d in (("a", device), ("b", device_b or device))}
     cats = {"a": catalog_index(catalog_a, by_function=False), "b": catalog_index(catalog_b, by_function=False)}
     entries = {"a": entry_a, "b": entry_b}
-    shared = {v: {r.kernel: tuple(r.shared_call_sites) for r in alignment.kernels.itertuples()
-                  if r.variant == v and r.shared_call_sites} for v in "ab"}
+    shared: dict[str, dict[str, tuple]] = {"a": {}, "b": {}}
+    k = alignment.kernels
+    for v, kernel, sites in zip(k["variant"], k["kernel"], k["shared_call_sites"]):
+        if sites:
+            shared[v][kernel] = tuple(sites)
     findings: list[Finding] = []
     for unit in att.units:
         unit.unexplained = False

@@ -119,14 +119,16 @@ def normalized_name(name: str) -> str:
 
 
 def _cpu_ops(events: pd.DataFrame) -> dict[str, str]:
-    """kernel -> the CPU op that launched most of its rows (where the trace records it)."""
+    """kernel -> the CPU op that launched most of its rows (where the trace records it); of ops
+    that launched it equally often, the first to."""
     if "cpu_op" not in events.columns:
         return {}
     known = events[["kernel", "cpu_op"]].dropna()
     if known.empty:
         return {}
-    top = known.groupby("kernel")["cpu_op"].agg(lambda s: s.value_counts().index[0])
-    return {str(k): str(v) for k, v in top.items()}
+    counts = known.groupby(["kernel", "cpu_op"], sort=False, observed=True).size().reset_index(name="n")
+    top = counts.sort_values("n", ascending=False, kind="stable").drop_duplicates("kernel")
+    return {str(k): str(v) for k, v in zip(top["kernel"], top["cpu_op"])}
 
 
 # A launch size is a weak key (a CPU dispatch's workgroup count is often the rows of its
@@ -180,10 +182,11 @@ class Matching:
 
     def pending(self) -> dict[str, list[str]]:
         """Kernels not yet in a unit that has both sides."""
+        roots = {node: self.uf.find(node) for node in self.info}
         sides: dict[str, set[str]] = {}
-        for node in self.info:
-            sides.setdefault(self.uf.find(node), set()).add(node[0])
-        return {v: [n for n in self.names[v] if sides[self.uf.find(f"{v}:{n}")] != {"a", "b"}] for v in ("a", "b")}
+        for node, root in roots.items():
+            sides.setdefault(root, set()).add(node[0])
+        return {v: [n for n in self.names[v] if sides[roots[f"{v}:{n}"]] != {"a", "b"}] for v in ("a", "b")}
 
     def place(self, nodes: list[str], tier: str) -> None:
         for node in nodes:
