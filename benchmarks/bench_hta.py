@@ -7,6 +7,7 @@ Both tools build pandas tables, so neither runs in less than a Python that impor
 NumPy). That floor is timed in the same rounds (a third child, in rootcause's environment), and
 "best" is HTA's CPU over it: the most HTA / rootcause could be for a compare that did no work
 past that import. Where best is under 2, no compare built on pandas is 2x HTA's speed at that rung.
+"past floor" compares the two tools' own work: HTA's CPU past that import over rootcause's.
 
 The pairs are published traces (fixtures/captures/published-traces, PROVENANCE.md there), one
 model on two GPUs or two configurations, about 1, 3, 10 and 34 MB of JSON a trace; the largest
@@ -102,6 +103,11 @@ def json_mb(path: Path) -> float:
         return sum(len(chunk) for chunk in iter(lambda: f.read(1 << 20), b"")) / 1e6
 
 
+def _past(hta: float, rc: float, floor: float) -> str:
+    """HTA's CPU past the pandas floor over rootcause's; 'n/a' where rootcause's is not above it."""
+    return f"{(hta - floor) / (rc - floor):.2f}" if rc > floor else "n/a"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--hta-python", required=True, help="a python with HolisticTraceAnalysis installed")
@@ -113,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     exe = shutil.which("rootcause") or str(Path(sys.executable).parent / "rootcause")
     python = Path(exe).parent / "python"  # rootcause's environment: its pandas
     print(f"{'pair':32} {'MB a side':>11} {'rootcause CPU s':>16} {'HTA CPU s':>10} {'HTA/rc':>7} "
-          f"{'pandas import s':>16} {'best':>5} {'rc MiB':>7} {'HTA MiB':>8}")
+          f"{'pandas import s':>16} {'best':>5} {'past floor':>10} {'rc MiB':>7} {'HTA MiB':>8}")
     for label, a, b in pairs(args.work, args.mb):
         out = args.work / "out"
         commands = ([exe, "compare", str(a), str(b), "--out", str(out)], args.work / "rootcause.log"), \
@@ -130,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
                 times.append(child(*command))
         cpu_rc, cpu_hta, cpu_floor = (statistics.median(r[0] for r in times) for times in runs)
         print(f"{label:32} {json_mb(a):5.1f}/{json_mb(b):<5.1f} {cpu_rc:16.2f} {cpu_hta:10.2f} "
-              f"{cpu_hta / cpu_rc:7.2f} {cpu_floor:16.2f} {cpu_hta / cpu_floor:5.1f} "
+              f"{cpu_hta / cpu_rc:7.2f} {cpu_floor:16.2f} {cpu_hta / cpu_floor:5.1f} {_past(cpu_hta, cpu_rc, cpu_floor):>10} "
               f"{max(r[2] for r in runs[0]):7d} {max(r[2] for r in runs[1]):8d}")
     return 0
 
