@@ -31,7 +31,8 @@ from rootcause.analysis.attribute import attribute, profiled_call_ns
 from rootcause.analysis.diagnose import diagnose
 from rootcause.analysis.host import host_units
 from rootcause.analysis.result import Attribution
-from rootcause.analysis.verdict import require_clear_of_floor, require_floor, require_repeat, withdraw
+from rootcause.analysis.verdict import (require_clear_of_floor, require_floor, require_measured_interval,
+                                        require_repeat, withdraw)
 from rootcause.artifacts import attribution, rundir
 from rootcause.artifacts import bundle as bundles
 from rootcause.artifacts import cpu_profiles as cpu
@@ -113,7 +114,10 @@ def _attribute_pair(a: Side, b: Side, ctx: Context, repeat: tuple[Side, Side] | 
         withdraw(att, require_repeat(att, _attribute(*repeat, alignment, ctx),
                                      "the second pair, profiled after both in the mirrored order (B, then A)", timed))
     if apart is not None:
-        withdraw(att, require_floor(att, *apart))
+        stalls = require_floor(att, *apart)
+        withdraw(att, stalls)
+        if stalls and (a.profiled_apart or b.profiled_apart):  # the units were scaled to those medians
+            withdraw(att, require_measured_interval(att, stalled=True))
     withdraw(att, require_clear_of_floor(att))
     att.notes[:0] = ctx.notes
     try:

@@ -435,15 +435,13 @@ def test_a_unit_scaled_to_a_noisy_measurement_is_not_significant(case):
                for c in att.cannot_conclude), att.cannot_conclude
 
 
-def _captured_pair(sub: str, name: str):
-    """Sides (first and repeat profiles) and the measurement of one pair of
-    fixtures/captures/cpu-2026-12-06-release-pair."""
-    import statistics
-
+def _captured_pair(sub: str, name: str, capture: str = "cpu-2026-12-06-release-pair"):
+    """Sides (first and repeat profiles) and the measurement of one pair of a CPU capture under
+    fixtures/captures (default: cpu-2026-12-06-release-pair), each side as analyze_run builds it."""
     from rootcause.artifacts import rundir
-    from rootcause.pipeline import Side, profile_events
+    from rootcause.pipeline import Side, _timed_how, _timed_ns, profile_events
 
-    root = Path(__file__).parents[1] / "fixtures/captures/cpu-2026-12-06-release-pair" / sub
+    root = Path(__file__).parents[1] / "fixtures/captures" / capture / sub
     records = json.loads((root / "profiles.json").read_text())["records"]
     measurement = rundir.read_measurement(root / "run")
     sides, repeats = [], []
@@ -453,9 +451,9 @@ def _captured_pair(sub: str, name: str):
         record = records[label]
         for folder, out, rec in (("", sides, record), ("repeat/", repeats, record["repeat"])):
             path = str(root / f"{folder}{label}.iree-dispatch.jsonl.gz")
-            out.append(Side(label, path, profile_events(path, rec["calls"], [], label), whole=whole,
-                            profiled_apart=True,
-                            timed_apart_ns=statistics.median(rec["timed_ns"]) if rec.get("timed_ns") else None))
+            events = profile_events(path, rec["calls"], [], label)
+            out.append(Side(label, path, events, whole=whole, profiled_apart=True,
+                            timed_apart_ns=_timed_ns(rec, events), timed_how=_timed_how(rec)))
     return sides, repeats, measurement["measurement"]
 
 
@@ -465,7 +463,8 @@ def test_a_delta_of_stalls_between_two_processes_is_not_significant(sub):
     in its environment's process) and 3.13.0 (here). The medians came out far apart, with intervals
     that exclude zero, while the fastest tenth of each side's calls agree (NumPy): the delta is how
     often calls stalled in each process. The whole graph is not called significant, and one line says
-    why; the measurement's own interval alone called it."""
+    why; the measurement's own interval alone called it. No unit scaled to those medians is called
+    significant either."""
     import numpy as np
 
     from rootcause.pipeline import Context, _attribute_pair, _timed_apart
@@ -481,6 +480,7 @@ def test_a_delta_of_stalls_between_two_processes_is_not_significant(sub):
     doc, _ = _attribute_pair(*sides, Context(cpu=True), tuple(repeats), apart)
     assert not doc["whole_graph"]["significant"]
     assert any("rests on how often calls stalled" in c for c in doc["cannot_conclude"]), doc["cannot_conclude"]
+    assert not any(u["significant"] for u in doc["units"])  # nor is the stalls' delta blamed on a unit
 
 
 def test_a_real_difference_stands_on_the_fastest_calls_too():
@@ -494,6 +494,59 @@ def test_a_real_difference_stands_on_the_fastest_calls_too():
     doc, _ = _attribute_pair(*sides, Context(cpu=True), tuple(repeats), (samples, "asked as if apart"))
     assert doc["whole_graph"]["significant"] and doc["whole_graph"]["delta_ns"]["median"] > 0
     assert not any("rests on how often calls stalled" in c for c in doc["cannot_conclude"])
+
+
+def test_a_unit_scaled_to_a_loaded_measurement_carries_its_interval():
+    """gen_null_0 (fixtures/captures/cpu-2026-12-07-scaled-units): one MLIR module built twice,
+    measured and profiled while a test run loaded both cores. The measured medians came out 4% apart,
+    with an interval holding 0 and the threshold; dispatch 0 fills 90% of either side's call, so
+    scaled to those medians it stood 68 us apart with the profiles' narrow interval, in both pairs of
+    profiles and as profiled. Carried through the unit's share (computed here from the sides' times
+    and the measured interval), the measured interval holds 0, and the unit is not called
+    significant, with one line saying why."""
+    from rootcause.artifacts import rundir
+    from rootcause.pipeline import Context, _attribute_pair
+
+    sides, repeats, measured = _captured_pair("null-0", "gen_null_0", "cpu-2026-12-07-scaled-units")
+    a, b = (s.label for s in sides)
+    pair = rundir.measured_pair(measured, a, b)
+    d = pair.delta_ns
+    assert d.low < 0 < d.high  # the premise: the measurement does not call the delta
+    doc, _ = _attribute_pair(*sides, Context(cpu=True, measured_pair=pair), tuple(repeats))
+    assert not any(u["significant"] for u in doc["units"]) and not doc["whole_graph"]["significant"]
+    unit = max(doc["units"], key=lambda u: u["time_a_ns"]["median"])
+    whole = {v: doc["whole_graph"][v]["median"] for v in "ab"}
+    share = {v: unit[f"time_{v}_ns"]["median"] / whole[v] for v in "ab"}
+    assert min(share.values()) > 0.8  # the unit fills the call
+    assert share["b"] * d.low < 0 < share["b"] * d.high  # so the measured interval reaches it whole
+    line = next(c for c in doc["cannot_conclude"] if c.startswith(f"unit {unit['unit']} "))
+    assert "with the measured delta's own interval" in line and "the measurement does not tell" in line
+
+
+def test_a_unit_scaled_to_medians_that_rest_on_stalls_is_not_significant():
+    """gen_version_502 (fixtures/captures/cpu-2026-12-07-scaled-units): one module built by IREE 3.12.0
+    (timed in its environment's process) and 3.13.0. The medians came out 35% apart while the fastest
+    tenth of each side's calls agree (NumPy): the delta is how often calls stalled, and the whole
+    graph is not called. Dispatch 0, most of either call, scaled to those medians stood 134 us apart
+    with a narrow interval; carried as anywhere between 0 and the measured delta, it is not called
+    significant either, with one line saying why."""
+    import numpy as np
+
+    from rootcause.pipeline import Context, _attribute_pair, _timed_apart
+
+    sides, repeats, measured = _captured_pair("version-502", "gen_version_502", "cpu-2026-12-07-scaled-units")
+    a, b = (s.label for s in sides)
+    samples = {v: measured["variants"][n]["samples_s"] for v, n in (("a", a), ("b", b))}
+    floors = [np.quantile(samples[v], 0.1) for v in "ab"]
+    medians = [np.median(samples[v]) for v in "ab"]
+    assert abs(floors[1] / floors[0] - 1) < 0.05 and medians[1] / medians[0] < 0.8  # the premise
+    doc, _ = _attribute_pair(*sides, Context(cpu=True), tuple(repeats), _timed_apart(measured, a, b))
+    assert not doc["whole_graph"]["significant"]
+    unit = max(doc["units"], key=lambda u: u["time_a_ns"]["median"])
+    assert unit["time_a_ns"]["median"] > 0.5 * doc["whole_graph"]["a"]["median"]  # most of the call
+    assert not unit["significant"]
+    line = next(c for c in doc["cannot_conclude"] if c.startswith(f"unit {unit['unit']} "))
+    assert "rests on stalls, taken as anywhere from 0" in line
 
 
 @pytest.mark.parametrize("low,high,median,verdict", [

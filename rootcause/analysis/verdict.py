@@ -228,6 +228,43 @@ def _whole_not_significant(att: Attribution, why: str) -> None:
 FLOOR_QUANTILE = 0.1
 
 
+def require_measured_interval(att: Attribution, stalled: bool = False) -> list[Withdrawal]:
+    """Keep a unit of sides scaled to their measured latencies significant only where its delta
+    excludes 0 with the measurement's own uncertainty carried in.
+
+    A scaled unit's time is its share of the profiled call times the measured call, f * M, so
+    B - A = f_b (M_b - M_a) + (f_b - f_a) M_a: the measured delta enters every scaled unit in
+    proportion to its share, and its interval with it. The profiled calls bound each share tightly,
+    so without this a difference of the two measured medians that the measurement itself does not
+    call (a loaded machine's) passes to the unit that fills the call, with the profiles' narrow
+    interval. stalled: the measured delta rests on how often calls stalled (require_floor), not on
+    the code, so it is carried as anywhere between 0 and its interval. Conservative: each term's
+    interval at its extremes."""
+    d, m = att.whole_graph.delta_ns, {"a": att.whole_graph.a.median, "b": att.whole_graph.b.median}
+    if stalled:
+        d = Interval(d.median, min(d.low, 0.0), max(d.high, 0.0))
+    if min(m.values()) <= 0:
+        return []
+    what = ("the measured delta, which rests on stalls, taken as anywhere from 0 to its interval" if stalled
+            else "the measured delta's own interval")
+    out = []
+    for u in att.units:
+        if not u.significant:
+            continue
+        f = {v: (u.time_ns(v).low / m[v], u.time_ns(v).high / m[v]) for v in "ab"}
+        low = min(f["b"][0] * d.low, f["b"][1] * d.low) + (f["b"][0] - f["a"][1]) * m["a"]
+        high = max(f["b"][0] * d.high, f["b"][1] * d.high) + (f["b"][1] - f["a"][0]) * m["a"]
+        if low > 0 or high < 0:
+            continue
+        names = " + ".join(u.kernels_b or u.kernels_a)[:80]
+        out.append(Withdrawal(
+            "measured-interval", f"unit {u.unit} ({names}): {delta_text(u.delta_ns)} once scaled to the measured "
+            f"latencies, but [{low / 1e3:+.1f}, {high / 1e3:+.1f}] us with {what} ({delta_text(d)}) carried into "
+            "its scaled times: the measurement does not tell the kernels apart, so it is not called significant",
+            unit=u.unit))
+    return out
+
+
 def require_floor(att: Attribution, samples: dict[str, list[float]], apart: str) -> list[Withdrawal]:
     """Keep a whole-graph delta measured in two processes significant only where the sides' fastest
     calls (their FLOOR_QUANTILE) differ the same way by CPU_MIN_EFFECT_SHARE of A's or more: else the
