@@ -399,6 +399,8 @@ def _checked_ns(events: list, key: str) -> Any:
     (chrome_values.finite)."""
     values = [getattr(ev, key) for ev in events]
     return chrome_values.ns_column(values, list(range(len(values))), "", key)
+
+
 _KIND_OF_ROLE = {"kernel", "memcpy", "memset"}
 
 

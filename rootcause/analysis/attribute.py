@@ -34,6 +34,7 @@ from rootcause.analysis.verdict import (
     require_measured_interval,
     require_shared_basis,
     separable,
+    unit_names,
     withdraw,
 )
 from rootcause.model import COUNTER_COLUMNS, Interval, MeasuredPair, WholeGraph
@@ -238,7 +239,7 @@ def _as_profiled(att: Attribution, raw: Attribution) -> list[Withdrawal]:
         if not u.significant or (r is not None and r.significant
                                  and (r.delta_ns.median > 0) == (u.delta_ns.median > 0)):
             continue
-        names = " + ".join(u.kernels_b or u.kernels_a)[:80]
+        names = unit_names(u)
         seen = "no such unit" if r is None else delta_text(r.delta_ns) + ("" if r.significant else
                                                                          " (not significant)")
         out.append(Withdrawal(
@@ -390,7 +391,6 @@ def attribute(events_a: pd.DataFrame, events_b: pd.DataFrame, alignment: Alignme
         withdraw(att, _as_profiled(att, attribute(events_a, events_b, alignment, labels=labels, n_boot=n_boot,
                                                   seed=seed)))
         withdraw(att, require_measured_interval(att))
-    if scale_to_whole and whole_a is not None:
         why = closure_why(att, labels)
         if why:
             att.cannot_conclude.append(why)

@@ -21,8 +21,9 @@ class Withdrawal:
     line. For the whole graph, `why` is the headline's reason; `measured`: the measured delta is
     withdrawn as not significant (a cannot-conclude line says so, the closure line is said again),
     where without it no verdict was reached at all."""
-    check: str  # the check that took it back: as-profiled, measured-interval, calls, samples, shared-basis, repeat, floor,
+    # the check that took it back: as-profiled, measured-interval, calls, samples, shared-basis, repeat, floor,
     # clear-of-floor
+    check: str
     why: str
     unit: int | None = None
     measured: bool = False

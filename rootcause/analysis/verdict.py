@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from math import comb
 
-from rootcause.analysis.result import Attribution, Withdrawal
+from rootcause.analysis.result import Attribution, Unit, Withdrawal
 from rootcause.model import Interval, WholeGraph
 from rootcause.stats import CPU_MIN_EFFECT_SHARE, LEVEL, holds_edge, quantile
 
@@ -172,7 +172,7 @@ def require_repeat(att: Attribution, repeat: Attribution, how: str,
         u.repeat_delta_ns = r.delta_ns if r is not None else None
         if not u.significant:
             continue
-        names = " + ".join(u.kernels_b or u.kernels_a)[:80]
+        names = unit_names(u)
         if r is None or not r.significant or (r.delta_ns.median > 0) != (u.delta_ns.median > 0):
             again_text = "no such unit" if r is None else delta_text(r.delta_ns) + \
                 ("" if r.significant else " (not significant)")
@@ -256,7 +256,7 @@ def require_measured_interval(att: Attribution, stalled: bool = False) -> list[W
         high = max(f["b"][0] * d.high, f["b"][1] * d.high) + (f["b"][1] - f["a"][0]) * m["a"]
         if low > 0 or high < 0:
             continue
-        names = " + ".join(u.kernels_b or u.kernels_a)[:80]
+        names = unit_names(u)
         out.append(Withdrawal(
             "measured-interval", f"unit {u.unit} ({names}): {delta_text(u.delta_ns)} once scaled to the measured "
             f"latencies, but [{low / 1e3:+.1f}, {high / 1e3:+.1f}] us with {what} ({delta_text(d)}) carried into "
@@ -310,6 +310,11 @@ def _sessions_disagree(att: Attribution, timed: dict[str, tuple[float, float]]) 
                 f"which cancels a steady drift of the machine, {label['b']} - {label['a']} = {mirrored / 1e3:+.1f} us "
                 f"({mirrored / ((a1 + a2) / 2):+.1%}), under the {CPU_MIN_EFFECT_SHARE:.0%} a CPU delta must reach")
     return None
+
+
+def unit_names(u: Unit) -> str:
+    """A unit's kernels for a withdrawal's line: B's (A's where B has none), at most 80 characters."""
+    return " + ".join(u.kernels_b or u.kernels_a)[:80]
 
 
 def delta_text(d: Interval) -> str:
