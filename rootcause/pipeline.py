@@ -31,7 +31,7 @@ from rootcause.analysis.attribute import attribute, profiled_call_ns
 from rootcause.analysis.diagnose import diagnose
 from rootcause.analysis.host import host_units
 from rootcause.analysis.result import Attribution
-from rootcause.analysis.verdict import (require_clear_of_floor, require_floor, require_measured_interval,
+from rootcause.analysis.verdict import (carry_measured_interval, require_clear_of_floor, require_floor,
                                         require_repeat, withdraw)
 from rootcause.artifacts import attribution, rundir
 from rootcause.artifacts import bundle as bundles
@@ -117,7 +117,7 @@ def _attribute_pair(a: Side, b: Side, ctx: Context, repeat: tuple[Side, Side] | 
         stalls = require_floor(att, *apart)
         withdraw(att, stalls)
         if stalls and (a.profiled_apart or b.profiled_apart):  # the units were scaled to those medians
-            withdraw(att, require_measured_interval(att, stalled=True))
+            withdraw(att, carry_measured_interval(att, stalled=True))
     withdraw(att, require_clear_of_floor(att))
     att.notes[:0] = ctx.notes
     try:

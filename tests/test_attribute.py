@@ -519,6 +519,7 @@ def test_a_unit_scaled_to_a_loaded_measurement_carries_its_interval():
     share = {v: unit[f"time_{v}_ns"]["median"] / whole[v] for v in "ab"}
     assert min(share.values()) > 0.8  # the unit fills the call
     assert share["b"] * d.low < 0 < share["b"] * d.high  # so the measured interval reaches it whole
+    assert unit["delta_ns"]["low"] < 0 < unit["delta_ns"]["high"]  # and the interval it prints holds 0 too
     line = next(c for c in doc["cannot_conclude"] if c.startswith(f"unit {unit['unit']} "))
     assert "with the measured delta's own interval" in line and "the measurement does not tell" in line
 
@@ -529,7 +530,8 @@ def test_a_unit_scaled_to_medians_that_rest_on_stalls_is_not_significant():
     tenth of each side's calls agree (NumPy): the delta is how often calls stalled, and the whole
     graph is not called. Dispatch 0, most of either call, scaled to those medians stood 134 us apart
     with a narrow interval; carried as anywhere between 0 and the measured delta, it is not called
-    significant either, with one line saying why."""
+    significant either, with one line saying why. Every unit's printed interval carries that delta
+    through its share: dispatch 1, still significant, printed 2 us wide over the profiled calls alone."""
     import numpy as np
 
     from rootcause.pipeline import Context, _attribute_pair, _timed_apart
@@ -547,6 +549,10 @@ def test_a_unit_scaled_to_medians_that_rest_on_stalls_is_not_significant():
     assert not unit["significant"]
     line = next(c for c in doc["cannot_conclude"] if c.startswith(f"unit {unit['unit']} "))
     assert "rests on stalls, taken as anywhere from 0" in line
+    moved = abs(medians[1] - medians[0]) * 1e9  # the measured delta, which may be all stalls
+    for u in doc["units"]:  # every unit's interval spans its share of it, significant or not
+        share = u["time_b_ns"]["median"] / doc["whole_graph"]["b"]["median"]
+        assert u["delta_ns"]["high"] - u["delta_ns"]["low"] >= 0.99 * share * moved, u
 
 
 @pytest.mark.parametrize("low,high,median,verdict", [

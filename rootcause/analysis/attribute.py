@@ -31,7 +31,7 @@ from rootcause.analysis.verdict import (
     WHOLE_NOTES,
     closure_why,
     delta_text,
-    require_measured_interval,
+    carry_measured_interval,
     require_shared_basis,
     separable,
     unit_names,
@@ -390,7 +390,7 @@ def attribute(events_a: pd.DataFrame, events_b: pd.DataFrame, alignment: Alignme
     if scale_to_whole and whole_a is not None:
         withdraw(att, _as_profiled(att, attribute(events_a, events_b, alignment, labels=labels, n_boot=n_boot,
                                                   seed=seed)))
-        withdraw(att, require_measured_interval(att))
+        withdraw(att, carry_measured_interval(att))
         why = closure_why(att, labels)
         if why:
             att.cannot_conclude.append(why)

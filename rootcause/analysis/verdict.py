@@ -228,18 +228,20 @@ def _whole_not_significant(att: Attribution, why: str) -> None:
 FLOOR_QUANTILE = 0.1
 
 
-def require_measured_interval(att: Attribution, stalled: bool = False) -> list[Withdrawal]:
-    """Keep a unit of sides scaled to their measured latencies significant only where its delta
-    excludes 0 with the measurement's own uncertainty carried in.
+def carry_measured_interval(att: Attribution, stalled: bool = False) -> list[Withdrawal]:
+    """Give each unit of sides scaled to their measured latencies the delta interval that carries
+    the measurement's own uncertainty, and keep a significant one significant only where that
+    interval excludes 0.
 
     A scaled unit's time is its share of the profiled call times the measured call, f * M, so
     B - A = f_b (M_b - M_a) + (f_b - f_a) M_a: the measured delta enters every scaled unit in
     proportion to its share, and its interval with it. The profiled calls bound each share tightly,
-    so without this a difference of the two measured medians that the measurement itself does not
-    call (a loaded machine's) passes to the unit that fills the call, with the profiles' narrow
-    interval. stalled: the measured delta rests on how often calls stalled (require_floor), not on
-    the code, so it is carried as anywhere between 0 and its interval. Conservative: each term's
-    interval at its extremes."""
+    so the profiles' interval alone would pass a difference of the two measured medians that the
+    measurement itself does not call (a loaded machine's) to the unit that fills the call, and
+    print it as precise. stalled: the measured delta rests on how often calls stalled
+    (require_floor), not on the code, so it is carried as anywhere between 0 and its interval.
+    Conservative: each term's interval at its extremes, hulled with the profiles' own interval;
+    the median stays the profiles'."""
     d, m = att.whole_graph.delta_ns, {"a": att.whole_graph.a.median, "b": att.whole_graph.b.median}
     if stalled:
         d = Interval(d.median, min(d.low, 0.0), max(d.high, 0.0))
@@ -249,19 +251,18 @@ def require_measured_interval(att: Attribution, stalled: bool = False) -> list[W
             else "the measured delta's own interval")
     out = []
     for u in att.units:
-        if not u.significant:
-            continue
         f = {v: (u.time_ns(v).low / m[v], u.time_ns(v).high / m[v]) for v in "ab"}
         low = min(f["b"][0] * d.low, f["b"][1] * d.low) + (f["b"][0] - f["a"][1]) * m["a"]
         high = max(f["b"][0] * d.high, f["b"][1] * d.high) + (f["b"][1] - f["a"][0]) * m["a"]
-        if low > 0 or high < 0:
+        u.delta_ns = Interval(u.delta_ns.median, min(low, u.delta_ns.low), max(high, u.delta_ns.high))
+        if not u.significant or u.delta_ns.low > 0 or u.delta_ns.high < 0:
             continue
-        names = unit_names(u)
         out.append(Withdrawal(
-            "measured-interval", f"unit {u.unit} ({names}): {delta_text(u.delta_ns)} once scaled to the measured "
-            f"latencies, but [{low / 1e3:+.1f}, {high / 1e3:+.1f}] us with {what} ({delta_text(d)}) carried into "
-            "its scaled times: the measurement does not tell the kernels apart, so it is not called significant",
-            unit=u.unit))
+            "measured-interval", f"unit {u.unit} ({unit_names(u)}): {u.delta_ns.median / 1e3:+.1f} us once scaled to "
+            f"the measured latencies, but [{u.delta_ns.low / 1e3:+.1f}, {u.delta_ns.high / 1e3:+.1f}] us with {what} "
+            f"({delta_text(d)}) "
+            "carried into its scaled times: the measurement does not tell the kernels apart, so it is not called "
+            "significant", unit=u.unit))
     return out
 
 
