@@ -33,9 +33,12 @@ from rootcause.analysis.rules.schedule import library_call, loop_stride, schedul
 from rootcause.model import COUNTER_COLUMNS, CatalogKernel
 from rootcause.names import short
 
+# In the order a unit's findings are listed: the work a side does first (a kernel that evaluates
+# its producers again), then how it is launched, its memory, its schedule. Findings that describe a
+# unit without naming why it is slower are listed after those that do (_mechanisms_first).
 UNIT_RULES: list[Callable[[Context], list[Finding]]] = [
-    launch_config, launch_count, parallelism, occupancy_limiter, shared_memory, local_memory, global_access,
-    bank_conflicts, bandwidth, compute_throughput, recomputation, shared_executable, vector_tiles, loop_stride,
+    recomputation, launch_config, launch_count, parallelism, occupancy_limiter, shared_memory, local_memory,
+    global_access, bank_conflicts, bandwidth, compute_throughput, shared_executable, vector_tiles, loop_stride,
     library_call, schedule_rule,
 ]
 # Rules about one side's kernels alone; every other rule compares the two sides as computing the
@@ -174,12 +177,10 @@ def diagnose(att: Attribution, alignment: Alignment, catalog_a: list[CatalogKern
             sides[v] = Side(att.variants[v].label, rows, cats[v], shared[v], entries[v], *gpu[v])
         ctx = Context(unit, sides["a"], sides["b"], att, cpu=cpu)
         rules = _unit_rules(unit, att)
-        for rule in rules:
-            found = rule(ctx)
-            unit.findings.extend(found)
-            findings.extend(found)
-        # a unit whose sides were not compared already says so (_unit_rules)
         descriptive = DESCRIPTIVE_RULES + (CPU_DESCRIPTIVE_RULES if cpu else ())
+        unit.findings.extend(_mechanisms_first([f for rule in rules for f in rule(ctx)], descriptive))
+        findings.extend(unit.findings)
+        # a unit whose sides were not compared already says so (_unit_rules)
         unit.unexplained = rules is UNIT_RULES and all(f.rule in descriptive for f in unit.findings)
         if unit.unexplained:
             att.cannot_conclude.append(_unexplained(ctx))
@@ -192,6 +193,13 @@ def diagnose(att: Attribution, alignment: Alignment, catalog_a: list[CatalogKern
             f"{gpu['b'][0]}: each side's waves, occupancy and bandwidth are of its own GPU, and the delta mixes the "
             "compiler's change with the GPUs' difference")
     return findings
+
+
+def _mechanisms_first(found: list[Finding], descriptive: tuple[str, ...]) -> list[Finding]:
+    """A unit's findings with those that name a mechanism ahead of those that only describe it,
+    each group in rule order: a report's first line on a unit is then the cause where a rule named
+    one, not the slower side's bandwidth."""
+    return sorted(found, key=lambda f: f.rule in descriptive)
 
 
 def _unexplained(ctx: Context) -> str:
