@@ -76,6 +76,11 @@ def test_readme_main_job_leaves_the_repository_clean(copy):
     top = max(doc["units"], key=lambda u: abs(u["delta_ns"]["median"]))
     assert [k.split("_")[2] for k in top["kernels_b"]] == ["0"] and "reduction" in top["kernels_b"][0]
     assert top["share"] >= 0.9, done.stdout
+    # and is told first: the top unit's first line under it is the recomputation, not its workgroups
+    assert top["findings"][0]["rule"] == "recomputation", [f["rule"] for f in top["findings"]]
+    lines = done.stdout.splitlines()
+    first = lines[next(i for i, line in enumerate(lines) if line.startswith("The top unit")) + 1]
+    assert "evaluates exp" in first, first
     report = copy / "reports" / "einsum-split-small_vs_einsum-fused-small"
     events = [json.loads(line) for line in (report / "cpu-profiles" / "einsum-fused-small.iree-dispatch.jsonl")
               .read_text().splitlines()]
