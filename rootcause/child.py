@@ -17,12 +17,15 @@ quotes the first error line of its own output and names the log where the rest i
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import traceback
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -47,17 +50,35 @@ def python_env(extra: dict[str, str] | None = None, base: dict[str, str] | None 
     return env
 
 
-def die_with_parent() -> None:
-    """preexec_fn of every long-running child (a build worker, a compiler, a measuring child): the
-    kernel sends it SIGKILL when rootcause dies, also by SIGKILL, which no handler of ours sees
-    (Linux PR_SET_PDEATHSIG; elsewhere nothing is set)."""
+PR_SET_PDEATHSIG = 1
+
+
+def tied() -> dict[str, Any]:
+    """The Popen keyword arguments of every long-running child (a build worker, a compiler, a
+    measuring child): the kernel sends it SIGKILL when rootcause dies, also by SIGKILL, which no
+    handler of ours sees (Linux PR_SET_PDEATHSIG, set between fork and exec; elsewhere nothing).
+
+    prctl is looked up here, in the parent, so all the child runs before exec is that one foreign
+    call: no import, no dlopen, nothing that waits on a lock another thread of the parent held at
+    the fork (a runtime measured in this process runs threads: IREE's task executor, XLA's). jax
+    warns of a deadlock at any fork with such a callback ("os.fork() was called"); this one cannot
+    deadlock that way, so its warning is not shown."""
+    prctl = _prctl()
+    if prctl is None:
+        return {}
+    warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
+    return {"preexec_fn": functools.partial(prctl, PR_SET_PDEATHSIG, signal.SIGKILL)}
+
+
+@functools.cache
+def _prctl() -> Callable[..., int] | None:
+    """libc's prctl, or None where there is none (not Linux)."""
     import ctypes
-    import signal
 
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        return ctypes.CDLL(None, use_errno=True).prctl
     except (AttributeError, OSError):
-        pass
+        return None
 
 
 def run(cmd: Sequence[str], *, env: dict[str, str], timeout: float | None = None,
@@ -67,7 +88,7 @@ def run(cmd: Sequence[str], *, env: dict[str, str], timeout: float | None = None
     through subprocess.run, which kills the child first."""
     try:
         return subprocess.run(list(cmd), env=env, capture_output=True, text=True, errors="replace",
-                              timeout=timeout, preexec_fn=die_with_parent, **kwargs)
+                              timeout=timeout, **tied(), **kwargs)
     except subprocess.TimeoutExpired:
         raise ToolFailed(f"{Path(cmd[0]).name} {' '.join(cmd[1:3])}: no answer after {timeout:g} s; stopped") from None
 

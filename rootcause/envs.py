@@ -34,7 +34,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from rootcause.child import die_with_parent
+from rootcause.child import tied
 from rootcause.errors import UsageError
 from rootcause.fileio import cache_dir, read_json, write_json
 
@@ -206,7 +206,7 @@ def _make(staging: Path, requirements: list[str]) -> None:
     # pip checks each download against the sha256 the registry's index gives with it; the report
     # keeps those hashes (installed_hashes reads them into the environment's record)
     cmd += ["--report", str(staging / INSTALL_REPORT)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=die_with_parent)
+    proc = subprocess.run(cmd, capture_output=True, text=True, **tied())
     if proc.returncode != 0:
         raise UsageError(f"pip cannot install {' '.join(_label(r) for r in requirements)} for Python "
                          f"{sys.version_info.major}.{sys.version_info.minor}: {_pip_error(proc.stderr)}")

@@ -94,7 +94,7 @@ class RemoteSession:
         self._proc = subprocess.Popen([str(python), "-m", "rootcause.sessions", "--serve", str(bundle.path),
                                        "--device", device], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       stderr=self._log, text=True, env=envs.checkout_env(),
-                                      preexec_fn=child.die_with_parent)
+                                      **child.tied())
         hello = self._request(None)
         self.device = hello["device"]
         self.timer_includes = f"{hello['timer_includes']} (in a child process of {python})"

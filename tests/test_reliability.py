@@ -631,6 +631,23 @@ def test_a_child_ends_when_rootcause_is_killed(tmp_path):
         raise AssertionError("the child outlived its killed parent")
 
 
+def test_a_child_started_while_xla_runs_here_is_tied_without_a_warning():
+    """After a measurement, XLA's runtime runs its threads in rootcause's process (jax warns of a
+    deadlock at any fork with a Python callback). A child started then through rootcause.child
+    still has its parent-death signal set (read back in the child with PR_GET_PDEATHSIG) and the
+    parent prints no warning."""
+    pytest.importorskip("jax")
+    script = ("import os, sys\nimport jax\nimport jax.numpy as jnp\nfrom rootcause import child\n"
+              "jnp.ones(4).block_until_ready()\n"  # XLA's CPU client and its threads
+              "code = 'import ctypes; v = ctypes.c_int(); ctypes.CDLL(None).prctl(2, ctypes.byref(v)); print(v.value)'\n"
+              "print(child.run([sys.executable, '-c', code], env=dict(os.environ)).stdout.strip())\n")
+    done = subprocess.run([sys.executable, "-W", "always", "-c", script], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == str(int(__import__("signal").SIGKILL)), done.stdout
+    assert "fork" not in done.stderr, done.stderr
+
+
 def test_a_cached_environment_changed_after_it_was_made_is_refused(tmp_path, monkeypatch):
     """A real venv recorded as rootcause records the environments it makes; a sitecustomize.py
     added to its site-packages afterwards (which Python would run on every start) is refused."""

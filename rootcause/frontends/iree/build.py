@@ -35,7 +35,7 @@ from typing import Any
 
 from rootcause.frontends.iree import ir_text
 from rootcause.artifacts import handoff
-from rootcause.child import die_with_parent, first_error_line
+from rootcause.child import first_error_line, tied
 from rootcause.errors import UsageError
 from rootcause.frontends.iree.catalog import catalog
 from rootcause.frontends.iree.catalog import LOCATED_FLOW
@@ -80,7 +80,7 @@ def build(spec: Any, out_dir: Path) -> BuildOutput:
     substitutions = prepare_substitutions(spec, ir)
     handoff.note_step(out_dir, "iree-compile")
     cmd = compile_command(spec, out_dir, substitutions)
-    proc = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=die_with_parent)
+    proc = subprocess.run(cmd, capture_output=True, text=True, **tied())
     before, log = ir_text.ir_before(proc.stderr, DEDUP_PASS)
     if proc.returncode != 0:
         (out_dir / "iree-compile.log").write_text(proc.stderr)
@@ -98,7 +98,7 @@ def build(spec: Any, out_dir: Path) -> BuildOutput:
             p.unlink()
     handoff.note_step(out_dir, "iree-compile --compile-to=flow (source locations)")
     located = subprocess.run(locations_command(spec, ir / LOCATED_FLOW), capture_output=True, text=True,
-                             preexec_fn=die_with_parent)
+                             **tied())
     if located.returncode != 0:
         (ir / LOCATED_FLOW).unlink(missing_ok=True)
         notes.append("no source locations: iree-compile --compile-to=flow --mlir-print-debuginfo failed: "

@@ -11,7 +11,7 @@ from typing import Any
 
 
 from rootcause.artifacts.bundle import bundle_inputs, read_bundle
-from rootcause.child import die_with_parent
+from rootcause.child import tied
 from rootcause.errors import UsageError
 from rootcause.fileio import write_atomic
 from rootcause.frontends.base import profile_name
@@ -42,7 +42,7 @@ def capture(bundle_dir: Path, out_dir: Path, calls: int) -> dict[str, Any]:
                "--device=local-task", f"--function={bundle.entry}", *inputs,
                f"--benchmark_min_time={calls}x", "--device_profiling_mode=host-execution",
                f"--device_profiling_output={prof}"]
-        proc = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=die_with_parent)
+        proc = subprocess.run(cmd, capture_output=True, text=True, **tied())
         if "unsupported profiling mode" in proc.stderr or "device_profiling_output" in proc.stderr:
             from importlib import metadata
 
