@@ -50,6 +50,9 @@ def test_invariants(analyzed, name):
         assert not any(u["significant"] for u in att["units"])
     if whole["significant"] and pair.truth["slower"] in ("A", "B"):
         assert (whole["delta_ns"]["median"] > 0) == (pair.truth["slower"] == "B"), "headline against the construction"
+    # no finding the construction rules out (a stack frame's size on the CPU is no local memory)
+    ruled_out = set(pair.truth["must_not_fire"])
+    assert not [f["rule"] for f in att["findings"] if "*" in ruled_out or f["rule"] in ruled_out]
     # a CPU analysis says what it left unread in a CPU's terms, not by pointing at a GPU's tools
     asks = [c for c in att["cannot_conclude"] if re.search(r"--gpu|\bncu\b", c)]
     assert not asks, "a CPU verdict asks for a GPU's tools"
