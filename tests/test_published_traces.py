@@ -152,6 +152,27 @@ def test_one_model_on_two_vendors_aligns_by_the_op_tree(compared: dict, name: st
     assert launches["a"] and launches["b"]
 
 
+def test_a_layers_units_are_said_together_when_nothing_is_tested(compared: dict) -> None:
+    """BERT's one step on an H100 and an MI300X (no verdict: one sample a side): its 4 layers'
+    attention kernels are 4 units of one module. The lines that say where the time went list them
+    once, as the tables do, with the sums of the kernels the traces hold (json alone): no two lines
+    read alike."""
+    a, b = PAIRS["tracelens-bert-h100-mi300"]
+    lines = [line for line in compared["tracelens-bert-h100-mi300"]["text"].splitlines()
+             if line.startswith("  Largest delta, untested: ")]
+    assert len(lines) == 3 and len({line.split(": `")[0] for line in lines}) == 3, lines
+
+    def kernel_us(path: Path, key: str) -> tuple[int, float]:
+        events = json.loads(gzip.open(path).read())["traceEvents"]
+        durs = [e["dur"] for e in events if e.get("ph") == "X" and e.get("cat") == "kernel" and key in e["name"]]
+        return len(durs), sum(durs)
+
+    (n_a, us_a), (n_b, us_b) = kernel_us(a, "flash_fwd_kernel"), kernel_us(b, "attn_fwd")
+    attention = next(line for line in lines if "BertSdpaSelfAttention" in line)
+    assert n_a == n_b == 4 and f" x{n_a}: " in attention and f"{n_a} units of one module" in attention
+    assert f"{us_b:.1f} us vs {us_a:.1f} us, {us_b - us_a:+.1f} us per call" in attention, attention
+
+
 def _compare(a: Path, b: Path, tmp_path: Path) -> tuple[dict, str]:
     proc = subprocess.run([sys.executable, "-m", "rootcause", "compare", str(a), str(b), "--out", str(tmp_path)],
                           capture_output=True, text=True)

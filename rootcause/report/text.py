@@ -28,6 +28,18 @@ def _side(kernels: list[str]) -> str:
     return " + ".join(shown) + (f" + {len(kernels) - 3} more" if len(kernels) > 3 else "")
 
 
+def _untested(row: dict[str, Any], A: str, B: str) -> str:
+    """Where the time went when no unit is tested: one row as the tables list it, a unit or the
+    units of one repeated module together (view.group_repeats: a layer's units read alike)."""
+    members = row.get("members")
+    how = f"{len(members)} units of one module, aligned by {members[0]['method']}" if members else \
+        f"aligned by {row['method']}"
+    ka, kb = (list(dict.fromkeys(row[k])) for k in ("kernels_a", "kernels_b"))
+    return (f"  Largest delta, untested: {view.unit_module(row)}{_side(kb)} in {B} against {_side(ka)} in {A}: "
+            f"{_us(row['time_b_ns']['median'])} vs {_us(row['time_a_ns']['median'])}, "
+            f"{_signed(row['delta_ns']['median'])} us per call ({how}).")
+
+
 def render_text(doc: dict[str, Any]) -> str:
     """The verdict, the significant units with their findings, the residual, closure, and what
     could not be concluded; for analyze, the hybrids' sentences."""
@@ -42,10 +54,7 @@ def render_text(doc: dict[str, Any]) -> str:
     if not sig:
         lines.append("No unit's delta is significant; nothing is blamed.")
     if not sig and w.get("undetermined"):  # still say where the time went, as the tables do
-        for u in sorted(doc["units"], key=lambda u: -abs(u["delta_ns"]["median"]))[:3]:
-            lines.append(f"  Largest delta, untested: {view.unit_module(u)}{_side(u['kernels_b'])} in {B} against {_side(u['kernels_a'])} "
-                         f"in {A}: {_us(u['time_b_ns']['median'])} vs {_us(u['time_a_ns']['median'])}, "
-                         f"{_signed(u['delta_ns']['median'])} us per call (aligned by {u['method']}).")
+        lines.extend(_untested(row, A, B) for row in view.group_repeats(doc["units"])[:3])
     for rank, u in enumerate(sig[:3]):
         share = f", {u['share']:+.0%} of the whole delta" if u["share"] is not None and w["significant"] else ""
         lead = "The top unit is" if rank == 0 else "Next,"
