@@ -148,8 +148,9 @@ def trace_module_path(chain: str) -> str:
 
 def _unit_modules(doc: dict[str, Any]) -> None:
     """Each unit's module_paths: the model modules its kernels compute (a [model] source's
-    catalogs), repeats collapsed ('layers.*.mlp.down'), and `repeats`: how many instances of the
-    first it computes (8 for a kernel every layer of 8 calls); absent where the catalogs name none."""
+    catalogs), repeats collapsed ('layers.*.mlp.down'); `instances`: the instances of the first it
+    computes ('layers.3.mlp.down'), and `repeats`: how many (8 for a kernel every layer of 8 calls);
+    absent where the catalogs name none."""
     for unit in doc["units"]:
         paths = [p for v in "ab" for k in unit[f"kernels_{v}"]
                  for p in doc["catalogs"][v]["kernels"].get(k, {}).get("module_paths", [])]
@@ -157,7 +158,8 @@ def _unit_modules(doc: dict[str, Any]) -> None:
             paths = [trace_module_path(op.rpartition("/")[0]) for op in unit["source_ops"]]
         if paths:
             unit["module_paths"] = collapse(paths)
-            unit["repeats"] = len({p for p in paths if pattern(p) == unit["module_paths"][0]})
+            unit["instances"] = sorted({p for p in paths if pattern(p) == unit["module_paths"][0]})
+            unit["repeats"] = len(unit["instances"])
 
 
 def _attribute(a: Side, b: Side, alignment: Any, ctx: Context) -> Attribution:

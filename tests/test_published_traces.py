@@ -173,6 +173,18 @@ def test_a_layers_units_are_said_together_when_nothing_is_tested(compared: dict)
     assert f"{us_b:.1f} us vs {us_a:.1f} us, {us_b - us_a:+.1f} us per call" in attention, attention
 
 
+def test_a_repeated_modules_row_counts_its_instances_not_its_units(compared: dict) -> None:
+    """Qwen's step on two vendors: a trace's unit is one op of one module instance, so each
+    layer's attention is several units. The row that lists them together counts the attention
+    instances the trace's own nn.Module spans name (json alone), not the units."""
+    a, _ = PAIRS["tracelens-qwen-h100-mi300"]
+    layers = {s for s in _module_spans(a) if s.startswith("Qwen2Attention_")}
+    line = next(line for line in compared["tracelens-qwen-h100-mi300"]["text"].splitlines()
+                if line.startswith("  Largest delta, untested: ") and ".Qwen2Attention.* x" in line)
+    units = int(line.rsplit("(", 1)[1].split()[0])
+    assert f".Qwen2Attention.* x{len(layers)}: " in line and units > len(layers), line
+
+
 def _compare(a: Path, b: Path, tmp_path: Path) -> tuple[dict, str]:
     proc = subprocess.run([sys.executable, "-m", "rootcause", "compare", str(a), str(b), "--out", str(tmp_path)],
                           capture_output=True, text=True)

@@ -63,7 +63,7 @@ UNIT = {"unit": int, "kernels_a": [str], "kernels_b": [str], "time_a_ns": STAT, 
         "delta_ns": STAT, "significant?": bool, "flagged?": bool, "method?": str, "share?": Opt(NUM),
         "launches_a?": Opt(NUM), "launches_b?": Opt(NUM), "idle_before_a_ns?": Opt(NUM), "idle_before_b_ns?": Opt(NUM),
         "source_ops?": [str], "findings?": [FINDING],
-        "module_paths?": [str], "repeats?": int}
+        "module_paths?": [str], "instances?": [str], "repeats?": int}
 VARIANT = {"label?": str, "calls?": Opt(int), "launches_per_call?": Opt(NUM), "source?": [str],
            "span_ns?": Opt(STAT), "kernel_busy_ns?": Opt(STAT), "profile?": Opt(str), "catalog?": Opt(str),
            "entry?": Opt(str)}

@@ -216,8 +216,13 @@ def _summed(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def _group(members: list[dict[str, Any]]) -> dict[str, Any]:
     shares = [m.get("share") for m in members]
     significant = sum(1 for m in members if m.get("significant"))
+    # the module's instances the members compute: a trace's units are one op of one instance each
+    # (6 units a layer's attention), a compiler's one layer each
+    instances = {p for m in members for p in m.get("instances") or ()}
+    repeats = len(instances) if all(m.get("instances") for m in members) else \
+        sum(m.get("repeats") or 1 for m in members)
     return {"unit": f"{members[0]['unit']} +{len(members) - 1}", "members": members,
-            "module_paths": members[0]["module_paths"], "repeats": sum(m.get("repeats") or 1 for m in members),
+            "module_paths": members[0]["module_paths"], "repeats": repeats,
             **_summed(members), "share": None if None in shares else sum(shares),
             "method": f"{len(members)} units of one module, {significant} significant"}
 
