@@ -179,12 +179,14 @@ def unit_label(u: dict[str, Any], limit: int = 28) -> str:
 
 def unit_module(u: dict[str, Any]) -> str:
     """'layers.*.mlp.down x8: ' (the unit's innermost common module, its first when several, and how
-    many of the model's repeats it computes), or ''."""
+    many of the model's repeats it computes), 'layers.3.mlp.down: ' where it computes one of them,
+    or ''."""
     paths = u.get("module_paths") or []
     if not paths:
         return ""
-    repeats = u.get("repeats") or 1
-    return (f"{paths[0]}{f' x{repeats}' if repeats > 1 else ''}"
+    repeats, instances = u.get("repeats") or 1, u.get("instances") or []
+    first = instances[0] if len(instances) == 1 else paths[0]
+    return (f"{first}{f' x{repeats}' if repeats > 1 else ''}"
             f"{f' +{len(paths) - 1}' if len(paths) > 1 else ''}: ")
 
 
