@@ -185,6 +185,22 @@ def test_a_repeated_modules_row_counts_its_instances_not_its_units(compared: dic
     assert f".Qwen2Attention.* x{len(layers)}: " in line and units > len(layers), line
 
 
+def test_a_unit_of_one_instance_is_named_by_that_instance(compared: dict) -> None:
+    """A unit that computes in one module instance is named by it, each 'Class.n' of its name a
+    'Class_n' span the trace itself holds (json alone), where the module's pattern would name
+    every layer alike."""
+    from rootcause.report import view
+
+    a, _ = PAIRS["tracelens-qwen-h100-mi300"]
+    spans = _module_spans(a)
+    single = [u for u in compared["tracelens-qwen-h100-mi300"]["doc"]["units"] if len(u.get("instances") or ()) == 1]
+    assert len(single) > 100
+    for u in single:
+        name = view.unit_module(u).split(" ")[0].rstrip(":")
+        parts = name.split(".")
+        assert "*" not in name and {f"{c}_{n}" for c, n in zip(parts[::2], parts[1::2])} <= spans, name
+
+
 def _compare(a: Path, b: Path, tmp_path: Path) -> tuple[dict, str]:
     proc = subprocess.run([sys.executable, "-m", "rootcause", "compare", str(a), str(b), "--out", str(tmp_path)],
                           capture_output=True, text=True)
