@@ -167,6 +167,7 @@ def diagnose(att: Attribution, alignment: Alignment, catalog_a: list[CatalogKern
         if sites:
             shared[v][kernel] = tuple(sites)
     findings: list[Finding] = []
+    descriptive = DESCRIPTIVE_RULES + (CPU_DESCRIPTIVE_RULES if cpu else ())
     for unit in att.units:
         unit.unexplained = False
         if not unit.significant:
@@ -177,7 +178,6 @@ def diagnose(att: Attribution, alignment: Alignment, catalog_a: list[CatalogKern
             sides[v] = Side(att.variants[v].label, rows, cats[v], shared[v], entries[v], *gpu[v])
         ctx = Context(unit, sides["a"], sides["b"], att, cpu=cpu)
         rules = _unit_rules(unit, att)
-        descriptive = DESCRIPTIVE_RULES + (CPU_DESCRIPTIVE_RULES if cpu else ())
         unit.findings.extend(_mechanisms_first([f for rule in rules for f in rule(ctx)], descriptive))
         findings.extend(unit.findings)
         # a unit whose sides were not compared already says so (_unit_rules)

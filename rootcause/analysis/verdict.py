@@ -260,9 +260,8 @@ def carry_measured_interval(att: Attribution, stalled: bool = False) -> list[Wit
         out.append(Withdrawal(
             "measured-interval", f"unit {u.unit} ({unit_names(u)}): {u.delta_ns.median / 1e3:+.1f} us once scaled to "
             f"the measured latencies, but [{u.delta_ns.low / 1e3:+.1f}, {u.delta_ns.high / 1e3:+.1f}] us with {what} "
-            f"({delta_text(d)}) "
-            "carried into its scaled times: the measurement does not tell the kernels apart, so it is not called "
-            "significant", unit=u.unit))
+            f"({delta_text(d)}) carried into its scaled times: the measurement does not tell the kernels apart, so it "
+            "is not called significant", unit=u.unit))
     return out
 
 

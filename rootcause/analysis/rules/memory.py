@@ -59,9 +59,10 @@ def local_memory(ctx: Context) -> list[Finding]:
             local = max(local, res.get("local_bytes") or 0)
         facts[side.label] = {"local_bytes": local, "spills": spills, "stack_bytes": stack}
     fa, fb = facts[ctx.a.label], facts[ctx.b.label]
-    if all(fa[k] == fb[k] for k in (("spills",) if ctx.cpu else fa)):
+    weighed = ("spills",) if ctx.cpu else tuple(fa)
+    if all(fa[k] == fb[k] for k in weighed):
         return []
-    worse, better = (ctx.b, ctx.a) if sum(fb.values()) > sum(fa.values()) else (ctx.a, ctx.b)
+    worse, better = (ctx.b, ctx.a) if sum(fb[k] for k in weighed) > sum(fa[k] for k in weighed) else (ctx.a, ctx.b)
     f = facts[worse.label]
     sentence = (f"{worse.label} uses {f['local_bytes']} B local memory per thread, {f['spills']} "
                 f"spilled bytes and {f['stack_bytes']} B stack; {better.label}: "
