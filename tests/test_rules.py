@@ -5,6 +5,8 @@ Each case is two variants whose launches and catalogs are written out below; the
 latency is the kernels' busy time plus a fixed host share, so closure is exact."""
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 import pytest
 
@@ -213,3 +215,21 @@ def test_no_comparison_on_a_unit_of_one_variant():
     assert u["significant"] and not u["kernels_a"]
     assert not u["findings"] and "launch-count" not in found
     assert any(f"unit {u['unit']} has kernels of one variant only" in c for c in doc["cannot_conclude"])
+
+
+PREFIX = {"": 1.0, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+
+
+@pytest.mark.parametrize("flops", [3_000, 24_000, 2_950_000, 7_500_000_000])
+def test_compute_states_work_and_rate_with_a_prefix_that_keeps_their_digits(flops):
+    # One kernel a call on each side, B twice A's time; the work is the catalog's flops (one launch a
+    # call) and the time the median launch: 3000 + 7 ns on A (durations 3000, 3007, 3014 ns).
+    found, _ = _findings(_side("a", [("k", ["main/x"], 3000, 64, 256, flops)]),
+                         _side("b", [("k", ["main/x"], 6000, 64, 256, flops)]))
+    (f,) = found["compute"]
+    said = re.findall(r"(\w+) does ([\d,.]+) (\w?)FLOP in [^(]+\(([\d,.]+) (\w?)FLOP/s", f["sentence"])
+    assert [s[0] for s in said] == ["a", "b"], f["sentence"]
+    for (_, work, work_prefix, rate, rate_prefix), busy_ns in zip(said, (3007, 6007)):
+        assert float(work.replace(",", "")) * PREFIX[work_prefix] == pytest.approx(flops, rel=0.005)
+        assert float(rate.replace(",", "")) * PREFIX[rate_prefix] == pytest.approx(flops / busy_ns * 1e9, rel=0.005)
+        assert float(work.replace(",", "")) >= 0.1 and float(rate.replace(",", "")) >= 0.1

@@ -116,7 +116,7 @@ def compute_throughput(ctx: Context) -> list[Finding]:
             return []
         rate = work / time * 1e9
         rows[side.label] = {"flops_per_call": work, "time_ns": time, "flops_per_s": rate, "peak_fp32": peak}
-        text = f"{side.label} does {work / 1e9:,.2f} GFLOP in {time_text(time)} ({rate / 1e12:.2f} TFLOP/s"
+        text = f"{side.label} does {_scaled(work, 'FLOP')} in {time_text(time)} ({_scaled(rate, 'FLOP/s')}"
         texts.append(text + f", {rate / peak:.1%} of the {side.device}'s {peak / 1e12:.0f} TFLOP/s FP32 vector peak)")
     return [finding(ctx, "compute", "; ".join(texts) + ".", source="static flops, profiled time", **rows)]
 
@@ -124,6 +124,15 @@ def compute_throughput(ctx: Context) -> list[Finding]:
 def _rate(bytes_per_s: float) -> str:
     """Bytes a second in the unit that shows its digits: TB/s on a GPU's scale, GB/s below it."""
     return f"{bytes_per_s / 1e12:.2f} TB/s" if bytes_per_s >= 1e11 else f"{bytes_per_s / 1e9:.2f} GB/s"
+
+
+def _scaled(value: float, unit: str) -> str:
+    """A count or rate of floating-point operations with the decimal prefix that keeps its first
+    digits: 0.27 TFLOP/s, 28.3 MFLOP, never 0.00 GFLOP for a pooling kernel's few thousand."""
+    for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if value >= factor / 10:
+            return f"{value / factor:,.2f} {prefix}{unit}"
+    return f"{value:,.0f} {unit}"
 
 
 def slow_fast(ctx: Context) -> tuple[Side, Side]:
