@@ -282,3 +282,18 @@ def test_readme_reading_guide_is_the_reports():
     readme = (ROOT / "README.md").read_text()
     for term, what in view.READING_GUIDE:
         assert f"- **{term}**: {what}" in readme
+
+
+def test_a_unit_whose_kernels_compute_several_modules_says_how_many_more():
+    # The gallery's llama pair (fixtures/models/llama): k and v are Linear(DIM, KV_HEADS * HEAD) of
+    # one shape, so IREE builds one matmul executable for both, launched for every layer; the unit
+    # of that executable is attn.k's, with attn.v beside it.
+    doc = json.loads((ROOT / "gallery/llama_iree_hfuse_h200_analyze/attribution.json").read_text())
+    (unit,) = [u for u in doc["units"] if u["module_paths"][0] == "layers.*.attn.k"]
+    assert unit["module_paths"] == ["layers.*.attn.k", "layers.*.attn.v"]
+    cells = {row[0] for table in tables(render_markdown(doc)) for row in table}
+    assert f"{unit['unit']} layers.*.attn.k x8 +1 module" in cells
+    several = [u for u in doc["units"] if len(u["module_paths"]) > 2]
+    assert several
+    for u in several:
+        assert f"{u['unit']} {u['module_paths'][0]} x8 +{len(u['module_paths']) - 1} modules" in cells

@@ -180,14 +180,15 @@ def unit_label(u: dict[str, Any], limit: int = 28) -> str:
 def unit_module(u: dict[str, Any]) -> str:
     """'layers.*.mlp.down x8: ' (the unit's innermost common module, its first when several, and how
     many of the model's repeats it computes), 'layers.3.mlp.down: ' where it computes one of them,
-    or ''."""
+    'layers.*.attn.k x8 +1 module: ' where its kernels compute other modules too (module_paths lists
+    them), or ''."""
     paths = u.get("module_paths") or []
     if not paths:
         return ""
-    repeats, instances = u.get("repeats") or 1, u.get("instances") or []
+    repeats, instances, more = u.get("repeats") or 1, u.get("instances") or [], len(paths) - 1
     first = instances[0] if len(instances) == 1 else paths[0]
-    return (f"{first}{f' x{repeats}' if repeats > 1 else ''}"
-            f"{f' +{len(paths) - 1}' if len(paths) > 1 else ''}: ")
+    extra = f" +{more} module{'s' if more > 1 else ''}" if more else ""
+    return f"{first}{f' x{repeats}' if repeats > 1 else ''}{extra}: "
 
 
 def unit_cell(u: dict[str, Any]) -> str:
