@@ -372,3 +372,17 @@ def test_boundaries_after_two_bindings_split_at_both(tmp_path):
     owner = {op: k.function for k in off.kernels for op in k.source_ops}
     mine = {op: k.function for k in hybrid.kernels for op in k.source_ops}
     assert {mine[op] for op in h.source_ops} == {owner[op] for op in h.source_ops} == {"matmul", "multiply", "add"}
+
+
+def test_override_that_binds_no_thread_is_refused_for_a_gpu(tmp_path):
+    # The seed's serial kernel with its two thread-bound loops made plain loops: TVM builds such a
+    # PrimFunc for a CUDA target as host code that reads the device's buffers (on an H100 the first
+    # call of such a module ended the process with a segmentation fault).
+    unbound = (CASE / "serial_kernel.py").read_text()
+    unbound = unbound.replace('T.thread_binding(T.int64(576), thread="blockIdx.x")', "T.serial(T.int64(576))")
+    unbound = unbound.replace('T.thread_binding(T.int64(256), thread="threadIdx.x")', "T.serial(T.int64(256))")
+    assert "thread_binding" not in unbound
+    path = tmp_path / "unbound_kernel.py"
+    path.write_text(unbound)
+    msg = _bad(tmp_path, f'schedule_overrides = {{ fused_pool2d_add2 = "{path}" }}', "cuda:sm_90")
+    assert "[variants.bad.tvm].schedule_overrides.fused_pool2d_add2: unbound_kernel.py binds no GPU thread" in msg

@@ -22,15 +22,25 @@ def apply_overrides(mod: Any, spec: VariantSpec, target: Any) -> Any:
         if fn not in prims:
             raise UsageError(f"{where}: no function \"{fn}\" after fusion; functions: {', '.join(sorted(prims))}")
         replacement = _override_func(path, fn, where)
-        if target.kind.name == "llvm" and "T.thread_binding" in replacement.script():
+        binds = _binds_threads(replacement.script())
+        if target.kind.name == "llvm" and binds:
             raise UsageError(f"{where}: {path.name} binds GPU threads (blockIdx/threadIdx); it cannot "
                              f"build for {spec.target}")
+        if target.kind.name != "llvm" and not binds:
+            raise UsageError(f"{where}: {path.name} binds no GPU thread (blockIdx/threadIdx); for "
+                             f"{spec.target} TVM would build it as host code reading the device's "
+                             f"buffers: bind its loops (T.thread_binding)")
         want, got = param_types(mod[prims[fn]]), param_types(replacement)
         if want != got:
             raise UsageError(f"{where}: parameters of {path.name} {_fmt_params(got)} differ from "
                              f"{fn}'s {_fmt_params(want)}")
         mod.update_func(prims[fn], replacement.with_attr("tirx.is_scheduled", True))
     return mod
+
+
+def _binds_threads(script: str) -> bool:
+    """Whether a PrimFunc's TVMScript binds GPU threads, by a loop or a launch."""
+    return any(f"T.{how}" in script for how in ("thread_binding", "launch_thread", "env_thread"))
 
 
 def _fmt_params(params: list[tuple[tuple[Any, ...], str]]) -> str:
